@@ -1,0 +1,96 @@
+import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway-test-app';
+
+describe('gateway authentication and namespace access', () => {
+  let gw: GatewayHarness;
+  let alice: Tenant;
+  let bob: Tenant;
+
+  beforeAll(async () => {
+    gw = await startGateway();
+    alice = await createTenant(gw.http, gw.adminToken);
+    bob = await createTenant(gw.http, gw.adminToken);
+  });
+  afterAll(() => gw?.close());
+
+  it.each([
+    ['no Authorization header', undefined, /Missing Authorization header/],
+    ['a non-bearer scheme', 'Basic YWxpY2U6c2VjcmV0', /must be "Bearer <API key>"/],
+    ['a malformed key', 'Bearer not-a-key', /Invalid API key/],
+    ['an unknown well-formed key', `Bearer atl_abcdefghijkl_${'A'.repeat(43)}`, /Invalid API key/],
+  ])('rejects %s with 401 in the error envelope', async (_label, header, message) => {
+    const res = await gw.http.request('GET', '/api/ai/models/local-image', {
+      headers: header ? { authorization: header } : {},
+    });
+    expect(res.status).toBe(401);
+    expect(res.body).toMatchObject({
+      error: { type: 'authentication_required', title: expect.any(String), message: expect.stringMatching(message) },
+      status: 'error',
+      status_message: 'authentication_required',
+    });
+  });
+
+  it('accepts a valid key', async () => {
+    const res = await gw.http.request('GET', '/api/ai/models/local-image', { token: alice.apiKey });
+    expect(res.status).toBe(200);
+  });
+
+  it('lets a user read their own namespace and 403s any other', async () => {
+    const own = await gw.http.request('GET', `/api/credits?namespace=${alice.namespace}`, { token: alice.apiKey });
+    expect(own.status).toBe(200);
+    expect(own.body).toMatchObject({ namespace: alice.namespace, type: 'user', credits: '100', reserved: '0' });
+
+    const foreign = await gw.http.request('GET', `/api/credits?namespace=${bob.namespace}`, { token: alice.apiKey });
+    expect(foreign.status).toBe(403);
+    expect(foreign.body).toMatchObject({ error: { type: 'permission_denied', message: `You are not a member of namespace '${bob.namespace}'` } });
+
+    // An unknown namespace looks exactly like a foreign one, so tenants cannot be probed.
+    const unknown = await gw.http.request('GET', '/api/credits?namespace=no-such-namespace', { token: alice.apiKey });
+    expect(unknown.status).toBe(403);
+  });
+
+  it('gives org members access to the org namespace and nobody else', async () => {
+    const org = `org-${alice.username}`;
+    const created = await gw.http.request('POST', '/api/admin/orgs', {
+      token: gw.adminToken,
+      body: { name: org, members: [alice.username], credits: 50 },
+    });
+    expect(created.status).toBe(201);
+    const member = await gw.http.request('GET', `/api/credits?namespace=${org}`, { token: alice.apiKey });
+    expect(member.status).toBe(200);
+    expect(member.body).toMatchObject({ namespace: org, type: 'org', credits: '50' });
+    const outsider = await gw.http.request('GET', `/api/credits?namespace=${org}`, { token: bob.apiKey });
+    expect(outsider.status).toBe(403);
+  });
+
+  it('stops accepting a revoked key on every replica within a second', async () => {
+    const replica = await gw.replica();
+    const issued = await gw.http.request<{ api_key: string; prefix: string }>('POST', `/api/admin/users/${bob.username}/api_keys`, {
+      token: gw.adminToken,
+    });
+    expect(issued.status).toBe(201);
+    const key = issued.body.api_key;
+    expect(key.includes(issued.body.prefix)).toBe(true);
+    // Both replicas have verified (and cached) the key.
+    for (const http of [gw.http, replica.http])
+      expect((await http.request('GET', '/api/credits', { token: key })).status).toBe(200);
+
+    const revoked = await gw.http.request('DELETE', `/api/admin/api_keys/${issued.body.prefix}`, { token: gw.adminToken });
+    expect(revoked.status).toBe(200);
+    const started = Date.now();
+    await waitFor(async () => (await replica.http.request('GET', '/api/credits', { token: key })).status === 401, {
+      timeoutMs: 1000,
+      description: 'the replica to reject the revoked key',
+    });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(401);
+    // Other keys of the same user keep working.
+    expect((await gw.http.request('GET', '/api/credits', { token: bob.apiKey })).status).toBe(200);
+  });
+
+  it('serves health without credentials', async () => {
+    const res = await gw.http.request('GET', '/health');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: 'ok', service: 'gateway', checks: { postgres: { status: 'up' }, redis: { status: 'up' } } });
+  });
+});

@@ -1,0 +1,94 @@
+import { createTenant, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway-test-app';
+
+const envelope = (type: string, message: RegExp | string) => ({
+  error: { type, title: expect.any(String), message: typeof message === 'string' ? message : expect.stringMatching(message) },
+  status: 'error',
+  status_message: type,
+});
+
+describe('gateway error envelope', () => {
+  let gw: GatewayHarness;
+  let user: Tenant;
+
+  beforeAll(async () => {
+    gw = await startGateway({ BODY_LIMIT_BYTES: '4096' });
+    user = await createTenant(gw.http, gw.adminToken);
+  });
+  afterAll(() => gw?.close());
+
+  it('answers malformed JSON with 400', async () => {
+    const res = await gw.http.request('POST', '/api/admin/users', {
+      token: gw.adminToken,
+      rawBody: '{"username": "x",',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual(envelope('invalid_request', /not valid JSON/));
+  });
+
+  it('answers an empty JSON body with 400', async () => {
+    const res = await gw.http.request('POST', '/api/admin/users', {
+      token: gw.adminToken,
+      rawBody: '',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ status: 'error', error: { type: 'invalid_request' } });
+  });
+
+  it.each([
+    ['a wrong type', { username: 123 }, /username must be a string/],
+    ['a non-object body', ['alice'], /Request body must be a JSON object/],
+    ['an unknown field', { username: 'fine-name', colour: 'red' }, /unknown field\(s\): colour/],
+    ['an invalid name', { username: 'Bad Name!' }, /username must be 1-40 lowercase/],
+    ['negative credits', { username: 'someone-new', credits: -5 }, /credits must not be negative/],
+  ])('answers %s with 400 naming the field', async (_label, body, message) => {
+    const res = await gw.http.request('POST', '/api/admin/users', { token: gw.adminToken, body });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject(envelope('invalid_request', message));
+  });
+
+  it('answers unknown routes with 404 in the envelope', async () => {
+    const res = await gw.http.request('GET', '/api/does-not-exist', { token: user.apiKey });
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual(envelope('route_not_found', 'Cannot GET /api/does-not-exist'));
+  });
+
+  it('answers bodies over the configured limit with 413', async () => {
+    const res = await gw.http.request('POST', '/api/admin/users', {
+      token: gw.adminToken,
+      body: { username: 'big', padding: 'x'.repeat(8192) },
+    });
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual(envelope('payload_too_large', /too large/));
+  });
+
+  it('answers an unsupported content type with 415', async () => {
+    const res = await gw.http.request('POST', '/api/admin/users', {
+      token: gw.adminToken,
+      rawBody: 'username=alice',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect(res.status).toBe(415);
+    expect(res.body).toMatchObject({ status: 'error', status_message: 'unsupported_media_type' });
+    const text = await gw.http.request('POST', '/api/admin/users', {
+      token: gw.adminToken,
+      rawBody: 'username=alice',
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect(text.status).toBe(415);
+    expect(text.body).toMatchObject({ status: 'error', status_message: 'unsupported_media_type' });
+  });
+
+  it('answers unknown models with the spec text', async () => {
+    const res = await gw.http.request('GET', '/api/ai/models/nope-9000', { token: user.apiKey });
+    expect(res.status).toBe(404);
+    expect(res.body).toEqual(envelope('resource_not_found', 'Model not found: nope-9000'));
+  });
+
+  it('echoes a request id on every response', async () => {
+    const res = await gw.http.request('GET', '/api/ai/models/nope', { token: user.apiKey, headers: { 'x-request-id': 'trace-123' } });
+    expect(res.headers['x-request-id']).toBe('trace-123');
+  });
+});

@@ -1,0 +1,14 @@
+// Every project's tests in one run (`npm test`); `nx test <project>` runs one of them.
+const { readdirSync, existsSync } = require('node:fs');
+const path = require('node:path');
+
+const projects = [];
+for (const group of ['apps', 'libs']) {
+  for (const name of readdirSync(path.join(__dirname, group))) {
+    const config = path.join(__dirname, group, name, 'jest.config.cjs');
+    if (existsSync(config)) projects.push(config);
+  }
+}
+projects.push(path.join(__dirname, 'tools/db/jest.config.cjs'));
+
+module.exports = { projects };

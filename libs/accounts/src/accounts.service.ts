@@ -1,0 +1,112 @@
+import { Injectable } from '@nestjs/common';
+import { generateApiKey } from '@atelier/auth';
+import { CreditLedger } from '@atelier/billing';
+import {
+  API_KEY_REVOKED_CHANNEL,
+  ApiError,
+  type CreatedApiKeyResponse,
+  type CreatedOrgResponse,
+  type CreatedUserResponse,
+  type NamespaceResponse,
+} from '@atelier/contracts';
+import { Prisma, PrismaService } from '@atelier/db';
+import { BroadcastBus } from '@atelier/runtime';
+
+function isUniqueViolation(err: unknown): boolean {
+  return err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
+}
+
+const positive = (credits?: string) => credits !== undefined && new Prisma.Decimal(credits).greaterThan(0);
+
+/** Users, organizations, namespaces and API keys: what the operator interface manages. */
+@Injectable()
+export class AccountsService {
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly ledger: CreditLedger,
+    private readonly bus: BroadcastBus,
+  ) {}
+
+  /** A user, their own namespace (named after them) and a first API key, in one transaction. */
+  async createUser(username: string, credits?: string): Promise<CreatedUserResponse> {
+    const key = generateApiKey();
+    try {
+      await this.prisma.$transaction(async (tx) => {
+        const user = await tx.user.create({ data: { username } });
+        const ns = await tx.namespace.create({
+          data: { name: username, type: 'user', userId: user.id, credits: credits ?? '0' },
+        });
+        await tx.apiKey.create({ data: { userId: user.id, prefix: key.prefix, hash: key.hash } });
+        if (positive(credits))
+          await tx.creditLedgerEntry.create({
+            data: { namespaceId: ns.id, kind: 'grant', amount: credits!, balanceAfter: credits!, reference: 'initial credits' },
+          });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw ApiError.conflict(`Namespace '${username}' already exists`);
+      throw err;
+    }
+    return { username, namespace: username, api_key: key.key };
+  }
+
+  async createApiKey(username: string): Promise<CreatedApiKeyResponse> {
+    const user = await this.prisma.user.findUnique({ where: { username }, select: { id: true } });
+    if (!user) throw ApiError.notFound(`User not found: ${username}`);
+    const key = generateApiKey();
+    await this.prisma.apiKey.create({ data: { userId: user.id, prefix: key.prefix, hash: key.hash } });
+    return { api_key: key.key, prefix: key.prefix };
+  }
+
+  /** Idempotent; the broadcast makes every replica drop the key from its auth cache at once. */
+  async revokeApiKey(prefix: string): Promise<{ prefix: string; revoked_at: number }> {
+    const key = await this.prisma.apiKey.findUnique({ where: { prefix } });
+    if (!key) throw ApiError.notFound(`API key not found: ${prefix}`);
+    const revokedAt = key.revokedAt ?? (await this.prisma.apiKey.update({ where: { prefix }, data: { revokedAt: new Date() } })).revokedAt!;
+    await this.bus.publish(API_KEY_REVOKED_CHANNEL, { prefix });
+    return { prefix, revoked_at: Math.floor(revokedAt.getTime() / 1000) };
+  }
+
+  async createOrg(name: string, members: string[], credits?: string): Promise<CreatedOrgResponse> {
+    const unique = [...new Set(members)];
+    const users = await this.prisma.user.findMany({ where: { username: { in: unique } }, select: { id: true, username: true } });
+    const missing = unique.filter((m) => !users.some((u) => u.username === m));
+    if (missing.length) throw ApiError.notFound(`Unknown user(s): ${missing.join(', ')}`);
+    try {
+      await this.prisma.$transaction(async (tx) => {
+        const org = await tx.organization.create({ data: { name } });
+        const ns = await tx.namespace.create({ data: { name, type: 'org', orgId: org.id, credits: credits ?? '0' } });
+        await tx.membership.createMany({ data: users.map((u) => ({ orgId: org.id, userId: u.id })) });
+        if (positive(credits))
+          await tx.creditLedgerEntry.create({
+            data: { namespaceId: ns.id, kind: 'grant', amount: credits!, balanceAfter: credits!, reference: 'initial credits' },
+          });
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw ApiError.conflict(`Namespace '${name}' already exists`);
+      throw err;
+    }
+    return { name, namespace: name, members: unique, credits: new Prisma.Decimal(credits ?? 0).toFixed() };
+  }
+
+  async adjustCredits(namespace: string, amount: string): Promise<{ namespace: string; credits: string }> {
+    const ns = await this.findNamespace(namespace);
+    const balance = await this.ledger.adjust(ns.id, amount, 'operator adjustment');
+    return { namespace, credits: balance.credits };
+  }
+
+  async describeNamespace(namespace: string): Promise<NamespaceResponse> {
+    const ns = await this.findNamespace(namespace);
+    return {
+      namespace: ns.name,
+      type: ns.type,
+      credits: new Prisma.Decimal(ns.credits).toFixed(),
+      reserved: new Prisma.Decimal(ns.reserved).toFixed(),
+    };
+  }
+
+  private async findNamespace(name: string) {
+    const ns = await this.prisma.namespace.findUnique({ where: { name } });
+    if (!ns) throw ApiError.notFound(`Namespace not found: ${name}`);
+    return ns;
+  }
+}

@@ -1,0 +1,2 @@
+export { AccountsService } from './accounts.service';
+export { AccountsModule } from './accounts.module';

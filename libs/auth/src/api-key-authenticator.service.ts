@@ -1,0 +1,79 @@
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { API_KEY_REVOKED_CHANNEL, ApiError } from '@atelier/contracts';
+import { PrismaService } from '@atelier/db';
+import { BroadcastBus } from '@atelier/runtime';
+import { apiKeyPrefix, hashApiKey, hashesEqual } from './api-key';
+import type { Caller } from './caller';
+
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * Verifies bearer keys. A verified key is trusted for at most AUTH_CACHE_MS (<= 1 s) without
+ * re-reading Postgres, and revocations are also broadcast, so a revoked key stops working
+ * on every replica within a second while hot keys cost no query per request.
+ */
+@Injectable()
+export class ApiKeyAuthenticator implements OnModuleInit {
+  private readonly cache = new Map<string, { caller: Caller; until: number }>();
+  private readonly lastUsedWritten = new Map<string, number>();
+
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly bus: BroadcastBus,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.bus.subscribe(API_KEY_REVOKED_CHANNEL, ({ prefix }) => this.forget(prefix));
+  }
+
+  forget(prefix: string): void {
+    for (const [hash, entry] of this.cache) if (entry.caller.keyPrefix === prefix) this.cache.delete(hash);
+  }
+
+  async authenticate(authorization: string | string[] | undefined): Promise<Caller> {
+    if (typeof authorization !== 'string' || authorization.trim() === '')
+      throw ApiError.unauthorized('Missing Authorization header; send "Authorization: Bearer <API key>"');
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!match) throw ApiError.unauthorized('Authorization header must be "Bearer <API key>"');
+    const key = match[1];
+    const prefix = apiKeyPrefix(key);
+    if (!prefix) throw ApiError.unauthorized('Invalid API key');
+    const hash = hashApiKey(key);
+
+    const now = Date.now();
+    const cached = this.cache.get(hash);
+    if (cached && cached.until > now) return cached.caller;
+
+    const row = await this.prisma.apiKey.findUnique({
+      where: { prefix },
+      include: { user: { include: { namespace: true } } },
+    });
+    if (!row || !hashesEqual(row.hash, hash) || row.revokedAt || !row.user.namespace) {
+      this.cache.delete(hash);
+      throw ApiError.unauthorized('Invalid API key');
+    }
+    const caller: Caller = {
+      userId: row.userId,
+      username: row.user.username,
+      namespaceId: row.user.namespace.id,
+      namespace: row.user.namespace.name,
+      keyPrefix: prefix,
+    };
+    if (this.config.AUTH_CACHE_MS > 0) {
+      if (this.cache.size > 10_000) this.cache.clear();
+      this.cache.set(hash, { caller, until: now + this.config.AUTH_CACHE_MS });
+    }
+    this.touch(row.id, now);
+    return caller;
+  }
+
+  /** last_used_at at minute resolution, written off the request path. */
+  private touch(keyId: string, now: number): void {
+    const last = this.lastUsedWritten.get(keyId) ?? 0;
+    if (now - last < LAST_USED_RESOLUTION_MS) return;
+    this.lastUsedWritten.set(keyId, now);
+    void this.prisma.apiKey.update({ where: { id: keyId }, data: { lastUsedAt: new Date(now) } }).catch(() => undefined);
+  }
+}

@@ -1,0 +1,49 @@
+import { createParamDecorator, Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { FastifyRequest } from 'fastify';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { ApiError } from '@atelier/contracts';
+import { ACCESS_METADATA, type RouteAccess } from '@atelier/runtime';
+import { ApiKeyAuthenticator } from './api-key-authenticator.service';
+import { secretsEqual } from './api-key';
+import type { Caller } from './caller';
+
+
+type RequestWithCaller = FastifyRequest & { caller?: Caller };
+
+/**
+ * Global guard: every route needs an API key unless marked otherwise, so a new controller
+ * cannot be exposed by forgetting a decorator.
+ */
+@Injectable()
+export class AccessGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly authenticator: ApiKeyAuthenticator,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const access = this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS_METADATA, [context.getHandler(), context.getClass()]);
+    const req = context.switchToHttp().getRequest<RequestWithCaller>();
+    if (access === 'public') return true;
+    if (access === 'admin') {
+      const token = this.config.ADMIN_TOKEN;
+      // Without a configured token the admin API does not exist.
+      if (!token) throw new ApiError('route_not_found', `Cannot ${req.method} ${req.url.split('?')[0]}`);
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
+      if (!m) throw ApiError.unauthorized('Missing admin token; send "Authorization: Bearer <ADMIN_TOKEN>"');
+      if (!secretsEqual(m[1], token)) throw ApiError.unauthorized('Invalid admin token');
+      return true;
+    }
+    req.caller = await this.authenticator.authenticate(req.headers.authorization);
+    return true;
+  }
+}
+
+export const CurrentCaller = createParamDecorator((_: unknown, ctx: ExecutionContext): Caller => {
+  const caller = ctx.switchToHttp().getRequest<RequestWithCaller>().caller;
+  if (!caller) throw ApiError.unauthorized('Authentication is required');
+  return caller;
+});

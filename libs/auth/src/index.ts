@@ -1,0 +1,7 @@
+export { generateApiKey, hashApiKey, apiKeyPrefix, secretsEqual, type GeneratedApiKey } from './api-key';
+export type { Caller, NamespaceScope } from './caller';
+export { ApiKeyAuthenticator } from './api-key-authenticator.service';
+export { NamespaceAccess } from './namespace-access.service';
+export { AccessGuard, CurrentCaller } from './auth.guard';
+export { AdminRoute, PublicRoute } from '@atelier/runtime';
+export { AuthModule } from './auth.module';

@@ -1,0 +1,2 @@
+export { CreditLedger, type CreditBalance, type Reservation, type Settlement } from './credit-ledger.service';
+export { BillingModule } from './billing.module';

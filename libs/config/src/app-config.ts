@@ -1,0 +1,90 @@
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const positiveInt = z.coerce.number().int().positive();
+
+/** Every setting atelier reads from the environment; nothing else reads process.env. */
+const schema = z.object({
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .default('postgresql://postgres@127.0.0.1:5432/atelier'),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+    .default('redis://127.0.0.1:6379'),
+  /** Prefix for every Redis key, queue and channel, so several installations (or test runs) can share one Redis. */
+  REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
+    .default('atelier'),
+  HOST: z.string().default('0.0.0.0'),
+  PORT: port.default(8080),
+  /** Ports of the internal services' health/metrics endpoints. */
+  CHAT_PORT: port.default(8081),
+  MEDIA_PORT: port.default(8082),
+  QUEUE_WORKER_PORT: port.default(8083),
+  EVENTS_PORT: port.default(8084),
+  FINE_TUNE_PORT: port.default(8085),
+  PUBLIC_BASE_URL: z.url().optional(),
+  BODY_LIMIT_BYTES: positiveInt.default(32 * 1024 * 1024),
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */
+  AUTH_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
+  /** Time a synchronous gateway call waits for its service before answering 504. */
+  RPC_TIMEOUT_MS: positiveInt.default(15 * 60 * 1000),
+  SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
+  MODEL_CATALOG_DIR: z.string().optional(),
+  DEMO_USER: z.string().default('demo'),
+  DEMO_CREDITS: z.string().regex(/^\d+(\.\d+)?$/).default('100'),
+  JOB_RETENTION_FAILED: positiveInt.default(5000),
+  JOB_RETENTION_COMPLETED: positiveInt.default(1000),
+  PRETTY_LOGS: bool.optional(),
+});
+
+export type AppConfig = z.infer<typeof schema>;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses and validates the environment once; throws ConfigError listing every bad variable. */
+export function parseConfig(env: Record<string, string | undefined>): AppConfig {
+  // Empty strings mean "unset" so `FOO=` in an env file falls back to the default.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    throw new ConfigError(
+      result.error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`),
+    );
+  }
+  return result.data;
+}
+
+/** Reads process.env exactly once per process (the single place allowed to). */
+let cached: AppConfig | undefined;
+export function loadConfig(): AppConfig {
+  cached ??= parseConfig(process.env);
+  return cached;
+}
+
+/** Loads config or ends the process with a readable message instead of a stack trace. */
+export function loadConfigOrExit(): AppConfig {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+}

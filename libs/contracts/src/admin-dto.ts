@@ -1,0 +1,63 @@
+import { z } from 'zod';
+
+/** Names double as namespace names and URL path segments, so keep them URL-safe. */
+export const NAME_PATTERN = /^[a-z0-9](?:[a-z0-9_-]{0,38}[a-z0-9])?$/;
+const name = (what: string) =>
+  z
+    .string({ error: `${what} must be a string` })
+    .regex(NAME_PATTERN, `${what} must be 1-40 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit`);
+
+/** Credits as an exact decimal: JSON numbers or decimal strings, at most 6 decimal places. */
+export const DECIMAL_PATTERN = /^-?\d{1,14}(\.\d{1,6})?$/;
+const decimal = (what: string) =>
+  z
+    .union([z.number({ error: `${what} must be a number` }), z.string()], { error: `${what} must be a number` })
+    .transform((v) => (typeof v === 'number' ? numberToDecimalString(v) : v.trim()))
+    .refine((v) => DECIMAL_PATTERN.test(v), `${what} must be a decimal number with at most 6 decimal places`);
+
+function numberToDecimalString(n: number): string {
+  if (!Number.isFinite(n)) return 'NaN';
+  // toFixed would round silently; a plain toString keeps what the client meant unless it is exponential.
+  const s = String(n);
+  return /e/i.test(s) ? n.toFixed(6) : s;
+}
+
+export const CreateUserRequest = z.strictObject({
+  username: name('username'),
+  credits: decimal('credits').refine((v) => !v.startsWith('-'), 'credits must not be negative').optional(),
+});
+export type CreateUserRequest = z.infer<typeof CreateUserRequest>;
+
+export const CreateOrgRequest = z.strictObject({
+  name: name('name'),
+  members: z.array(name('members[]'), { error: 'members must be an array of usernames' }).default([]),
+  credits: decimal('credits').refine((v) => !v.startsWith('-'), 'credits must not be negative').optional(),
+});
+export type CreateOrgRequest = z.infer<typeof CreateOrgRequest>;
+
+export const AdjustCreditsRequest = z.strictObject({
+  amount: decimal('amount').refine((v) => !/^-?0+(\.0+)?$/.test(v), 'amount must not be zero'),
+});
+export type AdjustCreditsRequest = z.infer<typeof AdjustCreditsRequest>;
+
+export interface CreatedUserResponse {
+  username: string;
+  namespace: string;
+  api_key: string;
+}
+export interface CreatedApiKeyResponse {
+  api_key: string;
+  prefix: string;
+}
+export interface CreatedOrgResponse {
+  name: string;
+  namespace: string;
+  members: string[];
+  credits: string;
+}
+export interface NamespaceResponse {
+  namespace: string;
+  type: 'user' | 'org';
+  credits: string;
+  reserved: string;
+}

@@ -1,0 +1,43 @@
+/**
+ * Redis pub/sub channels: broadcasts every replica must see. Delivery is at-most-once to
+ * whoever is subscribed right now, which is exactly the spec's event semantics.
+ */
+export interface BroadcastChannel<TName extends string, TPayload> {
+  readonly name: TName;
+  readonly __payload?: TPayload;
+}
+
+function channel<TPayload>() {
+  return <TName extends string>(name: TName): BroadcastChannel<TName, TPayload> => Object.freeze({ name });
+}
+
+export type BroadcastPayloadOf<C> = C extends BroadcastChannel<string, infer P> ? P : never;
+
+/** A generation reached succeeded/failed; events pods forward it to the owner's SSE streams. */
+export interface GenerationCompletedEvent {
+  userId: string;
+  namespaceId: string;
+  generation_id: string;
+  status: 'succeeded' | 'failed';
+  model_name: string;
+  media_type: 'image' | 'video';
+  result_url: string | null;
+  error_message: string | null;
+  completed_at: number;
+}
+
+/** Ask whichever worker runs these jobs to stop them now. */
+export interface CancelJobsEvent {
+  queue: string;
+  jobIds: string[];
+  reason: string;
+}
+
+/** An API key stopped being valid; replicas drop it from their auth cache. */
+export interface ApiKeyRevokedEvent {
+  prefix: string;
+}
+
+export const GENERATION_COMPLETED_CHANNEL = channel<GenerationCompletedEvent>()('events.generation-completed');
+export const CANCEL_JOBS_CHANNEL = channel<CancelJobsEvent>()('control.cancel-jobs');
+export const API_KEY_REVOKED_CHANNEL = channel<ApiKeyRevokedEvent>()('control.api-key-revoked');

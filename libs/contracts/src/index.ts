@@ -1,0 +1,5 @@
+export * from './error-envelope';
+export * from './queue-contracts';
+export * from './broadcast-channels';
+export * from './admin-dto';
+export * from './health';

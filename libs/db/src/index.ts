@@ -1,0 +1,5 @@
+export { PrismaService, createPrismaClient, pgAdapter } from './prisma.service';
+export { DbModule } from './db.module';
+export { Prisma, PrismaClient } from './generated/prisma/client';
+export * from './generated/prisma/enums';
+export type * from './generated/prisma/models';

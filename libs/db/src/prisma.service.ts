@@ -1,0 +1,41 @@
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { PrismaClient } from './generated/prisma/client';
+
+/**
+ * Honours Prisma's `?schema=` convention: the schema is used for generated queries and as
+ * search_path, so raw SQL (credit reservations) hits the same tables.
+ */
+export function pgAdapter(databaseUrl: string, poolSize = 10): PrismaPg {
+  const url = new URL(databaseUrl);
+  const schema = url.searchParams.get('schema') ?? undefined;
+  url.searchParams.delete('schema');
+  return new PrismaPg(
+    {
+      connectionString: url.toString(),
+      max: poolSize,
+      ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
+    },
+    schema ? { schema } : undefined,
+  );
+}
+
+export function createPrismaClient(databaseUrl: string, poolSize = 10): PrismaClient {
+  return new PrismaClient({ adapter: pgAdapter(databaseUrl, poolSize) });
+}
+
+@Injectable()
+export class PrismaService extends PrismaClient implements OnModuleDestroy {
+  constructor(@Inject(APP_CONFIG) config: AppConfig) {
+    super({ adapter: pgAdapter(config.DATABASE_URL) });
+  }
+
+  async ping(): Promise<void> {
+    await this.$queryRaw`SELECT 1`;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.$disconnect();
+  }
+}

@@ -1,0 +1,238 @@
+/** A JSON value as it appears in a catalog file or a request body. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+export type JsonType = 'string' | 'number' | 'integer' | 'boolean' | 'array' | 'object' | 'null';
+
+/** How a UI should render a parameter in a generated form. */
+export type RenderType =
+  | 'text'
+  | 'textarea'
+  | 'select'
+  | 'slider'
+  | 'number'
+  | 'switch'
+  | 'image'
+  | 'video'
+  | 'audio'
+  | 'list'
+  | 'json';
+
+/**
+ * The subset of JSON Schema (draft 2020-12) the catalog uses, plus the UI hint keywords.
+ * The index signature keeps the type open because catalog authors may use any standard keyword.
+ */
+export interface JsonSchemaObject {
+  $schema?: string;
+  $defs?: Record<string, JsonSchema>;
+  $ref?: string;
+  type?: JsonType | JsonType[];
+  title?: string;
+  description?: string;
+  default?: JsonValue;
+  examples?: JsonValue[];
+  enum?: JsonValue[];
+  const?: JsonValue;
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  additionalProperties?: JsonSchema;
+  items?: JsonSchema;
+  minItems?: number;
+  maxItems?: number;
+  minimum?: number;
+  maximum?: number;
+  exclusiveMinimum?: number;
+  exclusiveMaximum?: number;
+  multipleOf?: number;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+  format?: string;
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+  allOf?: JsonSchema[];
+  not?: JsonSchema;
+  discriminator?: { propertyName: string };
+  /** UI hint: position of the field in a generated form (ascending). */
+  'x-order'?: number;
+  /** UI hint: shown in the basic form; otherwise only in the advanced form. */
+  basic?: boolean;
+  /** UI hint: which widget renders the field. */
+  renderType?: RenderType;
+  /** Replaces the generated validation message for errors raised by this schema node. */
+  'x-error-message'?: string;
+  [keyword: string]: unknown;
+}
+
+export type JsonSchema = JsonSchemaObject | boolean;
+
+export type ModelEndpoint = '/chat/completions' | '/images/generate' | '/images/edit' | '/videos/generate';
+
+export const MODEL_ENDPOINTS: readonly ModelEndpoint[] = [
+  '/chat/completions',
+  '/images/generate',
+  '/images/edit',
+  '/videos/generate',
+];
+
+export type Modality = 'text' | 'image' | 'video' | 'audio';
+
+export const MODALITIES: readonly Modality[] = ['text', 'image', 'video', 'audio'];
+
+export interface ModelCapabilities {
+  input: Modality[];
+  output: Modality[];
+}
+
+/** Money is kept as decimal strings end to end so no price ever passes through a float. */
+export type DecimalString = string;
+
+export interface TokenPricing {
+  method: 'token';
+  input_cost_per_token: DecimalString;
+  output_cost_per_token: DecimalString;
+}
+
+export interface PerImagePricing {
+  method: 'per_image';
+  cost_per_image: DecimalString;
+}
+
+export interface PerVideoSecondPricing {
+  method: 'per_video_output_second';
+  cost_per_second: DecimalString;
+}
+
+export type Pricing = TokenPricing | PerImagePricing | PerVideoSecondPricing;
+export type PricingMethod = Pricing['method'];
+
+/** Runs the model in-process (the stub engines shipped with atelier). */
+export interface BuiltinEngineConfig {
+  type: 'builtin';
+  name: string;
+}
+
+/**
+ * Remote engines. Credentials are referenced only by the NAME of an environment variable,
+ * so a catalog file can be committed and published without leaking secrets.
+ */
+interface RemoteEngineBase {
+  base_url: string;
+  api_key_env?: string;
+  upstream_model: string;
+  timeout_ms?: number;
+}
+
+export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
+  type: 'openai-compatible';
+}
+
+export interface OpenAiImagesEngineConfig extends RemoteEngineBase {
+  type: 'openai-images';
+}
+
+export interface PredictionEngineConfig extends RemoteEngineBase {
+  type: 'prediction';
+  /** Pins a specific upstream model version when the provider supports it. */
+  version?: string;
+}
+
+export type EngineConfig =
+  | BuiltinEngineConfig
+  | OpenAiCompatibleEngineConfig
+  | OpenAiImagesEngineConfig
+  | PredictionEngineConfig;
+export type EngineType = EngineConfig['type'];
+
+export interface ChatFeatures {
+  tools: boolean;
+  json_mode: boolean;
+  streaming: boolean;
+}
+
+interface ModelDefinitionBase {
+  id: string;
+  /** Unix timestamp (seconds); fixed in the catalog so the public object is stable. */
+  created: number;
+  owned_by: string;
+  display_name: string;
+  description: string;
+  capabilities: ModelCapabilities;
+  engine: EngineConfig;
+  /** Model-specific request parameters with UI hints; published as `request_schema`. */
+  parameters: JsonSchemaObject;
+}
+
+export interface ChatModelDefinition extends ModelDefinitionBase {
+  endpoint: '/chat/completions';
+  pricing: TokenPricing;
+  context_window: number;
+  /** Used when the request sets neither max_tokens nor max_completion_tokens. */
+  default_max_tokens: number;
+  features: ChatFeatures;
+}
+
+export interface ImageGenerationModelDefinition extends ModelDefinitionBase {
+  endpoint: '/images/generate';
+  pricing: PerImagePricing;
+}
+
+export interface ImageEditModelDefinition extends ModelDefinitionBase {
+  endpoint: '/images/edit';
+  pricing: PerImagePricing;
+}
+
+export interface VideoModelDefinition extends ModelDefinitionBase {
+  endpoint: '/videos/generate';
+  pricing: PerVideoSecondPricing;
+}
+
+export type MediaModelDefinition =
+  | ImageGenerationModelDefinition
+  | ImageEditModelDefinition
+  | VideoModelDefinition;
+
+export type ModelDefinition = ChatModelDefinition | MediaModelDefinition;
+
+export interface ModelFilter {
+  endpoint?: ModelEndpoint;
+  /** Keeps models that accept this modality as input. */
+  input?: Modality;
+  /** Keeps models that produce this modality. */
+  output?: Modality;
+}
+
+/** `sync` is the endpoint's own body; `queue` is the POST /api/ai/queue body for the same model. */
+export type RequestMode = 'sync' | 'queue';
+
+export interface PublicModel {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: string;
+  display_name: string;
+  description: string;
+  endpoint: ModelEndpoint;
+  capabilities: ModelCapabilities;
+  pricing: Pricing;
+  request_schema: JsonSchemaObject;
+  json_request_schema: JsonSchemaObject;
+}
+
+export interface ValidationIssue {
+  /** Dotted path of the offending field (`num_inference_steps`, `messages[0].content`); '' for the body itself. */
+  field: string;
+  /** Human-readable message that names the field. */
+  message: string;
+  /** The JSON Schema keyword (or rule) that failed, for callers that branch on the kind of error. */
+  keyword: string;
+}
+
+export type RequestBody = Record<string, unknown>;
+
+export type ValidationResult =
+  | { ok: true; value: RequestBody }
+  | { ok: false; errors: ValidationIssue[] };
+
+export interface ValidateOptions {
+  mode?: RequestMode;
+}

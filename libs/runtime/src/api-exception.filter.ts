@@ -1,0 +1,56 @@
+import { Catch, HttpException, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { ApiError, errorEnvelope, type ErrorEnvelope, type ErrorType } from '@atelier/contracts';
+
+const TYPE_BY_STATUS: Record<number, ErrorType> = {
+  400: 'invalid_request',
+  401: 'authentication_required',
+  402: 'insufficient_credits',
+  403: 'permission_denied',
+  404: 'route_not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'unprocessable_entity',
+  429: 'rate_limited',
+  502: 'upstream_error',
+  503: 'service_unavailable',
+  504: 'timeout',
+};
+
+const logger = new Logger('HttpErrors');
+
+/** Turns any thrown value into the one error envelope with a fitting status; only real bugs are 500. */
+export function toErrorResponse(err: unknown): { status: number; body: ErrorEnvelope } {
+  if (err instanceof ApiError) return { status: err.status, body: err.toEnvelope() };
+  if (err instanceof HttpException) {
+    const status = err.getStatus();
+    const response = err.getResponse();
+    const message =
+      typeof response === 'string'
+        ? response
+        : Array.isArray((response as { message?: unknown }).message)
+          ? ((response as { message: string[] }).message).join('; ')
+          : String((response as { message?: unknown }).message ?? err.message);
+    return { status, body: errorEnvelope(TYPE_BY_STATUS[status] ?? (status >= 500 ? 'internal_error' : 'invalid_request'), message) };
+  }
+  const fastifyErr = err as { statusCode?: number; code?: string; message?: string };
+  if (typeof fastifyErr.statusCode === 'number' && fastifyErr.statusCode >= 400 && fastifyErr.statusCode < 500) {
+    const status = fastifyErr.statusCode;
+    return { status, body: errorEnvelope(TYPE_BY_STATUS[status] ?? 'invalid_request', fastifyErr.message ?? 'Bad request') };
+  }
+  logger.error((err as Error)?.stack ?? String(err));
+  return { status: 500, body: errorEnvelope('internal_error', 'An unexpected error occurred') };
+}
+
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  catch(exception: unknown, host: ArgumentsHost): void {
+    if (host.getType() !== 'http') throw exception;
+    const reply = host.switchToHttp().getResponse<FastifyReply>();
+    const { status, body } = toErrorResponse(exception);
+    if (reply.sent) return;
+    void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
+  }
+}

@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import { ConsoleLogger, type INestApplication, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { AppConfig } from '@atelier/config';
+import { ApiError } from '@atelier/contracts';
+import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
+
+const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
+
+function logLevels(level: AppConfig['LOG_LEVEL']): LogLevel[] | false {
+  if (level === 'silent') return false;
+  const map: Record<string, LogLevel> = { fatal: 'fatal', error: 'error', warn: 'warn', info: 'log', debug: 'debug', trace: 'verbose' };
+  return LEVELS.slice(0, LEVELS.indexOf(map[level]) + 1);
+}
+
+/** The Fastify adapter with atelier's HTTP rules: body limit, request ids, envelope for every error. */
+export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
+  const adapter = new FastifyAdapter({
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    trustProxy: true,
+    genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
+      const incoming = req.headers['x-request-id'];
+      return typeof incoming === 'string' && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  const fastify = adapter.getInstance();
+  fastify.setErrorHandler((err, _req, reply) => {
+    const { status, body } = toErrorResponse(err);
+    void reply.status(status).send(body);
+  });
+  // JSON only (multipart uploads register their own parser); form and text bodies would
+  // otherwise reach handlers as look-alike objects or strings.
+  for (const type of ['application/x-www-form-urlencoded', 'text/plain']) {
+    adapter.useBodyParser(type, false, {}, () => {
+      throw new ApiError('unsupported_media_type', `Content-Type ${type} is not supported; send application/json`);
+    });
+  }
+  fastify.addHook('onSend', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+  return adapter;
+}
+
+/** Builds an app without listening, so tests can drive it with Fastify's inject. */
+export async function createService(
+  module: Type<unknown> | DynamicModule,
+  config: AppConfig,
+  opts: { service: string },
+): Promise<NestFastifyApplication> {
+  const logger = new ConsoleLogger(opts.service, {
+    json: config.NODE_ENV === 'production' && config.PRETTY_LOGS !== true,
+    logLevels: logLevels(config.LOG_LEVEL) || [],
+  });
+  const app = await NestFactory.create<NestFastifyApplication>(module, createFastifyAdapter(config), {
+    logger: config.LOG_LEVEL === 'silent' ? false : logger,
+    abortOnError: false,
+  });
+  app.useGlobalFilters(new ApiExceptionFilter());
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
+  await app.init();
+  await app.getHttpAdapter().getInstance().ready();
+  return app;
+}
+
+/** Entry point of every app: validated config in, listening service out, clean exit on signals. */
+export async function runService(
+  module: Type<unknown> | DynamicModule,
+  config: AppConfig,
+  opts: { service: string; port: number },
+): Promise<INestApplication> {
+  let app: NestFastifyApplication;
+  try {
+    app = await createService(module, config, opts);
+  } catch (err) {
+    process.stderr.write(`${opts.service} failed to start: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  await app.listen({ port: opts.port, host: config.HOST });
+  new ConsoleLogger(opts.service).log(`listening on http://${config.HOST}:${opts.port}`);
+  return app;
+}

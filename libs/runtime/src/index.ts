@@ -1,0 +1,13 @@
+export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection';
+export { RedisService, RedisModule } from './redis.module';
+export { BroadcastBus } from './broadcast-bus.service';
+export { JobQueues, defaultJobOptions } from './job-queues.service';
+export { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
+export { WorkerHost, HandlerWiringError, matchHandlers } from './worker-host.service';
+export { RpcClient, type RpcCallOptions } from './rpc-client.service';
+export { HealthChecks, HealthController, SERVICE_NAME } from './health';
+export { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
+export { ServiceRuntimeModule, type ServiceRuntimeOptions } from './service-runtime.module';
+export { createFastifyAdapter, createService, runService } from './bootstrap-service';
+export { ACCESS_METADATA, AdminRoute, PublicRoute, type RouteAccess } from './access-metadata';
+export { parseBody } from './parse-body';

@@ -1,0 +1,24 @@
+import { SetMetadata, applyDecorators, Injectable } from '@nestjs/common';
+import type { Job } from 'bullmq';
+import type { PayloadOf, QueueContract, ResultOf } from '@atelier/contracts';
+
+export const JOB_HANDLER_METADATA = 'atelier:job-handler';
+
+export interface JobContext {
+  readonly job: Job;
+  /** Aborted when the job is cancelled (DELETE, client disconnect) or the worker shuts down hard. */
+  readonly signal: AbortSignal;
+  /** 1-based attempt number. */
+  readonly attempt: number;
+  /** Request/response queues only: streams a partial result to the waiting caller. */
+  sendChunk(chunk: unknown): Promise<void>;
+}
+
+export interface JobHandler<Q extends QueueContract> {
+  handle(payload: PayloadOf<Q>, ctx: JobContext): Promise<ResultOf<Q>>;
+}
+
+/** Marks a provider as THE handler of a queue; WorkerHost refuses to start with zero or two. */
+export function HandlesQueue(contract: QueueContract): ClassDecorator {
+  return applyDecorators(Injectable(), SetMetadata(JOB_HANDLER_METADATA, contract));
+}

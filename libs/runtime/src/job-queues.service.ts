@@ -1,0 +1,47 @@
+import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import { Queue, type Job, type JobsOptions } from 'bullmq';
+import type { PayloadOf, QueueContract, QueueSettings } from '@atelier/contracts';
+import { RedisService } from './redis.module';
+
+export function defaultJobOptions(settings: QueueSettings): JobsOptions {
+  return {
+    attempts: settings.attempts,
+    backoff: { ...settings.backoff },
+    removeOnComplete: { ...settings.removeOnComplete },
+    removeOnFail: { ...settings.removeOnFail },
+  };
+}
+
+/** Producer side of every queue contract: typed `add`, one BullMQ Queue per contract. */
+@Injectable()
+export class JobQueues implements OnApplicationShutdown {
+  private readonly queues = new Map<string, Queue>();
+
+  constructor(private readonly redis: RedisService) {}
+
+  queue(contract: QueueContract): Queue {
+    let queue = this.queues.get(contract.name);
+    if (!queue) {
+      queue = new Queue(contract.name, {
+        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: 3 },
+        prefix: this.redis.names.bullPrefix,
+        defaultJobOptions: defaultJobOptions(contract.settings),
+      });
+      queue.on('error', () => undefined);
+      this.queues.set(contract.name, queue);
+    }
+    return queue;
+  }
+
+  async add<Q extends QueueContract>(
+    contract: Q,
+    payload: PayloadOf<Q>,
+    opts: Pick<JobsOptions, 'jobId' | 'delay' | 'priority'> = {},
+  ): Promise<Job> {
+    return this.queue(contract).add(contract.name, payload, opts);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close().catch(() => undefined)));
+  }
+}

@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
+import { BroadcastBus } from './broadcast-bus.service';
+import { JobQueues } from './job-queues.service';
+import { RedisService } from './redis.module';
+import type { RpcReply } from './rpc-messages';
+
+export interface RpcCallOptions {
+  timeoutMs?: number;
+  /** Aborting (client went away) cancels the job wherever it runs. */
+  signal?: AbortSignal;
+  onChunk?: (chunk: unknown) => void;
+}
+
+interface Pending {
+  onReply: (reply: RpcReply) => void;
+}
+
+/**
+ * Request/response over BullMQ: the job goes to exactly one consumer (unlike Nest's Redis
+ * transport, which would deliver it to every replica), and the answer comes back on a
+ * per-request pub/sub channel the caller subscribes to before enqueueing.
+ */
+@Injectable()
+export class RpcClient implements OnApplicationShutdown {
+  private subscriber?: Redis;
+  private readonly pending = new Map<string, Pending>();
+
+  constructor(
+    private readonly redis: RedisService,
+    private readonly queues: JobQueues,
+    private readonly bus: BroadcastBus,
+  ) {}
+
+  async call<Q extends QueueContract>(contract: Q, payload: PayloadOf<Q>, opts: RpcCallOptions = {}): Promise<ResultOf<Q>> {
+    if (contract.settings.kind !== 'rpc') throw new Error(`queue ${contract.name} is not a request/response queue`);
+    const jobId = randomUUID();
+    const channel = this.redis.names.rpcReply(jobId);
+    const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
+
+    return new Promise<ResultOf<Q>>((resolve, reject) => {
+      let settled = false;
+      const finish = (fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
+        this.pending.delete(channel);
+        void this.subscriber?.unsubscribe(channel).catch(() => undefined);
+        fn();
+      };
+      const cancelJob = (reason: string) => {
+        void this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [jobId], reason }).catch(() => undefined);
+        void this.queues.queue(contract).remove(jobId).catch(() => undefined);
+      };
+      const timer = setTimeout(() => {
+        cancelJob('timed out');
+        finish(() => reject(new ApiError('timeout', `The ${contract.name} service did not answer within ${timeoutMs} ms`)));
+      }, timeoutMs);
+      const onAbort = () => {
+        cancelJob('caller went away');
+        finish(() => reject(new ApiError('timeout', 'The request was cancelled')));
+      };
+      if (opts.signal?.aborted) return onAbort();
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+
+      this.pending.set(channel, {
+        onReply: (reply) => {
+          if (reply.kind === 'chunk') return opts.onChunk?.(reply.data);
+          if (reply.kind === 'result') return finish(() => resolve(reply.data as ResultOf<Q>));
+          finish(() => reject(new ApiError(reply.error.type, reply.error.message, reply.error.detail)));
+        },
+      });
+      this.ensureSubscriber()
+        .subscribe(channel)
+        .then(() => this.queues.add(contract, payload, { jobId }))
+        .catch((err: Error) =>
+          finish(() => reject(new ApiError('service_unavailable', `Could not reach the job queue: ${err.message}`))),
+        );
+    });
+  }
+
+  private ensureSubscriber(): Redis {
+    if (this.subscriber) return this.subscriber;
+    const sub = this.redis.duplicate('rpc-replies');
+    sub.on('message', (channel: string, raw: string) => {
+      const pending = this.pending.get(channel);
+      if (!pending) return;
+      try {
+        pending.onReply(JSON.parse(raw) as RpcReply);
+      } catch {
+        // A malformed reply is ignored; the caller's timeout still bounds the wait.
+      }
+    });
+    this.subscriber = sub;
+    return sub;
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
+  }
+}

@@ -1,0 +1,44 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { ConfigModule, type AppConfig } from '@atelier/config';
+import type { QueueContract } from '@atelier/contracts';
+import { DbModule } from '@atelier/db';
+import { BroadcastBus } from './broadcast-bus.service';
+import { HealthChecks, HealthController, SERVICE_NAME } from './health';
+import { JobQueues } from './job-queues.service';
+import { RedisModule } from './redis.module';
+import { RpcClient } from './rpc-client.service';
+import { WORKER_HOST_OPTIONS, WorkerHost } from './worker-host.service';
+
+export interface ServiceRuntimeOptions {
+  service: string;
+  config: AppConfig;
+  /** Queues this app consumes; each needs exactly one @HandlesQueue provider somewhere in the app. */
+  consumes?: readonly QueueContract[];
+}
+
+/** What every atelier app shares: config, Postgres, Redis, queues, broadcasts, workers, health. */
+@Module({})
+export class ServiceRuntimeModule {
+  static forRoot(options: ServiceRuntimeOptions): DynamicModule {
+    return {
+      module: ServiceRuntimeModule,
+      global: true,
+      imports: [ConfigModule.forRoot(options.config), DbModule, RedisModule, DiscoveryModule],
+      controllers: [HealthController],
+      providers: [
+        { provide: SERVICE_NAME, useValue: options.service },
+        {
+          provide: WORKER_HOST_OPTIONS,
+          useValue: { consumes: options.consumes ?? [], shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS },
+        },
+        HealthChecks,
+        BroadcastBus,
+        JobQueues,
+        RpcClient,
+        WorkerHost,
+      ],
+      exports: [SERVICE_NAME, HealthChecks, BroadcastBus, JobQueues, RpcClient],
+    };
+  }
+}

@@ -1,0 +1,152 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { DiscoveryService } from '@nestjs/core';
+import { Worker, type Job } from 'bullmq';
+import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
+import { BroadcastBus } from './broadcast-bus.service';
+import { JOB_HANDLER_METADATA, type JobContext, type JobHandler } from './job-handler';
+import { RedisService } from './redis.module';
+import type { RpcReply } from './rpc-messages';
+
+export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
+export interface WorkerHostOptions {
+  /** The queues this process consumes; each needs exactly one @HandlesQueue provider. */
+  consumes: readonly QueueContract[];
+  shutdownTimeoutMs: number;
+}
+
+export class HandlerWiringError extends Error {}
+
+/** Pairs handlers with the queues an app consumes; throws listing every mismatch. */
+export function matchHandlers(
+  consumes: readonly QueueContract[],
+  handlers: { contract: QueueContract; instance: unknown; className: string }[],
+): Map<string, unknown> {
+  const problems: string[] = [];
+  const byQueue = new Map<string, typeof handlers>();
+  for (const h of handlers) {
+    const list = byQueue.get(h.contract.name) ?? [];
+    list.push(h);
+    byQueue.set(h.contract.name, list);
+  }
+  const result = new Map<string, unknown>();
+  for (const contract of consumes) {
+    const list = byQueue.get(contract.name) ?? [];
+    if (list.length === 0) problems.push(`queue "${contract.name}" is consumed but has no @HandlesQueue handler`);
+    else if (list.length > 1)
+      problems.push(`queue "${contract.name}" has ${list.length} handlers (${list.map((h) => h.className).join(', ')}); exactly one is allowed`);
+    else result.set(contract.name, list[0].instance);
+  }
+  for (const [name, list] of byQueue) {
+    if (!consumes.some((c) => c.name === name))
+      problems.push(`handler ${list.map((h) => h.className).join(', ')} for queue "${name}" is not in this app's consumes list`);
+  }
+  if (problems.length) throw new HandlerWiringError(`Job handler wiring is wrong:\n  - ${problems.join('\n  - ')}`);
+  return result;
+}
+
+/**
+ * Runs the BullMQ workers of one app. Competing consumers: every replica takes jobs from the
+ * same queues, each job goes to exactly one of them.
+ */
+@Injectable()
+export class WorkerHost implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(WorkerHost.name);
+  private readonly workers: Worker[] = [];
+  private readonly active = new Map<string, AbortController>();
+  private unsubscribe?: () => Promise<void>;
+
+  constructor(
+    @Inject(WORKER_HOST_OPTIONS) private readonly options: WorkerHostOptions,
+    private readonly discovery: DiscoveryService,
+    private readonly redis: RedisService,
+    private readonly bus: BroadcastBus,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const handlers = this.discovery
+      .getProviders()
+      .filter((w) => w.metatype && w.instance && Reflect.getMetadata(JOB_HANDLER_METADATA, w.metatype))
+      .map((w) => ({
+        contract: Reflect.getMetadata(JOB_HANDLER_METADATA, w.metatype!) as QueueContract,
+        instance: w.instance as unknown,
+        className: w.metatype!.name,
+      }));
+    const matched = matchHandlers(this.options.consumes, handlers);
+    if (this.options.consumes.length === 0) return;
+
+    this.unsubscribe = await this.bus.subscribe(CANCEL_JOBS_CHANNEL, (event) => {
+      for (const id of event.jobIds) this.active.get(`${event.queue}:${id}`)?.abort(new Error(event.reason));
+    });
+    for (const contract of this.options.consumes) {
+      const handler = matched.get(contract.name) as JobHandler<QueueContract>;
+      this.workers.push(this.startWorker(contract, handler));
+    }
+    this.logger.log(`Consuming ${this.options.consumes.map((c) => c.name).join(', ')}`);
+  }
+
+  private startWorker(contract: QueueContract, handler: JobHandler<QueueContract>): Worker {
+    const rpc = contract.settings.kind === 'rpc';
+    const worker = new Worker(
+      contract.name,
+      async (job: Job) => {
+        const key = `${contract.name}:${job.id}`;
+        const controller = new AbortController();
+        this.active.set(key, controller);
+        const ctx: JobContext = {
+          job,
+          signal: controller.signal,
+          attempt: job.attemptsMade + 1,
+          sendChunk: async (data) => {
+            if (rpc) await this.reply(job, { kind: 'chunk', data });
+          },
+        };
+        try {
+          const result = await handler.handle(job.data, ctx);
+          if (rpc) await this.reply(job, { kind: 'result', data: result });
+          return result;
+        } catch (err) {
+          const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+          if (rpc && finalAttempt) await this.reply(job, { kind: 'error', error: toReplyError(err) });
+          if (!(err instanceof ApiError)) this.logger.error(`${contract.name} job ${job.id} failed: ${(err as Error).stack ?? err}`);
+          throw err;
+        } finally {
+          this.active.delete(key);
+        }
+      },
+      {
+        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null },
+        prefix: this.redis.names.bullPrefix,
+        concurrency: contract.settings.concurrency,
+        lockDuration: contract.settings.lockDurationMs,
+      },
+    );
+    worker.on('error', (err) => this.logger.warn(`${contract.name} worker: ${err.message}`));
+    return worker;
+  }
+
+  private async reply(job: Job, message: RpcReply): Promise<void> {
+    await this.redis.client.publish(this.redis.names.rpcReply(String(job.id)), JSON.stringify(message));
+  }
+
+  /**
+   * Stops taking jobs and lets active ones finish; after the timeout they are abandoned, and
+   * BullMQ's stalled-job check hands them to another replica.
+   */
+  async onApplicationShutdown(): Promise<void> {
+    await this.unsubscribe?.();
+    const graceful = Promise.all(this.workers.map((w) => w.close()));
+    const timedOut = await Promise.race([
+      graceful.then(() => false),
+      new Promise<boolean>((r) => setTimeout(() => r(true), this.options.shutdownTimeoutMs).unref()),
+    ]);
+    if (timedOut) {
+      for (const c of this.active.values()) c.abort(new Error('worker shutting down'));
+      await Promise.all(this.workers.map((w) => w.close(true).catch(() => undefined)));
+    }
+  }
+}
+
+function toReplyError(err: unknown): Extract<RpcReply, { kind: 'error' }>['error'] {
+  if (err instanceof ApiError) return { type: err.type, message: err.message, detail: err.detail };
+  return { type: 'internal_error', message: 'The service failed to process the request' };
+}

@@ -1,0 +1,4 @@
+#!/usr/bin/env node
+import { generatePrismaClient } from './bootstrap.mjs';
+
+generatePrismaClient();
