@@ -59,15 +59,20 @@ function ensureDependencies() {
  * any file satisfies the check (migrations go through tools/db instead).
  */
 export function generatePrismaClient() {
-  run(process.execPath, [path.join(root, 'node_modules/prisma/build/index.js'), 'generate'], {
+  const r = spawnSync(process.execPath, [path.join(root, 'node_modules/prisma/build/index.js'), 'generate'], {
+    cwd: root,
+    encoding: 'utf8',
     env: {
       ...process.env,
       PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? path.join(root, 'package.json'),
       PRISMA_HIDE_UPDATE_MESSAGE: '1',
       CHECKPOINT_DISABLE: '1',
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
   });
+  if (r.status !== 0) {
+    process.stderr.write(`${r.stdout ?? ''}${r.stderr ?? ''}\nprisma generate failed.\n`);
+    process.exit(r.status ?? 1);
+  }
 }
 
 export function ensureRuntime() {

@@ -550,6 +550,13 @@ let enginePromise;
  * instantiate the .wasm ourselves against its wasm-bindgen glue module instead.
  */
 async function loadSchemaEngine() {
+  // The engine reports Rust panics through this global (Prisma's CLI defines it); without it a
+  // panic surfaces as "Cannot read properties of undefined (reading 'set_message')".
+  globalThis.PRISMA_WASM_PANIC_REGISTRY ??= {
+    set_message(message) {
+      process.stderr.write(`Prisma schema engine panicked: ${message}\n`);
+    },
+  };
   enginePromise ??= (async () => {
     const entry = require.resolve('@prisma/schema-engine-wasm');
     const dir = path.dirname(entry);

@@ -4,7 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
+import { ApiExceptionFilter } from './api-exception.filter';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
@@ -26,10 +26,6 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     routerOptions: { ignoreTrailingSlash: true },
   });
   const fastify = adapter.getInstance();
-  fastify.setErrorHandler((err, _req, reply) => {
-    const { status, body } = toErrorResponse(err);
-    void reply.status(status).send(body);
-  });
   // JSON only (multipart uploads register their own parser); form and text bodies would
   // otherwise reach handlers as look-alike objects or strings.
   for (const type of ['application/x-www-form-urlencoded', 'text/plain']) {

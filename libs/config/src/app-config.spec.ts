@@ -1,0 +1,51 @@
+import { ConfigError, parseConfig } from './app-config';
+
+function configError(env: Record<string, string | undefined>): ConfigError {
+  try {
+    parseConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected parseConfig to throw');
+}
+
+describe('parseConfig', () => {
+  it('fills in the documented defaults for an empty environment', () => {
+    const config = parseConfig({});
+    expect(config.PORT).toBe(8080);
+    expect(config.BODY_LIMIT_BYTES).toBe(32 * 1024 * 1024);
+    expect(config.REDIS_PREFIX).toBe('atelier');
+    expect(config.NODE_ENV).toBe('development');
+    expect(config.ADMIN_TOKEN).toBeUndefined();
+  });
+
+  it('coerces numeric variables from strings', () => {
+    const config = parseConfig({ PORT: '9000', AUTH_CACHE_MS: '250', BODY_LIMIT_BYTES: '1024' });
+    expect(config).toMatchObject({ PORT: 9000, AUTH_CACHE_MS: 250, BODY_LIMIT_BYTES: 1024 });
+  });
+
+  it('treats an empty string as unset, so `FOO=` falls back to the default', () => {
+    const config = parseConfig({ PORT: '', REDIS_PREFIX: '', DATABASE_URL: '', ADMIN_TOKEN: '' });
+    expect(config.PORT).toBe(8080);
+    expect(config.REDIS_PREFIX).toBe('atelier');
+    expect(config.DATABASE_URL).toBe('postgresql://postgres@127.0.0.1:5432/atelier');
+    expect(config.ADMIN_TOKEN).toBeUndefined();
+  });
+
+  it('reports every bad variable by name in one ConfigError', () => {
+    const err = configError({ DATABASE_URL: 'mysql://localhost/atelier', PORT: 'abc', AUTH_CACHE_MS: '5000' });
+    expect(err.problems).toHaveLength(3);
+    for (const name of ['DATABASE_URL', 'PORT', 'AUTH_CACHE_MS']) {
+      expect(err.message).toContain(name);
+      expect(err.problems.some((p) => p.startsWith(`${name}:`))).toBe(true);
+    }
+    // Variables that were fine are not blamed.
+    expect(err.message).not.toContain('REDIS_URL');
+  });
+
+  it('rejects a single bad variable with its name and the reason', () => {
+    const err = configError({ REDIS_URL: 'http://127.0.0.1:6379' });
+    expect(err.problems).toEqual([expect.stringMatching(/^REDIS_URL: .*redis:\/\//)]);
+  });
+});

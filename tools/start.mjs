@@ -1,0 +1,183 @@
+#!/usr/bin/env node
+// `npm start`: everything needed to run atelier locally, in one command. Installs what is
+// missing, checks Postgres/Redis, applies migrations, builds and starts the six services,
+// waits for their health, prints the base URL and a demo API key. Ctrl-C stops everything.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { ensureRuntime, root } from './bootstrap.mjs';
+
+ensureRuntime();
+
+const APPS = [
+  { name: 'gateway', portVar: 'PORT', port: 8080 },
+  { name: 'chat', portVar: 'CHAT_PORT', port: 8081 },
+  { name: 'media', portVar: 'MEDIA_PORT', port: 8082 },
+  { name: 'queue-worker', portVar: 'QUEUE_WORKER_PORT', port: 8083 },
+  { name: 'events', portVar: 'EVENTS_PORT', port: 8084 },
+  { name: 'fine-tune', portVar: 'FINE_TUNE_PORT', port: 8085 },
+];
+const COLORS = [36, 35, 33, 32, 34, 31];
+
+const env = { ...process.env };
+env.NODE_ENV ??= 'development';
+env.DATABASE_URL ||= 'postgresql://postgres@127.0.0.1:5432/atelier';
+env.REDIS_URL ||= 'redis://127.0.0.1:6379';
+const production = env.NODE_ENV === 'production';
+
+function fail(message) {
+  console.error(`\n${message}\n`);
+  process.exit(1);
+}
+
+function reachable(host, port, timeoutMs = 1500) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+async function checkDependencies() {
+  const pg = new URL(env.DATABASE_URL);
+  const redis = new URL(env.REDIS_URL);
+  const missing = [];
+  if (!(await reachable(pg.hostname, Number(pg.port || 5432)))) missing.push(`PostgreSQL at ${pg.hostname}:${pg.port || 5432} (DATABASE_URL)`);
+  if (!(await reachable(redis.hostname, Number(redis.port || 6379)))) missing.push(`Redis at ${redis.hostname}:${redis.port || 6379} (REDIS_URL)`);
+  if (missing.length)
+    fail(
+      `atelier needs PostgreSQL and Redis, but cannot reach:\n  - ${missing.join('\n  - ')}\n\n` +
+        `Start them with Docker:        docker compose up -d postgres redis\n` +
+        `or with your OS packages, e.g. sudo apt-get install postgresql redis-server  (then start both services)\n` +
+        `or point DATABASE_URL / REDIS_URL at servers you already run.`,
+    );
+}
+
+function adminToken() {
+  if (env.ADMIN_TOKEN || production) return env.ADMIN_TOKEN;
+  // Outside production, a stable local admin token so the operator API works out of the box.
+  const file = path.join(root, 'var/admin-token');
+  if (!existsSync(file)) {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, `${randomBytes(24).toString('hex')}\n`, { mode: 0o600 });
+  }
+  return readFileSync(file, 'utf8').trim();
+}
+
+function build() {
+  const r = spawnSync(
+    process.execPath,
+    [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps', 'libs', '-d', 'dist/local', '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--ignore', '**/jest.config.cjs', '--quiet'],
+    { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  if (r.status !== 0) fail('Building the services failed (see above).');
+}
+
+function prefixLines(stream, label, color, out) {
+  let buffered = '';
+  stream.on('data', (chunk) => {
+    buffered += chunk;
+    const lines = buffered.split('\n');
+    buffered = lines.pop();
+    for (const line of lines) out.write(`\x1b[${color}m${label.padEnd(12)}\x1b[0m| ${line}\n`);
+  });
+}
+
+async function waitHealthy(app, timeoutMs = 60_000) {
+  const port = env[app.portVar] ?? app.port;
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/health`);
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${app.name} did not become healthy on port ${port} within ${timeoutMs / 1000}s`);
+}
+
+await checkDependencies();
+const { deploy } = await import('./db/migrations.mjs');
+try {
+  await deploy({ databaseUrl: env.DATABASE_URL, log: (line) => console.log(`migrate     | ${line}`) });
+} catch (err) {
+  fail(err.message);
+}
+env.ADMIN_TOKEN = adminToken() ?? '';
+build();
+
+const children = new Map();
+let stopping = false;
+function stopAll(code) {
+  if (stopping) return;
+  stopping = true;
+  console.log('\nStopping atelier ...');
+  for (const child of children.values()) child.kill('SIGTERM');
+  const force = setTimeout(() => {
+    for (const child of children.values()) child.kill('SIGKILL');
+  }, 30_000);
+  force.unref();
+  const wait = () => (children.size === 0 ? process.exit(code) : setTimeout(wait, 100));
+  wait();
+}
+process.on('SIGINT', () => stopAll(0));
+process.on('SIGTERM', () => stopAll(0));
+process.on('SIGHUP', () => stopAll(0));
+// npm does not always pass signals on (e.g. `timeout npm start`); if whoever started us is
+// gone, stop rather than leave six orphaned services holding the ports.
+const parent = process.ppid;
+setInterval(() => {
+  if (process.ppid !== parent) stopAll(0);
+}, 1000).unref();
+
+APPS.forEach((app, i) => {
+  const child = spawn(process.execPath, ['--enable-source-maps', path.join(root, `dist/local/apps/${app.name}/src/main.js`)], {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.set(app.name, child);
+  prefixLines(child.stdout, app.name, COLORS[i], process.stdout);
+  prefixLines(child.stderr, app.name, COLORS[i], process.stderr);
+  child.on('exit', (code, signal) => {
+    children.delete(app.name);
+    if (!stopping) {
+      console.error(`${app.name} exited (${signal ?? code}); stopping the others.`);
+      stopAll(1);
+    }
+  });
+});
+
+try {
+  await Promise.all(APPS.map((app) => waitHealthy(app)));
+} catch (err) {
+  console.error(err.message);
+  stopAll(1);
+}
+if (!stopping) {
+  const baseUrl = env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT ?? 8080}`;
+  console.log(`\natelier is up: ${baseUrl}  (health: ${baseUrl}/health)`);
+  if (!production) {
+    const demo = spawnSync(process.execPath, [path.join(root, 'dist/local/apps/gateway/src/admin-cli.js'), 'demo', '--key-file', path.join(root, 'var/demo-api-key')], {
+      cwd: root,
+      env,
+      encoding: 'utf8',
+    });
+    if (demo.status === 0) {
+      const { username, api_key: key, credits } = JSON.parse(demo.stdout);
+      console.log(`Demo user '${username}' (${credits} credits), API key:\n  ${key}\n`);
+      console.log(`  curl -H "Authorization: Bearer ${key}" ${baseUrl}/api/ai/models/local-image`);
+    } else console.error(`Could not create the demo user: ${demo.stderr}`);
+    console.log(`Admin token (operator API, npm run admin): ${env.ADMIN_TOKEN}`);
+  }
+  console.log('Press Ctrl-C to stop.\n');
+}
