@@ -1,13 +1,25 @@
 import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { ModelCatalog, toPublicModel, type ModelEndpoint, type Modality } from '@atelier/models';
+import { ModelCatalog, toPublicModel, type ModelDefinition, type ModelEndpoint, type Modality, type PublicModel } from '@atelier/models';
 
 const ENDPOINTS: readonly string[] = ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'];
 const MODALITIES: readonly string[] = ['text', 'image', 'video', 'audio'];
 
 @Controller('api/ai/models')
 export class ModelsController {
+  /** The catalog is immutable after load, so each public object (schemas included) is built once. */
+  private readonly publicModels = new Map<string, PublicModel>();
+
   constructor(@Inject(ModelCatalog) private readonly catalog: ModelCatalog) {}
+
+  private toPublic(model: ModelDefinition): PublicModel {
+    let cached = this.publicModels.get(model.id);
+    if (!cached) {
+      cached = toPublicModel(model);
+      this.publicModels.set(model.id, cached);
+    }
+    return cached;
+  }
 
   /** OpenAI-style list; filters accept `endpoint` (with or without leading slash) and modalities. */
   @Get()
@@ -22,7 +34,7 @@ export class ModelsController {
       if (value && !MODALITIES.includes(value)) throw ApiError.badRequest(`${name} must be one of ${MODALITIES.join(', ')}`);
     const data = this.catalog
       .list({ endpoint: normalized as ModelEndpoint | undefined, input: input as Modality | undefined, output: output as Modality | undefined })
-      .map(toPublicModel);
+      .map((m) => this.toPublic(m));
     return { object: 'list', data };
   }
 
@@ -30,7 +42,7 @@ export class ModelsController {
   get(@Param('id') id: string) {
     const model = this.catalog.get(id);
     if (!model) throw new ApiError('resource_not_found', `Model not found: ${id}`);
-    return toPublicModel(model);
+    return this.toPublic(model);
   }
 }
 

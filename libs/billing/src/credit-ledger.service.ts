@@ -65,53 +65,53 @@ export class CreditLedger {
   }
 
   /**
-   * Charges the actual cost and closes the reservation. The charge is capped at what the
-   * namespace can pay (the reservation plus any unreserved credits), so balances never go
-   * negative even when the actual cost exceeds the estimate.
+   * Charges the actual cost and closes the reservation, in one statement (one round trip, row
+   * locks held only for its duration). The charge is capped at what the namespace can pay (the
+   * reservation plus any unreserved credits), so balances never go negative even when the
+   * actual cost exceeds the estimate. Under READ COMMITTED, a concurrent settle of the same
+   * reservation re-checks `status = 'open'` after the lock and finds nothing: no double charge.
    */
   async settle(reservationId: string, actual: string): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    return this.prisma.$transaction(async (tx) => {
-      const closed = await tx.$queryRaw<{ namespace_id: string; amount: Prisma.Decimal }[]>`
-        UPDATE credit_reservations SET status = 'settled', closed_at = now()
-        WHERE id = ${reservationId}::uuid AND status = 'open'
-        RETURNING namespace_id::text, amount`;
-      if (closed.length === 0) return this.alreadyClosed(tx, reservationId);
-      const { namespace_id: namespaceId, amount } = closed[0];
-      const [ns] = await tx.$queryRaw<{ credits: Prisma.Decimal; charge: Prisma.Decimal }[]>`
-        WITH cur AS (
-          SELECT LEAST(GREATEST(${actual}::numeric, 0), ${amount}::numeric + GREATEST(credits - reserved, 0)) AS charge
-          FROM namespaces WHERE id = ${namespaceId}::uuid FOR UPDATE
-        )
-        UPDATE namespaces n SET reserved = n.reserved - ${amount}::numeric, credits = n.credits - cur.charge
-        FROM cur WHERE n.id = ${namespaceId}::uuid
-        RETURNING n.credits, cur.charge`;
-      await tx.creditReservation.update({ where: { id: reservationId }, data: { charged: ns.charge } });
-      await tx.creditLedgerEntry.create({
-        data: {
-          namespaceId,
-          kind: 'charge',
-          amount: new Prisma.Decimal(ns.charge).negated(),
-          balanceAfter: ns.credits,
-          reservationId,
-        },
-      });
-      return { reservationId, charged: fmt(ns.charge), applied: true };
-    });
+    const rows = await this.prisma.$queryRaw<{ charged: string }[]>`
+      WITH cur AS (
+        SELECT c.id AS rid, c.namespace_id, c.amount,
+               LEAST(GREATEST(${actual}::numeric, 0), c.amount + GREATEST(n.credits - n.reserved, 0)) AS charge
+        FROM credit_reservations c JOIN namespaces n ON n.id = c.namespace_id
+        WHERE c.id = ${reservationId}::uuid AND c.status = 'open'
+        FOR UPDATE OF c, n
+      ), closed AS (
+        UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = cur.charge
+        FROM cur WHERE c.id = cur.rid
+        RETURNING c.id
+      ), ns AS (
+        UPDATE namespaces n SET reserved = n.reserved - cur.amount, credits = n.credits - cur.charge
+        FROM cur WHERE n.id = cur.namespace_id
+        RETURNING n.id, n.credits
+      )
+      INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
+      SELECT gen_random_uuid(), ns.id, 'charge'::"LedgerKind", -cur.charge, ns.credits, cur.rid FROM ns, cur, closed
+      RETURNING (-amount)::text AS charged`;
+    if (rows.length === 0) return this.alreadyClosed(reservationId);
+    return { reservationId, charged: fmt(rows[0].charged), applied: true };
   }
 
-  /** Gives the reserved credits back (failure, cancel). Idempotent. */
+  /** Gives the reserved credits back (failure, cancel). Idempotent; one statement. */
   async release(reservationId: string): Promise<boolean> {
-    return this.prisma.$transaction(async (tx) => {
-      const closed = await tx.$queryRaw<{ namespace_id: string; amount: Prisma.Decimal }[]>`
-        UPDATE credit_reservations SET status = 'released', closed_at = now(), charged = 0
+    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+      WITH cur AS (
+        SELECT id, namespace_id, amount FROM credit_reservations
         WHERE id = ${reservationId}::uuid AND status = 'open'
-        RETURNING namespace_id::text, amount`;
-      if (closed.length === 0) return false;
-      await tx.$executeRaw`
-        UPDATE namespaces SET reserved = reserved - ${closed[0].amount}::numeric WHERE id = ${closed[0].namespace_id}::uuid`;
-      return true;
-    });
+        FOR UPDATE
+      ), closed AS (
+        UPDATE credit_reservations c SET status = 'released', closed_at = now(), charged = 0
+        FROM cur WHERE c.id = cur.id
+        RETURNING c.id
+      )
+      UPDATE namespaces n SET reserved = n.reserved - cur.amount
+      FROM cur, closed WHERE n.id = cur.namespace_id
+      RETURNING n.id::text AS id`;
+    return rows.length > 0;
   }
 
   /** Operator grant or correction (negative). Refuses to push credits below what is reserved. */
@@ -140,8 +140,8 @@ export class CreditLedger {
     return toBalance(ns);
   }
 
-  private async alreadyClosed(tx: Prisma.TransactionClient, reservationId: string): Promise<Settlement> {
-    const r = await tx.creditReservation.findUnique({ where: { id: reservationId }, select: { charged: true } });
+  private async alreadyClosed(reservationId: string): Promise<Settlement> {
+    const r = await this.prisma.creditReservation.findUnique({ where: { id: reservationId }, select: { charged: true } });
     if (!r) throw new Error(`Unknown credit reservation ${reservationId}`);
     return { reservationId, charged: fmt(r.charged ?? 0), applied: false };
   }
