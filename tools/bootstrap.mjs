@@ -47,8 +47,11 @@ function newer(a, b) {
 function ensureDependencies() {
   const marker = path.join(root, 'node_modules/.package-lock.json');
   if (!existsSync(marker) || newer(path.join(root, 'package-lock.json'), marker)) {
-    console.log('Installing dependencies (npm ci) ...');
-    run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error']);
+    // Not `npm ci`: the lockfile holds only the platform packages the registry served when it
+    // was written (e.g. no @swc/core-darwin-*), which `npm ci` rejects as out of sync;
+    // `npm install` keeps every pinned version and skips unavailable optional ones.
+    console.log('Installing dependencies (npm install) ...');
+    run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error']);
   }
   const client = path.join(root, 'libs/db/src/generated/prisma/client.ts');
   if (!existsSync(client) || newer(path.join(root, 'prisma/schema.prisma'), client)) generatePrismaClient();

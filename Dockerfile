@@ -1,0 +1,98 @@
+# syntax=docker/dockerfile:1
+#
+# One image per app, all from this file:
+#   docker build --build-arg APP=chat -t atelier-chat .
+#   docker build --target migrate -t atelier-migrate .      (one-shot: applies prisma/migrations)
+# APP is one of gateway, chat, media, queue-worker, events, fine-tune. docker-compose.yml builds them all.
+
+FROM node:24-bookworm-slim AS base
+WORKDIR /app
+
+# --- deps: full dependency tree, needed to compile and to generate the Prisma client ---------------
+FROM base AS deps
+# `prisma generate` (root postinstall) and @prisma/engines' postinstall both want a native schema
+# engine binary; migrations go through tools/db (Wasm) instead, so any existing file satisfies them
+# and nothing is downloaded from outside the npm registry.
+ENV PRISMA_SCHEMA_ENGINE_BINARY=/app/package.json \
+    PRISMA_HIDE_UPDATE_MESSAGE=1 \
+    CHECKPOINT_DISABLE=1
+# Only what the postinstall reads, so editing sources, tools/db or migrations keeps this layer cached.
+COPY package.json package-lock.json prisma.config.ts ./
+COPY prisma/schema.prisma ./prisma/schema.prisma
+COPY tools/bootstrap.mjs tools/prisma-generate.mjs ./tools/
+# `npm install`, not `npm ci`: package-lock.json lacks the other platforms' optional packages
+# (@swc/core-darwin-*, @unrs/resolver-binding-*, ...), which makes every npm ci stop with
+# "package.json and package-lock.json are not in sync". npm install keeps every version the lock
+# pins and only resolves those missing entries. Go back to `npm ci` once the lock is regenerated
+# against the public registry.
+RUN --mount=type=cache,target=/root/.npm \
+    npm install --no-audit --no-fund \
+ && test -f libs/db/src/generated/prisma/client.ts
+
+# --- build: compile one app with its libs (the generated Prisma client is compiled in too) --------
+FROM deps AS build
+ARG APP=gateway
+COPY .swcrc ./
+# .dockerignore keeps the host's libs/db/src/generated out, so the client generated above stays.
+COPY libs ./libs
+COPY apps/${APP} ./apps/${APP}
+RUN test -f "apps/${APP}/src/main.ts" || { echo "APP='${APP}' is not an app in apps/" >&2; exit 1; } \
+ && ./node_modules/.bin/swc "apps/${APP}/src" libs -d "dist/apps/${APP}" --config-file .swcrc \
+      --ignore '**/*.spec.ts' --ignore '**/jest.config.cjs' --quiet \
+ && test -f "dist/apps/${APP}/apps/${APP}/src/main.js"
+
+# --- prod-deps: run-time packages only ------------------------------------------------------------
+FROM base AS prod-deps
+COPY package.json package-lock.json ./
+# Scripts are skipped: the postinstall's `prisma generate` needs the dev-only prisma CLI, and its
+# output is already compiled into dist. devDependencies are removed from the manifest first because
+# --omit=dev alone still installs prisma and typescript (~260 MB with their trees): they are
+# optional peers of @prisma/client, which npm keeps unless optional packages are omitted too, and
+# omitting those would drop the prebuilt native binaries (msgpackr-extract, later sharp).
+RUN --mount=type=cache,target=/root/.npm \
+    npm pkg delete devDependencies \
+ && npm install --omit=dev --ignore-scripts --no-audit --no-fund
+
+# --- migrate: one-shot `node tools/db/migrate.mjs deploy` against DATABASE_URL ---------------------
+# deploy needs only `pg` (a run-time dependency); the schema engine Wasm (a devDependency) is loaded
+# lazily by create/verify alone, so the production tree is enough here.
+FROM base AS migrate
+ENV NODE_ENV=production
+COPY --from=prod-deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY tools/db/migrate.mjs tools/db/migrations.mjs ./tools/db/
+COPY prisma ./prisma
+USER node
+CMD ["node", "tools/db/migrate.mjs", "deploy"]
+
+# --- runtime: one app (default target) -----------------------------------------------------------
+FROM base AS runtime
+ARG APP=gateway
+# Empty: the health check probes the port the app itself listens on (PORT, CHAT_PORT, ... or its
+# default). Set it only if the app is reached on another port inside the container.
+ARG HEALTH_PORT=
+# Media transcodes with the ffmpeg binary; the other apps do not pay for its ~300 MB.
+RUN if [ "${APP}" = "media" ]; then \
+      apt-get update \
+      && apt-get install -y --no-install-recommends ffmpeg \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+ENV NODE_ENV=production \
+    APP=${APP} \
+    HEALTH_PORT=${HEALTH_PORT}
+COPY --from=prod-deps /app/node_modules ./node_modules
+COPY package.json ./
+# Kept so `docker compose run --rm <app> node tools/db/migrate.mjs status` works from any app image.
+COPY tools/db/migrate.mjs tools/db/migrations.mjs ./tools/db/
+COPY prisma ./prisma
+# The gateway finds the catalog by walking up from its compiled file, so the repo-relative layout
+# (/app/libs/models/catalog above /app/dist/apps/<app>) must be kept.
+COPY libs/models/catalog ./libs/models/catalog
+COPY --from=build /app/dist/apps/${APP} ./dist/apps/${APP}
+# Files stay root-owned: the app only reads them.
+USER node
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD node -e "const e=process.env,[v,d]={chat:['CHAT_PORT',8081],media:['MEDIA_PORT',8082],'queue-worker':['QUEUE_WORKER_PORT',8083],events:['EVENTS_PORT',8084],'fine-tune':['FINE_TUNE_PORT',8085]}[e.APP]??['PORT',8080];fetch('http://127.0.0.1:'+(e.HEALTH_PORT||e[v]||d)+'/health',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+# exec: node becomes PID 1 and receives SIGTERM itself (the apps drain on it). The shell is only
+# there to expand APP, which exec-form CMD does not.
+CMD ["sh", "-c", "exec node --enable-source-maps \"dist/apps/${APP}/apps/${APP}/src/main.js\""]
