@@ -42,6 +42,19 @@ export default [
     },
   },
   {
+    // Tests of any layer may use the shared test helpers.
+    files: ['**/*.spec.ts'],
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          enforceBuildableLibDependency: false,
+          depConstraints: [{ sourceTag: '*', onlyDependOnLibsWithTags: ['*'] }],
+        },
+      ],
+    },
+  },
+  {
     // The config lib is the one place allowed to read the environment.
     files: ['libs/config/**/*.ts', 'libs/testing/**/*.ts', '**/*.spec.ts', 'tools/**'],
     rules: { 'no-restricted-syntax': 'off' },

@@ -1,6 +1,18 @@
 import { createTenant, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway-test-app';
 
+interface SchemaNode {
+  type?: string;
+  minimum?: number;
+  maximum?: number;
+  properties: Record<string, SchemaNode & Record<string, unknown>>;
+}
+interface ModelBody {
+  pricing: Record<string, string>;
+  request_schema: SchemaNode;
+  json_request_schema: SchemaNode;
+}
+
 describe('model catalog API', () => {
   let gw: GatewayHarness;
   let user: Tenant;
@@ -17,7 +29,7 @@ describe('model catalog API', () => {
     ['local-image-edit', '/images/edit', 'per_image'],
     ['local-video', '/videos/generate', 'per_video_output_second'],
   ])('returns the %s model object', async (id, endpoint, method) => {
-    const res = await gw.http.request<Record<string, any>>('GET', `/api/ai/models/${id}`, { token: user.apiKey });
+    const res = await gw.http.request<ModelBody>('GET', `/api/ai/models/${id}`, { token: user.apiKey });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       id,
@@ -40,7 +52,7 @@ describe('model catalog API', () => {
   });
 
   it('bounds num_inference_steps of local-image to 1-50 with UI hints', async () => {
-    const res = await gw.http.request<Record<string, any>>('GET', '/api/ai/models/local-image', { token: user.apiKey });
+    const res = await gw.http.request<ModelBody>('GET', '/api/ai/models/local-image', { token: user.apiKey });
     const steps = res.body.request_schema.properties.num_inference_steps;
     expect(steps).toMatchObject({ type: 'integer', minimum: 1, maximum: 50 });
     expect(steps['x-order']).toEqual(expect.any(Number));
