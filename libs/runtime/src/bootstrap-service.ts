@@ -54,9 +54,16 @@ export async function createService(
     abortOnError: false,
   });
   app.useGlobalFilters(new ApiExceptionFilter());
+  try {
+    await app.init();
+    await app.getHttpAdapter().getInstance().ready();
+  } catch (err) {
+    // Providers already hold Redis/Postgres connections; a failed start must not leave them open
+    // (the process would never exit, and a test that expects the failure would leak them).
+    await app.close().catch(() => undefined);
+    throw err;
+  }
   app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
-  await app.init();
-  await app.getHttpAdapter().getInstance().ready();
   return app;
 }
 

@@ -2,7 +2,7 @@ import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientRedis } from '@nestjs/microservices';
 import type { Redis } from 'ioredis';
 import type { BroadcastChannel, BroadcastPayloadOf } from '@atelier/contracts';
-import { redisOptionsFromUrl } from './redis-connection';
+import { closeRedis, redisOptionsFromUrl } from './redis-connection';
 import { RedisService } from './redis.module';
 
 type Listener = (payload: unknown) => void;
@@ -43,7 +43,13 @@ export class BroadcastBus implements OnApplicationShutdown {
     if (!set) {
       set = new Set();
       this.listeners.set(name, set);
-      await subscriber.subscribe(name);
+      try {
+        await subscriber.subscribe(name);
+      } catch (err) {
+        // Redis is unreachable: the service still starts (and its health check says why it is
+        // unhealthy); the subscriber's 'ready' handler subscribes once Redis is back.
+        this.logger.warn(`Could not subscribe to ${name} yet (${(err as Error).message}); retrying when Redis is reachable`);
+      }
     }
     const wrapped = listener as Listener;
     set.add(wrapped);
@@ -53,7 +59,9 @@ export class BroadcastBus implements OnApplicationShutdown {
       current.delete(wrapped);
       if (current.size === 0) {
         this.listeners.delete(name);
-        await subscriber.unsubscribe(name).catch(() => undefined);
+        // Without Redis the command would only wait out its retries (shutdown would stall);
+        // messages for a channel without listeners are ignored anyway.
+        if (subscriber.status === 'ready') await subscriber.unsubscribe(name).catch(() => undefined);
       }
     };
   }
@@ -79,12 +87,17 @@ export class BroadcastBus implements OnApplicationShutdown {
         }
       }
     });
+    // ioredis re-subscribes only channels whose SUBSCRIBE once succeeded; this also covers
+    // those that failed while Redis was down. Subscribing twice to a channel is harmless.
+    sub.on('ready', () => {
+      for (const name of this.listeners.keys()) void sub.subscribe(name).catch(() => undefined);
+    });
     this.subscriber = sub;
     return sub;
   }
 
   async onApplicationShutdown(): Promise<void> {
     await this.publisher.close().catch(() => undefined);
-    if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
+    if (this.subscriber) await closeRedis(this.subscriber);
   }
 }

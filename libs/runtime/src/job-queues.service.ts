@@ -1,6 +1,7 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { Queue, type Job, type JobsOptions } from 'bullmq';
 import type { PayloadOf, QueueContract, QueueSettings } from '@atelier/contracts';
+import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 
 export function defaultJobOptions(settings: QueueSettings): JobsOptions {
@@ -23,7 +24,7 @@ export class JobQueues implements OnApplicationShutdown {
     let queue = this.queues.get(contract.name);
     if (!queue) {
       queue = new Queue(contract.name, {
-        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: 3 },
+        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: 3, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
         defaultJobOptions: defaultJobOptions(contract.settings),
       });

@@ -15,6 +15,14 @@ export function redisOptionsFromUrl(redisUrl: string): RedisOptions {
 }
 
 /**
+ * After disconnect() ioredis waits this long for the socket to close before destroying it.
+ * Disconnecting while it is between reconnect attempts arms that timer on the already closed
+ * socket, so it always runs out; the default 2 s kept closed services (and Jest) alive after
+ * shutdown while Redis was unreachable. Every connection, BullMQ's included, sets it.
+ */
+export const REDIS_DISCONNECT_TIMEOUT_MS = 100;
+
+/**
  * BullMQ workers block on Redis and must retry forever rather than fail requests;
  * `maxRetriesPerRequest: null` is what BullMQ requires for them.
  */
@@ -25,7 +33,40 @@ export function createRedis(redisUrl: string, purpose: string, blocking = false)
     maxRetriesPerRequest: blocking ? null : 3,
     enableReadyCheck: true,
     lazyConnect: false,
+    disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS,
   });
+}
+
+/**
+ * Closes a connection without leaving anything behind. A connection still in its handshake
+ * (a service closed right after it started, e.g. a failed start-up) is first given a moment to
+ * become ready: closed mid-handshake, ioredis's pending ready check fails afterwards and
+ * "recovers" by disconnecting the already closed socket, arming the disconnect timer on it
+ * (see REDIS_DISCONNECT_TIMEOUT_MS), which kept the process (and Jest) alive. A connection that
+ * cannot reach Redis is simply dropped.
+ */
+export async function closeRedis(conn: Redis, handshakeWaitMs = 1000): Promise<void> {
+  if (conn.status === 'connecting' || conn.status === 'connect') {
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        for (const event of ['ready', 'close', 'end'] as const) conn.off(event, done);
+        resolve();
+      };
+      const timer = setTimeout(done, handshakeWaitMs);
+      for (const event of ['ready', 'close', 'end'] as const) conn.once(event, done);
+    });
+  }
+  if (conn.status === 'end') return;
+  if (conn.status === 'ready') {
+    try {
+      await conn.quit();
+      return;
+    } catch {
+      // fall through to a hard disconnect
+    }
+  }
+  conn.disconnect();
 }
 
 /** Key/channel names under the installation's prefix, so runs and installs never collide. */

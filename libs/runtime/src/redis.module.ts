@@ -1,7 +1,7 @@
 import { Global, Inject, Injectable, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { Redis } from 'ioredis';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { createRedis, RedisNames } from './redis-connection';
+import { closeRedis, createRedis, RedisNames } from './redis-connection';
 
 /** The process's shared Redis command connection (not for blocking or subscribing). */
 @Injectable()
@@ -28,7 +28,7 @@ export class RedisService implements OnApplicationShutdown {
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await this.client.quit().catch(() => this.client.disconnect());
+    await closeRedis(this.client);
   }
 }
 

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
 import { BroadcastBus } from './broadcast-bus.service';
 import { JobQueues } from './job-queues.service';
+import { closeRedis } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
 
@@ -16,6 +17,8 @@ export interface RpcCallOptions {
 
 interface Pending {
   onReply: (reply: RpcReply) => void;
+  /** Ends the call without a reply (this process is shutting down). */
+  abandon: (err: ApiError) => void;
 }
 
 /**
@@ -72,6 +75,7 @@ export class RpcClient implements OnApplicationShutdown {
           if (reply.kind === 'result') return finish(() => resolve(reply.data as ResultOf<Q>));
           finish(() => reject(new ApiError(reply.error.type, reply.error.message, reply.error.detail)));
         },
+        abandon: (err) => finish(() => reject(err)),
       });
       this.ensureSubscriber()
         .subscribe(channel)
@@ -98,7 +102,13 @@ export class RpcClient implements OnApplicationShutdown {
     return sub;
   }
 
+  /**
+   * Pending calls fail now rather than when their timers run out (up to RPC_TIMEOUT_MS later,
+   * keeping the closed process alive); their jobs may still run to completion on a worker.
+   */
   async onApplicationShutdown(): Promise<void> {
-    if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
+    for (const pending of [...this.pending.values()])
+      pending.abandon(new ApiError('service_unavailable', 'The service is shutting down; the request was not answered'));
+    if (this.subscriber) await closeRedis(this.subscriber);
   }
 }

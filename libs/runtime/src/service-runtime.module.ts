@@ -1,5 +1,4 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
 import { ConfigModule, type AppConfig } from '@atelier/config';
 import type { QueueContract } from '@atelier/contracts';
 import { DbModule } from '@atelier/db';
@@ -8,7 +7,7 @@ import { HealthChecks, HealthController, SERVICE_NAME } from './health';
 import { JobQueues } from './job-queues.service';
 import { RedisModule } from './redis.module';
 import { RpcClient } from './rpc-client.service';
-import { WORKER_HOST_OPTIONS, WorkerHost } from './worker-host.service';
+import { WorkerHostModule } from './worker-host.service';
 
 export interface ServiceRuntimeOptions {
   service: string;
@@ -24,20 +23,14 @@ export class ServiceRuntimeModule {
     return {
       module: ServiceRuntimeModule,
       global: true,
-      imports: [ConfigModule.forRoot(options.config), DbModule, RedisModule, DiscoveryModule],
-      controllers: [HealthController],
-      providers: [
-        { provide: SERVICE_NAME, useValue: options.service },
-        {
-          provide: WORKER_HOST_OPTIONS,
-          useValue: { consumes: options.consumes ?? [], shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS },
-        },
-        HealthChecks,
-        BroadcastBus,
-        JobQueues,
-        RpcClient,
-        WorkerHost,
+      imports: [
+        ConfigModule.forRoot(options.config),
+        DbModule,
+        RedisModule,
+        WorkerHostModule.forRoot({ consumes: options.consumes ?? [], shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS }),
       ],
+      controllers: [HealthController],
+      providers: [{ provide: SERVICE_NAME, useValue: options.service }, HealthChecks, BroadcastBus, JobQueues, RpcClient],
       exports: [SERVICE_NAME, HealthChecks, BroadcastBus, JobQueues, RpcClient],
     };
   }

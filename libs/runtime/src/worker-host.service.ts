@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { Inject, Injectable, Logger, Module, type DynamicModule, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { Worker, type Job } from 'bullmq';
 import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
 import { BroadcastBus } from './broadcast-bus.service';
 import { JOB_HANDLER_METADATA, type JobContext, type JobHandler } from './job-handler';
+import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
 
@@ -49,7 +50,7 @@ export function matchHandlers(
  * same queues, each job goes to exactly one of them.
  */
 @Injectable()
-export class WorkerHost implements OnApplicationBootstrap, OnApplicationShutdown {
+export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(WorkerHost.name);
   private readonly workers: Worker[] = [];
   private readonly active = new Map<string, AbortController>();
@@ -114,7 +115,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnApplicationShutdown
         }
       },
       {
-        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null },
+        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
         concurrency: contract.settings.concurrency,
         lockDuration: contract.settings.lockDurationMs,
@@ -129,24 +130,66 @@ export class WorkerHost implements OnApplicationBootstrap, OnApplicationShutdown
   }
 
   /**
-   * Stops taking jobs and lets active ones finish; after the timeout they are abandoned, and
-   * BullMQ's stalled-job check hands them to another replica.
+   * Stops taking jobs and lets active ones finish; after the timeout they are aborted and
+   * abandoned, and BullMQ's stalled-job check hands them to another replica.
+   *
+   * Runs in onModuleDestroy of WorkerHostModule (a non-global module), which Nest destroys
+   * before the global ones: finishing jobs still have Postgres (closed in DbModule's
+   * onModuleDestroy) and Redis (closed in RedisService's onApplicationShutdown) to complete
+   * their work and publish their replies.
    */
-  async onApplicationShutdown(): Promise<void> {
+  async onModuleDestroy(): Promise<void> {
     await this.unsubscribe?.();
-    const graceful = Promise.all(this.workers.map((w) => w.close()));
-    const timedOut = await Promise.race([
-      graceful.then(() => false),
-      new Promise<boolean>((r) => setTimeout(() => r(true), this.options.shutdownTimeoutMs).unref()),
-    ]);
-    if (timedOut) {
-      for (const c of this.active.values()) c.abort(new Error('worker shutting down'));
+    if (this.workers.length === 0) return;
+    const abortActive = (reason: string) => {
+      for (const c of this.active.values()) c.abort(new Error(reason));
+    };
+    // Without Redis no job can be completed, and BullMQ's graceful close waits for a connection
+    // that never comes: it would hang forever. A forced close only drops the connections.
+    if (this.redis.client.status !== 'ready') {
+      abortActive('worker shutting down');
       await Promise.all(this.workers.map((w) => w.close(true).catch(() => undefined)));
+      return;
     }
+    const graceful = Promise.all(this.workers.map((w) => w.close().catch(() => undefined)));
+    if (await settlesWithin(graceful, this.options.shutdownTimeoutMs)) return;
+    abortActive('worker shutting down');
+    // Handlers that honour their signal end now and the graceful close completes. close(true)
+    // cannot help here (BullMQ returns the close already under way), so any job still running
+    // after a short grace is cut off by dropping the connections.
+    if (await settlesWithin(graceful, 1_000)) return;
+    this.logger.warn('Jobs still running after the shutdown timeout; abandoning them');
+    await settlesWithin(Promise.all(this.workers.map((w) => w.disconnect().catch(() => undefined))), 1_000);
   }
+}
+
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function toReplyError(err: unknown): Extract<RpcReply, { kind: 'error' }>['error'] {
   if (err instanceof ApiError) return { type: err.type, message: err.message, detail: err.detail };
   return { type: 'internal_error', message: 'The service failed to process the request' };
+}
+
+/**
+ * Deliberately not global (unlike the rest of the runtime): Nest destroys non-global modules
+ * first, so the workers drain while Postgres and Redis are still open.
+ */
+@Module({})
+export class WorkerHostModule {
+  static forRoot(options: WorkerHostOptions): DynamicModule {
+    return {
+      module: WorkerHostModule,
+      imports: [DiscoveryModule],
+      providers: [{ provide: WORKER_HOST_OPTIONS, useValue: options }, WorkerHost],
+      exports: [WorkerHost],
+    };
+  }
 }

@@ -1,0 +1,281 @@
+import { Module, type DynamicModule, type Type } from '@nestjs/common';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { AppConfig } from '@atelier/config';
+import { ApiError, defineQueue, type QueueContract, type QueueSettings } from '@atelier/contracts';
+import { PrismaService } from '@atelier/db';
+import { createTestEnvironment, waitFor, type TestEnvironment } from '@atelier/testing';
+import { createService } from './bootstrap-service';
+import { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
+import { JobQueues } from './job-queues.service';
+import { RpcClient } from './rpc-client.service';
+import { ServiceRuntimeModule } from './service-runtime.module';
+
+type TestJob =
+  | { op: 'echo'; id: string }
+  | { op: 'api-error'; id: string }
+  | { op: 'crash'; id: string }
+  | { op: 'chunks'; id: string }
+  | { op: 'hang'; id: string };
+
+interface TestResult {
+  id: string;
+  replica: string;
+}
+
+const RPC_SETTINGS: QueueSettings = {
+  kind: 'rpc',
+  attempts: 1,
+  backoff: { type: 'fixed', delay: 0 },
+  concurrency: 8,
+  removeOnComplete: { count: 100, age: 60 },
+  removeOnFail: { count: 100, age: 60 },
+  lockDurationMs: 10_000,
+};
+
+// The Redis prefix is unique per suite, so fixed queue names cannot collide with other runs.
+const TEST_QUEUE = defineQueue<TestJob, TestResult>()('rpc-test', RPC_SETTINGS);
+const DRAIN_QUEUE = defineQueue<{ id: string }, { id: string; db: 'ok' }>()('rpc-test-drain', RPC_SETTINGS);
+const STUCK_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-stuck', RPC_SETTINGS);
+/** Nobody consumes this one: calls on it stay pending. */
+const UNSERVED_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-unserved', RPC_SETTINGS);
+
+/** One instance per worker replica; records what that replica saw. */
+@HandlesQueue(TEST_QUEUE)
+class TestHandler implements JobHandler<typeof TEST_QUEUE> {
+  static nextReplica = 1;
+  readonly replica = `replica-${TestHandler.nextReplica++}`;
+  readonly handled: string[] = [];
+  readonly started = new Set<string>();
+  readonly aborted = new Set<string>();
+
+  async handle(job: TestJob, ctx: JobContext): Promise<TestResult> {
+    this.started.add(job.id);
+    this.handled.push(job.id);
+    switch (job.op) {
+      case 'echo':
+        // A little work, so concurrent calls overlap and both replicas get some.
+        await new Promise((r) => setTimeout(r, 20));
+        return { id: job.id, replica: this.replica };
+      case 'api-error':
+        throw new ApiError('insufficient_credits', `Not enough credits for ${job.id}`, { needed: '5' });
+      case 'crash':
+        throw new Error(`connect ECONNREFUSED 10.0.0.7:5432 password=hunter2 (${job.id})`);
+      case 'chunks':
+        for (const n of [1, 2, 3]) await ctx.sendChunk({ n, id: job.id });
+        return { id: job.id, replica: this.replica };
+      case 'hang':
+        // Never finishes on its own; only a cancellation ends it.
+        await new Promise<void>((resolve) => {
+          if (ctx.signal.aborted) return resolve();
+          ctx.signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+        this.aborted.add(job.id);
+        throw new ApiError('timeout', 'cancelled');
+    }
+  }
+}
+
+/** Takes a moment and needs Postgres, like real work; used to watch a replica drain on shutdown. */
+@HandlesQueue(DRAIN_QUEUE)
+class DrainHandler implements JobHandler<typeof DRAIN_QUEUE> {
+  readonly started = new Set<string>();
+  constructor(private readonly prisma: PrismaService) {}
+
+  async handle(job: { id: string }): Promise<{ id: string; db: 'ok' }> {
+    this.started.add(job.id);
+    await new Promise((r) => setTimeout(r, 300));
+    await this.prisma.ping();
+    return { id: job.id, db: 'ok' };
+  }
+}
+
+/** Ignores cancellation entirely until the test lets it go. */
+@HandlesQueue(STUCK_QUEUE)
+class StuckHandler implements JobHandler<typeof STUCK_QUEUE> {
+  readonly started = new Set<string>();
+  readonly aborted = new Set<string>();
+  release!: () => void;
+  private readonly released = new Promise<void>((resolve) => (this.release = resolve));
+
+  async handle(job: { id: string }, ctx: JobContext): Promise<void> {
+    this.started.add(job.id);
+    ctx.signal.addEventListener('abort', () => this.aborted.add(job.id), { once: true });
+    await this.released;
+  }
+}
+
+describe('RpcClient over BullMQ', () => {
+  let env: TestEnvironment;
+  let caller: NestFastifyApplication;
+  let rpc: RpcClient;
+  let replicas: NestFastifyApplication[];
+  const apps: NestFastifyApplication[] = [];
+  let seq = 0;
+  const nextId = (label: string) => `${label}-${++seq}`;
+
+  function serviceModule(name: string, consumes: QueueContract[], providers: Type<unknown>[], config: AppConfig): DynamicModule {
+    @Module({})
+    class RpcTestModule {}
+    return {
+      module: RpcTestModule,
+      imports: [ServiceRuntimeModule.forRoot({ service: name, config, consumes })],
+      providers,
+    };
+  }
+
+  async function start(name: string, consumes: QueueContract[] = [], providers: Type<unknown>[] = [], config = env.config) {
+    const app = await createService(serviceModule(name, consumes, providers, config), config, { service: name });
+    apps.push(app);
+    return app;
+  }
+
+  const handlers = () => replicas.map((app) => app.get(TestHandler));
+  const handlerThatStarted = (id: string) => handlers().find((h) => h.started.has(id));
+
+  async function rejection(promise: Promise<unknown>): Promise<ApiError> {
+    const err = await promise.then(
+      () => {
+        throw new Error('expected the call to fail');
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ApiError);
+    return err as ApiError;
+  }
+
+  beforeAll(async () => {
+    env = await createTestEnvironment({ LOG_LEVEL: 'silent' });
+    replicas = [await start('worker', [TEST_QUEUE], [TestHandler]), await start('worker', [TEST_QUEUE], [TestHandler])];
+    caller = await start('caller');
+    rpc = caller.get(RpcClient);
+  });
+
+  afterAll(async () => {
+    for (const app of apps.reverse()) await app.close();
+    await env?.cleanup();
+  });
+
+  it("returns the handler's result", async () => {
+    const id = nextId('echo');
+    const result = await rpc.call(TEST_QUEUE, { op: 'echo', id });
+    expect(result).toEqual({ id, replica: expect.stringMatching(/^replica-/) });
+  });
+
+  it("passes a handler's ApiError to the caller unchanged", async () => {
+    const id = nextId('api-error');
+    const err = await rejection(rpc.call(TEST_QUEUE, { op: 'api-error', id }));
+    expect(err.type).toBe('insufficient_credits');
+    expect(err.status).toBe(402);
+    expect(err.message).toBe(`Not enough credits for ${id}`);
+    expect(err.detail).toEqual({ needed: '5' });
+  });
+
+  it('reports any other failure as a generic 500 without leaking internals', async () => {
+    const err = await rejection(rpc.call(TEST_QUEUE, { op: 'crash', id: nextId('crash') }));
+    expect(err.type).toBe('internal_error');
+    expect(err.status).toBe(500);
+    expect(err.message).not.toMatch(/ECONNREFUSED|10\.0\.0\.7|hunter2|password/);
+    expect(err.detail).toBeUndefined();
+  });
+
+  it('hands each of 40 concurrent calls to exactly one of two worker replicas', async () => {
+    for (const h of handlers()) h.handled.length = 0;
+    const ids = Array.from({ length: 40 }, () => nextId('fanout'));
+    const results = await Promise.all(ids.map((id) => rpc.call(TEST_QUEUE, { op: 'echo', id })));
+
+    expect(results.map((r) => r.id)).toEqual(ids);
+    const [a, b] = handlers();
+    const all = [...a.handled, ...b.handled];
+    expect(all).toHaveLength(40); // no call ran twice (a broadcast transport would give 80)
+    expect(new Set(all)).toEqual(new Set(ids)); // and none was lost
+    // Both replicas took part: the work is shared, not pinned to one consumer.
+    expect(a.handled.length).toBeGreaterThan(0);
+    expect(b.handled.length).toBeGreaterThan(0);
+    // Each caller got the answer of the replica that actually ran its job.
+    for (const r of results) expect(handlers().find((h) => h.replica === r.replica)!.handled).toContain(r.id);
+  });
+
+  it('delivers streamed chunks in order, before the result', async () => {
+    const id = nextId('chunks');
+    const events: unknown[] = [];
+    const result = await rpc.call(TEST_QUEUE, { op: 'chunks', id }, { onChunk: (chunk) => events.push(chunk) });
+    events.push({ result });
+    expect(events).toEqual([{ n: 1, id }, { n: 2, id }, { n: 3, id }, { result: { id, replica: expect.any(String) } }]);
+  });
+
+  it('answers 504 after timeoutMs and cancels the job on the worker', async () => {
+    const id = nextId('hang');
+    const started = Date.now();
+    const err = await rejection(rpc.call(TEST_QUEUE, { op: 'hang', id }, { timeoutMs: 300 }));
+    expect(err.type).toBe('timeout');
+    expect(err.status).toBe(504);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    expect(Date.now() - started).toBeLessThan(5000);
+    // The cancel broadcast reaches whichever replica runs the job and aborts its signal.
+    const handler = await waitFor(() => handlerThatStarted(id), { description: `job ${id} to start` });
+    await waitFor(() => handler.aborted.has(id), { description: `job ${id} to be aborted` });
+  });
+
+  it("aborts the worker's job when the caller's signal is aborted", async () => {
+    const id = nextId('hang');
+    const controller = new AbortController();
+    const call = rpc.call(TEST_QUEUE, { op: 'hang', id }, { signal: controller.signal, timeoutMs: 20_000 });
+    const handler = await waitFor(() => handlerThatStarted(id), { description: `job ${id} to start` });
+    expect(handler.aborted.has(id)).toBe(false);
+    controller.abort();
+    const err = await rejection(call);
+    expect(err.status).toBe(504);
+    await waitFor(() => handler.aborted.has(id), { description: `job ${id} to be aborted` });
+  });
+
+  it('lets a replica that is shutting down finish its in-flight job and deliver the result', async () => {
+    const drainer = await start('drain-worker', [DRAIN_QUEUE], [DrainHandler]);
+    const id = nextId('drain');
+    const call = rpc.call(DRAIN_QUEUE, { id }, { timeoutMs: 10_000 });
+    await waitFor(() => drainer.get(DrainHandler).started.has(id), { description: `job ${id} to start` });
+    // Shut down mid-job: the job still needs Postgres and Redis to finish and reply.
+    const closing = drainer.close();
+    await expect(call).resolves.toEqual({ id, db: 'ok' });
+    await closing;
+    apps.splice(apps.indexOf(drainer), 1);
+  });
+
+  it('does not hang shutdown on a job that ignores cancellation: aborts it after SHUTDOWN_TIMEOUT_MS', async () => {
+    const config: AppConfig = { ...env.config, SHUTDOWN_TIMEOUT_MS: 300 };
+    const stuck = await start('stuck-worker', [STUCK_QUEUE], [StuckHandler], config);
+    const handler = stuck.get(StuckHandler);
+    const id = nextId('stuck');
+    const call = rpc.call(STUCK_QUEUE, { id }, { timeoutMs: 20_000 });
+    call.catch(() => undefined);
+    await waitFor(() => handler.started.has(id), { description: `job ${id} to start` });
+    const started = Date.now();
+    try {
+      await stuck.close();
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(handler.aborted.has(id)).toBe(true);
+    } finally {
+      handler.release();
+      apps.splice(apps.indexOf(stuck), 1);
+    }
+  });
+
+  it('fails pending calls at once when the calling service shuts down', async () => {
+    const leaving = await start('leaving-caller');
+    const call = leaving.get(RpcClient).call(UNSERVED_QUEUE, { id: nextId('unserved') }, { timeoutMs: 60_000 });
+    const outcome = call.then(
+      () => 'resolved',
+      (e: unknown) => e,
+    );
+    // The job is queued once the call is under way; only then is shutdown meaningful.
+    await waitFor(async () => (await leaving.get(JobQueues).queue(UNSERVED_QUEUE).getWaitingCount()) === 1, {
+      description: 'the call to be queued',
+    });
+    const started = Date.now();
+    await leaving.close();
+    apps.splice(apps.indexOf(leaving), 1);
+    const err = await outcome;
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).status).toBe(503);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+});
