@@ -3,6 +3,7 @@
 // because it runs before node_modules exists.
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -81,4 +82,18 @@ export function generatePrismaClient() {
 export function ensureRuntime() {
   ensureNode24();
   ensureDependencies();
+}
+
+/** Whether something accepts TCP connections there (Postgres/Redis before we try to use them). */
+export function reachable(host, port, timeoutMs = 1000) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
 }

@@ -5,9 +5,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { ensureRuntime, root } from './bootstrap.mjs';
+import { ensureRuntime, reachable, root } from './bootstrap.mjs';
 
 ensureRuntime();
 
@@ -32,18 +31,6 @@ function fail(message) {
   process.exit(1);
 }
 
-function reachable(host, port, timeoutMs = 1500) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
 async function checkDependencies() {
   const pg = new URL(env.DATABASE_URL);

@@ -3,24 +3,11 @@
 // Order: TEST_DATABASE_URL/TEST_REDIS_URL from the environment, then the local services on
 // their default ports, then testcontainers (needs a Docker engine), else a clear message.
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
-import { ensureRuntime, root } from './bootstrap.mjs';
+import { ensureRuntime, reachable, root } from './bootstrap.mjs';
 
 ensureRuntime();
 
-function reachable(host, port, timeoutMs = 500) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
 
 async function resolveServers() {
   const stops = [];

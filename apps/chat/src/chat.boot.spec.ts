@@ -1,8 +1,5 @@
-import { createService } from '@atelier/runtime';
-import { createTestEnvironment, TestHttp, waitFor, type TestEnvironment } from '@atelier/testing';
+import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { ChatModule } from './chat.module';
-
-const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
 describe('chat service', () => {
   let env: TestEnvironment;
@@ -12,13 +9,6 @@ describe('chat service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    const before = sockets();
-    const app = await createService(ChatModule.forRoot(env.config), env.config, { service: 'chat' });
-    const res = await new TestHttp(app).request('GET', '/health');
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: 'ok', service: 'chat', checks: { postgres: { status: 'up' }, redis: { status: 'up' } } });
-    await app.close();
-    // Every Redis and Postgres connection the app opened is gone (a leak keeps Jest alive).
-    await waitFor(() => sockets() <= before, { timeoutMs: 2000, description: 'the app to close its connections' });
+    await bootHealthyAndClose(ChatModule.forRoot(env.config), env.config, 'chat');
   });
 });

@@ -1,8 +1,5 @@
-import { createService } from '@atelier/runtime';
-import { createTestEnvironment, TestHttp, waitFor, type TestEnvironment } from '@atelier/testing';
+import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { EventsModule } from './events.module';
-
-const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
 describe('events service', () => {
   let env: TestEnvironment;
@@ -12,13 +9,6 @@ describe('events service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    const before = sockets();
-    const app = await createService(EventsModule.forRoot(env.config), env.config, { service: 'events' });
-    const res = await new TestHttp(app).request('GET', '/health');
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: 'ok', service: 'events', checks: { postgres: { status: 'up' }, redis: { status: 'up' } } });
-    await app.close();
-    // Every Redis and Postgres connection the app opened is gone (a leak keeps Jest alive).
-    await waitFor(() => sockets() <= before, { timeoutMs: 2000, description: 'the app to close its connections' });
+    await bootHealthyAndClose(EventsModule.forRoot(env.config), env.config, 'events');
   });
 });

@@ -1,8 +1,5 @@
-import { createService } from '@atelier/runtime';
-import { createTestEnvironment, TestHttp, waitFor, type TestEnvironment } from '@atelier/testing';
+import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { FineTuneModule } from './fine-tune.module';
-
-const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
 describe('fine-tune service', () => {
   let env: TestEnvironment;
@@ -12,13 +9,6 @@ describe('fine-tune service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    const before = sockets();
-    const app = await createService(FineTuneModule.forRoot(env.config), env.config, { service: 'fine-tune' });
-    const res = await new TestHttp(app).request('GET', '/health');
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: 'ok', service: 'fine-tune', checks: { postgres: { status: 'up' }, redis: { status: 'up' } } });
-    await app.close();
-    // Every Redis and Postgres connection the app opened is gone (a leak keeps Jest alive).
-    await waitFor(() => sockets() <= before, { timeoutMs: 2000, description: 'the app to close its connections' });
+    await bootHealthyAndClose(FineTuneModule.forRoot(env.config), env.config, 'fine-tune');
   });
 });

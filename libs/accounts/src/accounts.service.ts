@@ -16,7 +16,19 @@ function isUniqueViolation(err: unknown): boolean {
   return err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
 }
 
-const positive = (credits?: string) => credits !== undefined && new Prisma.Decimal(credits).greaterThan(0);
+/** A namespace starting with `credits`, its opening balance recorded in the ledger. */
+async function createFundedNamespace(
+  tx: Prisma.TransactionClient,
+  data: { name: string; type: 'user' | 'org'; userId?: string; orgId?: string },
+  credits = '0',
+) {
+  const ns = await tx.namespace.create({ data: { ...data, credits } });
+  if (new Prisma.Decimal(credits).greaterThan(0))
+    await tx.creditLedgerEntry.create({
+      data: { namespaceId: ns.id, kind: 'grant', amount: credits, balanceAfter: credits, reference: 'initial credits' },
+    });
+  return ns;
+}
 
 /** Users, organizations, namespaces and API keys: what the operator interface manages. */
 @Injectable()
@@ -33,14 +45,8 @@ export class AccountsService {
     try {
       await this.prisma.$transaction(async (tx) => {
         const user = await tx.user.create({ data: { username } });
-        const ns = await tx.namespace.create({
-          data: { name: username, type: 'user', userId: user.id, credits: credits ?? '0' },
-        });
+        await createFundedNamespace(tx, { name: username, type: 'user', userId: user.id }, credits);
         await tx.apiKey.create({ data: { userId: user.id, prefix: key.prefix, hash: key.hash } });
-        if (positive(credits))
-          await tx.creditLedgerEntry.create({
-            data: { namespaceId: ns.id, kind: 'grant', amount: credits!, balanceAfter: credits!, reference: 'initial credits' },
-          });
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw ApiError.conflict(`Namespace '${username}' already exists`);
@@ -74,12 +80,8 @@ export class AccountsService {
     try {
       await this.prisma.$transaction(async (tx) => {
         const org = await tx.organization.create({ data: { name } });
-        const ns = await tx.namespace.create({ data: { name, type: 'org', orgId: org.id, credits: credits ?? '0' } });
+        await createFundedNamespace(tx, { name, type: 'org', orgId: org.id }, credits);
         await tx.membership.createMany({ data: users.map((u) => ({ orgId: org.id, userId: u.id })) });
-        if (positive(credits))
-          await tx.creditLedgerEntry.create({
-            data: { namespaceId: ns.id, kind: 'grant', amount: credits!, balanceAfter: credits!, reference: 'initial credits' },
-          });
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw ApiError.conflict(`Namespace '${name}' already exists`);
