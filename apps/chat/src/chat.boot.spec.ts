@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { ChatModule } from './chat.module';
 
@@ -9,6 +10,6 @@ describe('chat service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(ChatModule.forRoot(env.config), env.config, 'chat');
+    await bootHealthyAndClose(() => createService(ChatModule.forRoot(env.config), env.config, { service: 'chat' }), 'chat');
   });
 });

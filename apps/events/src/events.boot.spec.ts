@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { EventsModule } from './events.module';
 
@@ -9,6 +10,6 @@ describe('events service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(EventsModule.forRoot(env.config), env.config, 'events');
+    await bootHealthyAndClose(() => createService(EventsModule.forRoot(env.config), env.config, { service: 'events' }), 'events');
   });
 });

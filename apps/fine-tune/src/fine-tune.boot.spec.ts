@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { FineTuneModule } from './fine-tune.module';
 
@@ -9,6 +10,6 @@ describe('fine-tune service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(FineTuneModule.forRoot(env.config), env.config, 'fine-tune');
+    await bootHealthyAndClose(() => createService(FineTuneModule.forRoot(env.config), env.config, { service: 'fine-tune' }), 'fine-tune');
   });
 });

@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { GatewayModule } from './gateway.module';
 
@@ -9,6 +10,6 @@ describe('gateway service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(GatewayModule.forRoot(env.config), env.config, 'gateway');
+    await bootHealthyAndClose(() => createService(GatewayModule.forRoot(env.config), env.config, { service: 'gateway' }), 'gateway');
   });
 });

@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { MediaModule } from './media.module';
 
@@ -9,6 +10,6 @@ describe('media service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(MediaModule.forRoot(env.config), env.config, 'media');
+    await bootHealthyAndClose(() => createService(MediaModule.forRoot(env.config), env.config, { service: 'media' }), 'media');
   });
 });

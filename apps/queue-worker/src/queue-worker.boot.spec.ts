@@ -1,3 +1,4 @@
+import { createService } from '@atelier/runtime';
 import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { QueueWorkerModule } from './queue-worker.module';
 
@@ -9,6 +10,6 @@ describe('queue-worker service', () => {
   afterAll(() => env?.cleanup());
 
   it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(QueueWorkerModule.forRoot(env.config), env.config, 'queue-worker');
+    await bootHealthyAndClose(() => createService(QueueWorkerModule.forRoot(env.config), env.config, { service: 'queue-worker' }), 'queue-worker');
   });
 });

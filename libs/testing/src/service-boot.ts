@@ -1,19 +1,17 @@
-import type { DynamicModule } from '@nestjs/common';
-import type { AppConfig } from '@atelier/config';
-import { createService } from '@atelier/runtime';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { TestHttp } from './http-client';
 import { waitFor } from './wait-for';
 
 const tcpSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
 
 /**
- * Boots an app module as its main.ts would, checks it reports healthy under its own name, and
- * closes it, requiring every Redis/Postgres connection it opened to be gone (a leak would keep
- * a pod from exiting on SIGTERM).
+ * Boots an app (as its main.ts would, via `start`), checks it reports healthy under its own
+ * name, and closes it, requiring every Redis/Postgres connection it opened to be gone (a leak
+ * would keep a pod from exiting on SIGTERM).
  */
-export async function bootHealthyAndClose(module: DynamicModule, config: AppConfig, service: string): Promise<void> {
+export async function bootHealthyAndClose(start: () => Promise<NestFastifyApplication>, service: string): Promise<void> {
   const before = tcpSockets();
-  const app = await createService(module, config, { service });
+  const app = await start();
   const res = await new TestHttp(app).request('GET', '/health');
   if (res.status !== 200) throw new Error(`${service} /health answered ${res.status}: ${res.text}`);
   const body = res.body as { status?: string; service?: string; checks?: Record<string, { status: string }> };
