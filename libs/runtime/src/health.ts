@@ -34,7 +34,7 @@ export class HealthChecks {
           ]);
           return [name, { status: 'up' as const, latency_ms: Math.round(performance.now() - started) }] as const;
         } catch (err) {
-          return [name, { status: 'down' as const, error: (err as Error).message }] as const;
+          return [name, { status: 'down' as const, error: summarize(err) }] as const;
         }
       }),
     );
@@ -58,4 +58,10 @@ export class HealthController {
     const body: HealthResponse = { status: ok ? 'ok' : 'error', service: this.service, checks };
     await reply.status(ok ? 200 : 503).send(body);
   }
+}
+
+/** Prisma wraps driver errors in multi-line invocation dumps; operators need the cause line. */
+function summarize(err: unknown): string {
+  const lines = String((err as Error)?.message ?? err).split('\n').map((l) => l.trim()).filter(Boolean);
+  return (lines.at(-1) ?? 'unknown error').slice(0, 200);
 }
