@@ -151,7 +151,7 @@ try {
   stopAll(1);
 }
 if (!stopping) {
-  const baseUrl = env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT ?? 8080}`;
+  const baseUrl = env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`;
   console.log(`\natelier is up: ${baseUrl}  (health: ${baseUrl}/health)`);
   if (!production) {
     const demo = spawnSync(process.execPath, [path.join(root, 'dist/local/apps/gateway/src/admin-cli.js'), 'demo', '--key-file', path.join(root, 'var/demo-api-key')], {

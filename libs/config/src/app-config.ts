@@ -30,7 +30,20 @@ const schema = z.object({
   QUEUE_WORKER_PORT: port.default(8083),
   EVENTS_PORT: port.default(8084),
   FINE_TUNE_PORT: port.default(8085),
-  PUBLIC_BASE_URL: z.url().optional(),
+  /** External base URL of the gateway; temporary result links are built on it. */
+  PUBLIC_URL: z.url().optional(),
+  STORAGE_DRIVER: z.enum(['local', 's3']).default('local'),
+  /** Root of the local blob store (STORAGE_DRIVER=local); shared by every service on one host. */
+  STORAGE_DIR: z.string().default('var/storage'),
+  S3_ENDPOINT: z.url().optional(),
+  S3_REGION: z.string().default('us-east-1'),
+  S3_BUCKET: z.string().default('atelier'),
+  S3_ACCESS_KEY_ID: z.string().optional(),
+  S3_SECRET_ACCESS_KEY: z.string().optional(),
+  S3_FORCE_PATH_STYLE: bool.default(true),
+  /** HMAC key for temporary result links; every replica must share it. Required in production. */
+  URL_SIGNING_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  RESULT_URL_TTL_SECONDS: positiveInt.default(3600),
   BODY_LIMIT_BYTES: positiveInt.default(32 * 1024 * 1024),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -47,7 +60,17 @@ const schema = z.object({
   PRETTY_LOGS: bool.optional(),
 });
 
+const checked = schema.superRefine((c, ctx) => {
+  if (c.NODE_ENV === 'production' && !c.URL_SIGNING_SECRET)
+    ctx.addIssue({ code: 'custom', path: ['URL_SIGNING_SECRET'], message: 'is required in production' });
+  if (c.STORAGE_DRIVER === 's3' && !c.S3_ENDPOINT && !c.S3_REGION)
+    ctx.addIssue({ code: 'custom', path: ['S3_ENDPOINT'], message: 'S3 storage needs S3_ENDPOINT or S3_REGION' });
+});
+
 export type AppConfig = z.infer<typeof schema>;
+
+/** Outside production a fixed, clearly insecure key keeps links valid across local processes. */
+export const DEV_URL_SIGNING_SECRET = 'atelier-dev-insecure-url-signing-secret';
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -60,7 +83,7 @@ export class ConfigError extends Error {
 export function parseConfig(env: Record<string, string | undefined>): AppConfig {
   // Empty strings mean "unset" so `FOO=` in an env file falls back to the default.
   const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const result = schema.safeParse(cleaned);
+  const result = checked.safeParse(cleaned);
   if (!result.success) {
     throw new ConfigError(
       result.error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`),
