@@ -1,14 +1,11 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { AppConfig } from '@atelier/config';
-import { ServiceRuntimeModule } from '@atelier/runtime';
+import { FineTuneServiceModule } from '@atelier/fine-tunes';
 
-/** Fine-tunes: consumes fine-tune-tokenize. */
+/** Fine-tunes: consumes fine-tune-tokenize and tokenizes datasets (see @atelier/fine-tunes). */
 @Module({})
 export class FineTuneModule {
   static forRoot(config: AppConfig): DynamicModule {
-    return {
-      module: FineTuneModule,
-      imports: [ServiceRuntimeModule.forRoot({ service: 'fine-tune', config, consumes: [] })],
-    };
+    return { module: FineTuneModule, imports: [FineTuneServiceModule.forRoot(config)] };
   }
 }

@@ -2,14 +2,24 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { AccountsModule } from '@atelier/accounts';
 import { AuthModule } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
+import { ChatGatewayModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
-import { ModelCatalog, defaultCatalogDir } from '@atelier/models';
+import { EventStreamModule } from '@atelier/event-stream';
+import { GenerationsModule } from '@atelier/generations';
+import { ModelCatalogModule } from '@atelier/models';
+import { FineTunesModule } from '@atelier/fine-tunes';
+import { RepositoriesModule } from '@atelier/repositories';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
 import { AdminController } from './admin.controller';
+import { ChatController } from './chat.controller';
 import { CreditsController } from './credits.controller';
 import { FilesController } from './files.controller';
+import { MediaController } from './media.controller';
+import { FineTunesController } from './fine-tunes.controller';
 import { ModelsController } from './models.controller';
+import { QueueController } from './queue.controller';
+import { ReposController } from './repos.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
 @Module({})
@@ -17,11 +27,13 @@ export class GatewayModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: GatewayModule,
-      imports: [ServiceRuntimeModule.forRoot({ service: 'gateway', config }), AuthModule, AccountsModule, BillingModule, StorageModule],
-      controllers: [AdminController, CreditsController, FilesController, ModelsController],
-      providers: [
-        { provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(config.MODEL_CATALOG_DIR ?? defaultCatalogDir()) },
-      ],
+      imports: [
+        ServiceRuntimeModule.forRoot({ service: 'gateway', config }),
+        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR), AuthModule, AccountsModule, BillingModule, StorageModule, GenerationsModule, EventStreamModule,
+        RepositoriesModule,
+        FineTunesModule,
+        ChatGatewayModule],
+      controllers: [AdminController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
     };
   }
 }

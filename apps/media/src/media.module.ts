@@ -1,14 +1,11 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { AppConfig } from '@atelier/config';
-import { ServiceRuntimeModule } from '@atelier/runtime';
+import { MediaServiceModule } from '@atelier/engines';
 
-/** Synchronous image/edit/video rendering: consumes media-render. */
+/** Synchronous image/edit/video rendering: consumes media-render-image and media-render-video. */
 @Module({})
 export class MediaModule {
   static forRoot(config: AppConfig): DynamicModule {
-    return {
-      module: MediaModule,
-      imports: [ServiceRuntimeModule.forRoot({ service: 'media', config, consumes: [] })],
-    };
+    return { module: MediaModule, imports: [MediaServiceModule.forRoot(config)] };
   }
 }

@@ -24,4 +24,14 @@ export class NamespaceAccess {
     if (!ns || !allowed) throw ApiError.forbidden(`You are not a member of namespace '${requested}'`);
     return { id: ns.id, name: ns.name, type: ns.type };
   }
+
+  /** Whether the caller may see resources of this namespace (own, or an org they belong to). */
+  async canAccess(caller: Caller, namespaceId: string): Promise<boolean> {
+    if (namespaceId === caller.namespaceId) return true;
+    const membership = await this.prisma.membership.findFirst({
+      where: { userId: caller.userId, org: { namespace: { id: namespaceId } } },
+      select: { orgId: true },
+    });
+    return membership !== null;
+  }
 }

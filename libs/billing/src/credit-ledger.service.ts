@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
@@ -26,6 +27,9 @@ function assertAmount(amount: string, what: string): void {
   if (!DECIMAL_PATTERN.test(amount)) throw new Error(`${what} must be a decimal string, got ${amount}`);
 }
 
+/** The client or an open transaction: callers may make a credit step part of their own transaction. */
+type Db = Prisma.TransactionClient;
+
 const fmt = (d: Prisma.Decimal | string | number) => new Prisma.Decimal(d).toFixed();
 
 /**
@@ -42,26 +46,46 @@ export class CreditLedger {
    * UPDATE ... RETURNING feeding the INSERT: Postgres row locking serialises concurrent
    * reservations, and the condition is re-checked on the locked row.
    */
-  async reserve(namespaceId: string, amount: string, reference: string): Promise<Reservation> {
-    assertAmount(amount, 'amount');
-    if (new Prisma.Decimal(amount).isNegative()) throw new Error('cannot reserve a negative amount');
-    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+  async reserve(namespaceId: string, amount: string, reference: string, client: Db = this.prisma): Promise<Reservation> {
+    const [reservation] = await this.reserveBatch(namespaceId, [{ id: randomUUID(), amount, reference }], client);
+    return reservation;
+  }
+
+  /**
+   * All or nothing: reserves the sum of `items` and records one reservation per item, in one
+   * statement. Callers inside a transaction should call it last, right before commit, so the
+   * namespace row stays locked as briefly as possible (it is the hot spot under load).
+   */
+  async reserveBatch(
+    namespaceId: string,
+    items: { id: string; amount: string; reference: string }[],
+    client: Db = this.prisma,
+  ): Promise<Reservation[]> {
+    let total = new Prisma.Decimal(0);
+    for (const item of items) {
+      assertAmount(item.amount, 'amount');
+      if (new Prisma.Decimal(item.amount).isNegative()) throw new Error('cannot reserve a negative amount');
+      total = total.plus(item.amount);
+    }
+    const amount = total.toFixed();
+    const rows = await client.$queryRaw<{ id: string }[]>`
       WITH ns AS (
         UPDATE namespaces SET reserved = reserved + ${amount}::numeric
         WHERE id = ${namespaceId}::uuid AND credits - reserved >= ${amount}::numeric
         RETURNING id
       )
       INSERT INTO credit_reservations (id, namespace_id, amount, reference, status)
-      SELECT gen_random_uuid(), ns.id, ${amount}::numeric, ${reference}, 'open' FROM ns
+      SELECT t.id, ns.id, t.amount, t.reference, 'open'
+      FROM ns, unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.amount)}::numeric[], ${items.map((i) => i.reference)}::text[]) AS t(id, amount, reference)
       RETURNING id::text AS id`;
     if (rows.length === 0) {
-      const balance = await this.balance(namespaceId);
+      const balance = await this.balance(namespaceId, client);
       throw ApiError.insufficientCredits(
         `Insufficient credits: this request needs ${fmt(amount)} credits but only ${balance.available} are available`,
         { required: fmt(amount), available: balance.available },
       );
     }
-    return { id: rows[0].id, namespaceId, amount: fmt(amount) };
+    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount) }));
   }
 
   /**
@@ -71,9 +95,9 @@ export class CreditLedger {
    * actual cost exceeds the estimate. Under READ COMMITTED, a concurrent settle of the same
    * reservation re-checks `status = 'open'` after the lock and finds nothing: no double charge.
    */
-  async settle(reservationId: string, actual: string): Promise<Settlement> {
+  async settle(reservationId: string, actual: string, client: Db = this.prisma): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    const rows = await this.prisma.$queryRaw<{ charged: string }[]>`
+    const rows = await client.$queryRaw<{ charged: string }[]>`
       WITH cur AS (
         SELECT c.id AS rid, c.namespace_id, c.amount,
                LEAST(GREATEST(${actual}::numeric, 0), c.amount + GREATEST(n.credits - n.reserved, 0)) AS charge
@@ -92,13 +116,13 @@ export class CreditLedger {
       INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
       SELECT gen_random_uuid(), ns.id, 'charge'::"LedgerKind", -cur.charge, ns.credits, cur.rid FROM ns, cur, closed
       RETURNING (-amount)::text AS charged`;
-    if (rows.length === 0) return this.alreadyClosed(reservationId);
+    if (rows.length === 0) return this.alreadyClosed(reservationId, client);
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
   }
 
   /** Gives the reserved credits back (failure, cancel). Idempotent; one statement. */
-  async release(reservationId: string): Promise<boolean> {
-    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+  async release(reservationId: string, client: Db = this.prisma): Promise<boolean> {
+    const rows = await client.$queryRaw<{ id: string }[]>`
       WITH cur AS (
         SELECT id, namespace_id, amount FROM credit_reservations
         WHERE id = ${reservationId}::uuid AND status = 'open'
@@ -140,8 +164,8 @@ export class CreditLedger {
     return toBalance(ns);
   }
 
-  private async alreadyClosed(reservationId: string): Promise<Settlement> {
-    const r = await this.prisma.creditReservation.findUnique({ where: { id: reservationId }, select: { charged: true } });
+  private async alreadyClosed(reservationId: string, client: Db): Promise<Settlement> {
+    const r = await client.creditReservation.findUnique({ where: { id: reservationId }, select: { charged: true } });
     if (!r) throw new Error(`Unknown credit reservation ${reservationId}`);
     return { reservationId, charged: fmt(r.charged ?? 0), applied: false };
   }

@@ -44,6 +44,44 @@ const schema = z.object({
   /** HMAC key for temporary result links; every replica must share it. Required in production. */
   URL_SIGNING_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   RESULT_URL_TTL_SECONDS: positiveInt.default(3600),
+  /** Which generation pools a queue-worker process runs: image, video, or both. */
+  QUEUE_WORKER_POOLS: z
+    .string()
+    .default('image,video')
+    .transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean))
+    .pipe(z.array(z.enum(['image', 'video'])).min(1, 'name at least one of image, video')),
+  /** How often a queue worker re-adds lost jobs and re-publishes stranded events. */
+  GENERATION_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
+  /** A generation processing this long whose BullMQ job is gone or failed is failed as lost. */
+  GENERATION_LOST_AFTER_MS: positiveInt.default(15 * 60_000),
+  /** Overrides every queue's lock duration and stalled-job check (tests use short ones to recover killed workers fast). */
+  JOB_LOCK_DURATION_MS: positiveInt.optional(),
+  /** Idle SSE streams get a `: keep-alive` comment this often (the spec says 15 s). */
+  EVENTS_KEEPALIVE_MS: positiveInt.default(15_000),
+  /** Unsent bytes a slow SSE client may accumulate before it is disconnected. */
+  EVENTS_MAX_BUFFER_BYTES: positiveInt.default(256 * 1024),
+  /**
+   * Hosts (or host:port) that input-media fetches may reach even though they resolve to loopback,
+   * private, link-local or metadata addresses (an in-cluster asset server, test fixtures).
+   * Comma-separated; empty by default, so such addresses are refused (SSRF guard).
+   */
+  MEDIA_FETCH_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .transform((v) =>
+      v
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    ),
+  /** Whole-download bound for one input image/video (connect + headers + body). */
+  MEDIA_FETCH_TIMEOUT_MS: positiveInt.default(30_000),
+  /** Largest input image/video the media engines download or decode from a data URI. */
+  MEDIA_FETCH_MAX_BYTES: positiveInt.default(50 * 1024 * 1024),
+  /** Extra delay per built-in (local-*) generation, to emulate slow real providers in development and tests. */
+  LOCAL_ENGINE_LATENCY_MS: z.coerce.number().int().min(0).default(0),
+  /** ffmpeg binary of the local-video engine; defaults to the one shipped by @ffmpeg-installer/ffmpeg. */
+  FFMPEG_PATH: z.string().optional(),
   BODY_LIMIT_BYTES: positiveInt.default(32 * 1024 * 1024),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -57,6 +95,12 @@ const schema = z.object({
   DEMO_CREDITS: z.string().regex(/^\d+(\.\d+)?$/).default('100'),
   JOB_RETENTION_FAILED: positiveInt.default(5000),
   JOB_RETENTION_COMPLETED: positiveInt.default(1000),
+  /** Largest single file accepted by a repository upload (multipart); larger files get 413. */
+  REPO_UPLOAD_MAX_FILE_BYTES: positiveInt.default(2 * 1024 * 1024 * 1024),
+  /** Most files one repository upload may carry. */
+  REPO_UPLOAD_MAX_FILES: positiveInt.default(100),
+  /** How many invalid dataset rows a tokenization reports with row number and reason. */
+  TOKENIZE_INVALID_EXAMPLES: positiveInt.default(100),
   PRETTY_LOGS: bool.optional(),
 });
 
@@ -90,6 +134,17 @@ export function parseConfig(env: Record<string, string | undefined>): AppConfig 
     );
   }
   return result.data;
+}
+
+/**
+ * Secrets of remote engines are named in the model catalog by environment variable
+ * (`api_key_env`), so their names are not known when the schema above is written. Read here,
+ * on use, to keep process.env access in this lib.
+ */
+export function secretFromEnv(name: string): string | undefined {
+  if (!/^[A-Z_][A-Z0-9_]*$/.test(name)) return undefined;
+  const value = process.env[name];
+  return value === undefined || value === '' ? undefined : value;
 }
 
 /** Reads process.env exactly once per process (the single place allowed to). */

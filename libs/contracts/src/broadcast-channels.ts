@@ -21,7 +21,8 @@ export interface GenerationCompletedEvent {
   status: 'succeeded' | 'failed';
   model_name: string;
   media_type: 'image' | 'video';
-  result_url: string | null;
+  /** Blob key of the first output; subscribers turn it into a temporary link when delivering. */
+  result_key: string | null;
   error_message: string | null;
   completed_at: number;
 }

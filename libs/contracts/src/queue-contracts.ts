@@ -54,20 +54,56 @@ export interface ChatCompletionJob {
   /** The OpenAI-style request body, already validated against the model's schema. */
   body: Record<string, unknown>;
   reservationId: string;
+  /** chatcmpl-... id chosen by the gateway, so the reservation and the usage record name it too. */
+  completionId: string;
+}
+
+/**
+ * What the chat service answers. Streamed chunks travel before it on the reply channel as
+ * serialized chat.completion.chunk strings; the last of them carries the usage.
+ */
+export interface ChatCompletionOutcome {
+  /** The chat.completion object; null when the answer was streamed. */
+  completion: Record<string, unknown> | null;
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  /** Which engine or upstream server answered (after retries and fallbacks). */
+  provider: string;
+}
+
+/** Where outputs are stored: always under the billed namespace, optionally in a repo/directory. */
+export interface MediaOutputTarget {
+  repo?: string;
+  directory?: string;
 }
 
 export interface MediaRenderJob {
   caller: CallerContext;
   model: string;
-  endpoint: '/images/generate' | '/images/edit' | '/videos/generate';
+  /** The request body, already validated against the model's json_request_schema (defaults filled). */
   params: Record<string, unknown>;
-  reservationId: string;
+  target?: MediaOutputTarget;
+}
+
+/** One stored output; the bytes stay in blob storage (never in Redis). */
+export interface MediaRenderOutput {
+  key: string;
+  contentType: string;
+  size: number;
+  width?: number;
+  height?: number;
+  durationSeconds?: number;
 }
 
 export interface MediaRenderResult {
   model: string;
   created: number;
-  outputs: { key: string; contentType: string }[];
+  outputs: MediaRenderOutput[];
+  /** The seed used (random when the request gave none). */
+  seed?: number;
+  /** What is billed: images made, or seconds of video made. */
+  usage: { images: number; videoSeconds: number };
+  /** Time spent in the engine, for the overhead measurement of the sync path. */
+  engineMs: number;
 }
 
 export interface GenerationJob {
@@ -80,33 +116,66 @@ export interface FineTuneTokenizeJob {
   requestId: string;
 }
 
-export const CHAT_COMPLETION_QUEUE = defineQueue<ChatCompletionJob, Record<string, unknown>>()('chat-completion', {
+export const CHAT_COMPLETION_QUEUE = defineQueue<ChatCompletionJob, ChatCompletionOutcome>()('chat-completion', {
+  kind: 'rpc',
+  // Retries happen inside the chat service (per upstream, before the first byte), not by re-running the job.
+  attempts: 1,
+  backoff: { type: 'fixed', delay: 0 },
+  // Chat jobs mostly wait on upstream servers, so one process keeps many in flight.
+  concurrency: 256,
+  // The answer already went back over the reply channel; finished jobs are kept only briefly.
+  removeOnComplete: { count: 100, age: 600 },
+  removeOnFail: { count: 5000, age: 7 * DAY },
+  lockDurationMs: 30_000,
+});
+
+/**
+ * Synchronous media renders, images and videos on separate queues (and workers) so a
+ * ten-minute video never holds up an image. Attempts 1: the caller is waiting and a retry
+ * would run (and bill) the generation twice; the gateway reports the failure instead.
+ */
+export const IMAGE_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render-image', {
   kind: 'rpc',
   attempts: 1,
   backoff: { type: 'fixed', delay: 0 },
-  concurrency: 32,
+  concurrency: 4,
   removeOnComplete: { count: 1000, age: 3600 },
   removeOnFail: { count: 5000, age: 7 * DAY },
   lockDurationMs: 30_000,
 });
 
-export const MEDIA_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render', {
+export const VIDEO_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render-video', {
   kind: 'rpc',
   attempts: 1,
   backoff: { type: 'fixed', delay: 0 },
-  concurrency: 4,
+  // Local video encoding is CPU-bound (ffmpeg); more in parallel would only slow each one down.
+  concurrency: 2,
   removeOnComplete: { count: 1000, age: 3600 },
   removeOnFail: { count: 5000, age: 7 * DAY },
+  // BullMQ renews the lock while the job runs (ffmpeg is a child process, the event loop stays free).
   lockDurationMs: 60_000,
 });
 
-export const GENERATION_QUEUE = defineQueue<GenerationJob>()('generation', {
+/** Queued generations, images and videos on separate queues so each pool scales on its own. */
+const GENERATION_SETTINGS = {
   kind: 'work',
+  // Retries cover crashed or stalled workers; a generation that fails for a reason of its own
+  // is marked failed by the handler and not retried.
   attempts: 3,
   backoff: { type: 'exponential', delay: 2_000 },
-  concurrency: 4,
   removeOnComplete: { count: 1000, age: DAY },
   removeOnFail: { count: 5000, age: 14 * DAY },
+} as const;
+
+export const IMAGE_GENERATION_QUEUE = defineQueue<GenerationJob>()('generation-image', {
+  ...GENERATION_SETTINGS,
+  concurrency: 4,
+  lockDurationMs: 30_000,
+});
+
+export const VIDEO_GENERATION_QUEUE = defineQueue<GenerationJob>()('generation-video', {
+  ...GENERATION_SETTINGS,
+  concurrency: 2,
   lockDurationMs: 60_000,
 });
 
@@ -120,5 +189,5 @@ export const FINE_TUNE_TOKENIZE_QUEUE = defineQueue<FineTuneTokenizeJob>()('fine
   lockDurationMs: 120_000,
 });
 
-export const QUEUES = [CHAT_COMPLETION_QUEUE, MEDIA_RENDER_QUEUE, GENERATION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE] as const;
+export const QUEUES = [CHAT_COMPLETION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];

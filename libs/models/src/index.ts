@@ -1,5 +1,6 @@
 export type {
   BuiltinEngineConfig,
+  ChatFallbackEndpoint,
   ChatFeatures,
   ChatModelDefinition,
   DecimalString,
@@ -47,3 +48,4 @@ export {
 } from './model-schema';
 export { validateModelRequest } from './model-validation';
 export { toPublicModel } from './public-model';
+export { ModelCatalogModule } from './model-catalog.module';

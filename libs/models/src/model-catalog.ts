@@ -135,9 +135,26 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           required: ['type', 'name'],
           properties: { type: { const: 'builtin' }, name: nonEmptyString },
         },
-        remoteEngine('openai-compatible'),
+        remoteEngine('openai-compatible', {
+          max_retries: { type: 'integer', minimum: 0, maximum: 10 },
+          retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
+          fallbacks: {
+            type: 'array',
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['base_url', 'upstream_model'],
+              properties: {
+                base_url: { type: 'string', pattern: '^https?://' },
+                upstream_model: nonEmptyString,
+                api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
+                timeout_ms: { type: 'integer', minimum: 1 },
+              },
+            },
+          },
+        }),
         remoteEngine('openai-images'),
-        remoteEngine('prediction', { version: nonEmptyString }),
+        remoteEngine('prediction', { version: nonEmptyString, style: { type: 'string', enum: ['replicate', 'fal'] } }),
       ],
     },
     context_window: { type: 'integer', minimum: 1 },

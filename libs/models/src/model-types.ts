@@ -122,8 +122,21 @@ interface RemoteEngineBase {
   timeout_ms?: number;
 }
 
+/** Another server tried, in order, when the one before it keeps failing (429, 5xx, timeouts). */
+export interface ChatFallbackEndpoint {
+  base_url: string;
+  upstream_model: string;
+  api_key_env?: string;
+  timeout_ms?: number;
+}
+
 export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
   type: 'openai-compatible';
+  /** Retries of one server before moving to the next (default 2); only before the first byte. */
+  max_retries?: number;
+  /** First retry delay, doubled each time (default 200 ms). */
+  retry_backoff_ms?: number;
+  fallbacks?: ChatFallbackEndpoint[];
 }
 
 export interface OpenAiImagesEngineConfig extends RemoteEngineBase {
@@ -134,6 +147,12 @@ export interface PredictionEngineConfig extends RemoteEngineBase {
   type: 'prediction';
   /** Pins a specific upstream model version when the provider supports it. */
   version?: string;
+  /**
+   * Which submit/poll/cancel protocol the provider speaks: Replicate predictions
+   * (POST /predictions, GET urls.get, POST urls.cancel; the default) or the fal queue
+   * (POST /<model>, GET status_url then response_url, PUT cancel_url).
+   */
+  style?: 'replicate' | 'fal';
 }
 
 export type EngineConfig =

@@ -178,16 +178,18 @@ describe('chat completions (local-chat)', () => {
     expect(messagesOf(validateModelRequest(chat, body({ messages: [{ role: 'robot', content: 'hi' }] })))).toEqual([
       'messages[0].role must be one of: system, developer, user, assistant, tool',
     ]);
-    // local-chat accepts images but not video
+    // A chat model that accepts images but not video (local-chat itself takes both)
+    const imageOnly = ModelCatalog.fromDefinitions([{ ...structuredClone(chat), capabilities: { input: ['text', 'image'], output: ['text'] } }]).get('local-chat')!;
     const parts = [
       { type: 'text', text: 'what is this?' },
       { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } },
       { type: 'video_url', video_url: { url: 'https://example.com/cat.mp4' } },
     ];
-    expect(messagesOf(validateModelRequest(chat, body({ messages: [{ role: 'user', content: parts }] })))).toEqual([
+    expect(messagesOf(validateModelRequest(imageOnly, body({ messages: [{ role: 'user', content: parts }] })))).toEqual([
       'messages[0].content[2].type must be one of: text, image_url',
     ]);
-    expect(validateModelRequest(chat, body({ messages: [{ role: 'user', content: parts.slice(0, 2) }] })).ok).toBe(true);
+    expect(validateModelRequest(imageOnly, body({ messages: [{ role: 'user', content: parts.slice(0, 2) }] })).ok).toBe(true);
+    expect(validateModelRequest(chat, body({ messages: [{ role: 'user', content: parts }] })).ok).toBe(true);
   });
 
   it('accepts a tool-calling round trip', () => {

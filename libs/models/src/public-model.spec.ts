@@ -28,7 +28,7 @@ describe('toPublicModel', () => {
       object: 'model',
       owned_by: 'atelier',
       endpoint: '/chat/completions',
-      capabilities: { input: ['text', 'image'], output: ['text'] },
+      capabilities: { input: ['text', 'image', 'video'], output: ['text'] },
       pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
     });
     expect(JSON.stringify(toPublicModel(catalog.get('local-video')!).pricing)).toBe(

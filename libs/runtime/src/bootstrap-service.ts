@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ConsoleLogger, type INestApplication, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import multipart from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { ApiExceptionFilter } from './api-exception.filter';
@@ -18,6 +19,12 @@ function logLevels(level: AppConfig['LOG_LEVEL']): LogLevel[] | false {
 export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   const adapter = new FastifyAdapter({
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // A synchronous video request may legitimately wait 10+ minutes for its answer: no socket
+    // inactivity timeout and no whole-request timeout (Node's own default would be 5 minutes).
+    // RPC_TIMEOUT_MS bounds the wait instead. keepAliveTimeout only covers idle time between requests.
+    connectionTimeout: 0,
+    requestTimeout: 0,
+    keepAliveTimeout: 72_000,
     trustProxy: true,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const incoming = req.headers['x-request-id'];
@@ -33,6 +40,11 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
       throw new ApiError('unsupported_media_type', `Content-Type ${type} is not supported; send application/json`);
     });
   }
+  // multipart/form-data is parsed lazily: handlers stream parts (repository uploads) straight
+  // to storage, bounded per file; routes that never read the parts simply see no JSON body.
+  void fastify.register(multipart, {
+    limits: { fileSize: config.REPO_UPLOAD_MAX_FILE_BYTES, files: config.REPO_UPLOAD_MAX_FILES, fields: 20, fieldSize: 64 * 1024, parts: config.REPO_UPLOAD_MAX_FILES + 20 },
+  });
   fastify.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });

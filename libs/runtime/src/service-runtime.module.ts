@@ -27,7 +27,11 @@ export class ServiceRuntimeModule {
         ConfigModule.forRoot(options.config),
         DbModule,
         RedisModule,
-        WorkerHostModule.forRoot({ consumes: options.consumes ?? [], shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS }),
+        WorkerHostModule.forRoot({
+          consumes: options.consumes ?? [],
+          shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS,
+          lockDurationMs: options.config.JOB_LOCK_DURATION_MS,
+        }),
       ],
       controllers: [HealthController],
       providers: [{ provide: SERVICE_NAME, useValue: options.service }, HealthChecks, BroadcastBus, JobQueues, RpcClient],

@@ -13,6 +13,8 @@ export interface WorkerHostOptions {
   /** The queues this process consumes; each needs exactly one @HandlesQueue provider. */
   consumes: readonly QueueContract[];
   shutdownTimeoutMs: number;
+  /** Overrides each contract's lock duration (and the stalled-job check with it). */
+  lockDurationMs?: number;
 }
 
 export class HandlerWiringError extends Error {}
@@ -118,7 +120,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
         concurrency: contract.settings.concurrency,
-        lockDuration: contract.settings.lockDurationMs,
+        lockDuration: this.options.lockDurationMs ?? contract.settings.lockDurationMs,
+        ...(this.options.lockDurationMs ? { stalledInterval: this.options.lockDurationMs } : {}),
       },
     );
     worker.on('error', (err) => this.logger.warn(`${contract.name} worker: ${err.message}`));

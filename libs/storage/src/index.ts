@@ -3,3 +3,4 @@ export { LocalBlobStore } from './local-blob-store';
 export { S3BlobStore, type S3Settings } from './s3-blob-store';
 export { SignedUrls } from './signed-urls';
 export { StorageModule, createBlobStore, createSignedUrls } from './storage.module';
+export { outputKey, directorySegments, type OutputLocation } from './output-keys';

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -25,6 +25,18 @@ export class LocalBlobStore extends BlobStore {
     const target = this.file(key);
     await mkdir(path.dirname(target), { recursive: true });
     const tmp = `${target}.${randomUUID()}.tmp`;
+    if (Buffer.isBuffer(data)) {
+      // Generated outputs arrive whole: write file and sidecar concurrently (on the synchronous
+      // media path every millisecond of storage is latency the caller waits for).
+      try {
+        await Promise.all([writeFile(tmp, data), writeFile(`${target}.meta`, JSON.stringify({ contentType }))]);
+        await rename(tmp, target);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
+      return { key, size: data.length, sha256: createHash('sha256').update(data).digest('hex'), contentType };
+    }
     const hash = createHash('sha256');
     let size = 0;
     const source = Buffer.isBuffer(data) ? Readable.from([data]) : data;
@@ -65,6 +77,28 @@ export class LocalBlobStore extends BlobStore {
     const info = await this.head(key);
     if (!info) return undefined;
     return { ...info, body: createReadStream(this.file(key)) };
+  }
+
+  override async readRange(key: string, start: number, end: number): Promise<Buffer | undefined> {
+    let handle;
+    try {
+      handle = await open(this.file(key), 'r');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+    try {
+      const buffer = Buffer.allocUnsafe(Math.max(end - start, 0));
+      let filled = 0;
+      while (filled < buffer.length) {
+        const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, start + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return buffer.subarray(0, filled);
+    } finally {
+      await handle.close();
+    }
   }
 
   async delete(key: string): Promise<void> {

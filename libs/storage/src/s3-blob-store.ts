@@ -70,6 +70,20 @@ export class S3BlobStore extends BlobStore {
     }
   }
 
+  override async readRange(key: string, start: number, end: number): Promise<Buffer | undefined> {
+    assertSafeKey(key);
+    if (end <= start) return Buffer.alloc(0);
+    try {
+      const r = await this.client.send(
+        new GetObjectCommand({ Bucket: this.settings.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }),
+      );
+      return Buffer.from(await r.Body!.transformToByteArray());
+    } catch (err) {
+      if ((err as { name?: string }).name === 'NoSuchKey') return undefined;
+      throw err;
+    }
+  }
+
   async delete(key: string): Promise<void> {
     assertSafeKey(key);
     await this.client.send(new DeleteObjectCommand({ Bucket: this.settings.bucket, Key: key }));

@@ -2,3 +2,4 @@ export { createTestEnvironment, testServers, type TestEnvironment } from './test
 export { waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
 export { bootHealthyAndClose } from './service-boot';
+export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';

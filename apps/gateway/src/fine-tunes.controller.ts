@@ -1,0 +1,58 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
+import { FineTunesService } from '@atelier/fine-tunes';
+import { RepositoriesService, type RepositoryRecord } from '@atelier/repositories';
+
+/** Fine-tunes of a repository: create (validated against the dataset), read, list, delete, tokenize. */
+@Controller('api/repos/:namespace/:repo/fine_tunes')
+export class FineTunesController {
+  constructor(
+    private readonly access: NamespaceAccess,
+    private readonly repos: RepositoriesService,
+    private readonly fineTunes: FineTunesService,
+  ) {}
+
+  private async repo(caller: Caller, namespace: string, name: string): Promise<RepositoryRecord> {
+    const scope = await this.access.resolve(caller, namespace);
+    return this.repos.find(scope.id, scope.name, name);
+  }
+
+  @Post()
+  @HttpCode(201)
+  async create(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Body() body: unknown) {
+    const repo = await this.repo(caller, namespace, name);
+    return { fine_tune: await this.fineTunes.create(repo, caller.userId, body), status: 'success', status_message: 'resource_created' };
+  }
+
+  @Get()
+  async list(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Query() query: Record<string, unknown>) {
+    const repo = await this.repo(caller, namespace, name);
+    return { ...(await this.fineTunes.list(repo, query)), status: 'success', status_message: 'resources_found' };
+  }
+
+  @Get(':id')
+  async get(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string) {
+    const repo = await this.repo(caller, namespace, name);
+    return { fine_tune: await this.fineTunes.get(repo, id), status: 'success', status_message: 'resource_found' };
+  }
+
+  @Delete(':id')
+  async delete(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string) {
+    const repo = await this.repo(caller, namespace, name);
+    return { fine_tune: await this.fineTunes.delete(repo, id), status: 'success', status_message: 'resource_deleted' };
+  }
+
+  @Post(':id/tokenize')
+  @HttpCode(200)
+  async tokenize(
+    @CurrentCaller() caller: Caller,
+    @Param('namespace') namespace: string,
+    @Param('repo') name: string,
+    @Param('id') id: string,
+    @Req() req: FastifyRequest,
+  ) {
+    const repo = await this.repo(caller, namespace, name);
+    return { fine_tune: await this.fineTunes.startTokenization(repo, id, String(req.id)), status: 'success', status_message: 'resource_updated' };
+  }
+}

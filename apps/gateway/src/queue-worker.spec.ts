@@ -1,0 +1,147 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE, type GenerationCompletedEvent } from '@atelier/contracts';
+import { PrismaService } from '@atelier/db';
+import { BroadcastBus, JobQueues } from '@atelier/runtime';
+import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway-test-app';
+
+const root = path.resolve(__dirname, '../../..');
+
+interface Gen {
+  generation_id: string;
+  status: string;
+  result_url: string | null;
+  error_message: string | null;
+  cost: string | null;
+}
+
+/** Queued generations end to end: the real gateway in-process, real queue-worker processes. */
+describe('queue worker processes', () => {
+  let gw: GatewayHarness;
+  let dist: string;
+  let user: Tenant;
+  const workers: ChildProcess[] = [];
+  const events: GenerationCompletedEvent[] = [];
+
+  const startWorker = (extraEnv: Record<string, string> = {}) => {
+    const child = spawn(process.execPath, [path.join(dist, 'apps/queue-worker/src/main.js')], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH,
+        DATABASE_URL: gw.env.databaseUrl,
+        REDIS_URL: gw.env.redisUrl,
+        REDIS_PREFIX: gw.env.prefix,
+        STORAGE_DIR: gw.env.config.STORAGE_DIR,
+        QUEUE_WORKER_PORT: '0',
+        JOB_LOCK_DURATION_MS: '1500',
+        GENERATION_SWEEP_INTERVAL_MS: '500',
+        LOG_LEVEL: 'error',
+        ...extraEnv,
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    workers.push(child);
+    return child;
+  };
+  const enqueue = async (body: Record<string, unknown>, t = user) => {
+    const res = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', { token: t.apiKey, body });
+    if (res.status !== 200) throw new Error(`enqueue failed: ${res.status} ${res.text}`);
+    return res.body.generations.map((g) => g.generation_id);
+  };
+  const get = async (id: string, t = user) => (await gw.http.request<Gen>('GET', `/api/ai/queue/${id}`, { token: t.apiKey })).body;
+  const finished = (id: string, t = user) =>
+    waitFor(
+      async () => {
+        const g = await get(id, t);
+        return ['succeeded', 'failed', 'cancelled'].includes(g.status) ? g : undefined;
+      },
+      { timeoutMs: 30_000, description: `generation ${id} to finish` },
+    );
+  const charges = async (t: Tenant) =>
+    (await gw.app.get(PrismaService).creditLedgerEntry.findMany({ where: { namespace: { name: t.namespace }, kind: 'charge' } })).map((c) =>
+      c.amount.toFixed(),
+    );
+
+  beforeAll(async () => {
+    // Inside the repo, so the compiled worker resolves node_modules like the real one.
+    mkdirSync(path.join(root, 'dist'), { recursive: true });
+    dist = mkdtempSync(path.join(root, 'dist', 'test-queue-worker-'));
+    const build = spawnSync(
+      process.execPath,
+      [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps/queue-worker/src', 'libs', '-d', dist, '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--quiet'],
+      { cwd: root, encoding: 'utf8' },
+    );
+    if (build.status !== 0) throw new Error(`building the worker failed: ${build.stderr}`);
+    gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-worker-')) });
+    user = await createTenant(gw.http, gw.adminToken, '1');
+    await gw.app.get(BroadcastBus).subscribe(GENERATION_COMPLETED_CHANNEL, (e) => events.push(e));
+  });
+  afterAll(async () => {
+    for (const w of workers) w.kill('SIGKILL');
+    await gw?.close();
+    rmSync(dist, { recursive: true, force: true });
+  });
+
+  it('runs a queued image to succeeded: real PNG at a signed link, one charge, one event', async () => {
+    startWorker();
+    const [id] = await enqueue({ model: 'local-image', prompt: 'a lighthouse at dusk', seed: 3, aspect_ratio: '16:9', target_repo: 'art', target_directory: 'coast' });
+    const done = await finished(id);
+    expect(done).toMatchObject({ status: 'succeeded', error_message: null, cost: '0.01' });
+    const link = done.result_url!.replace(/^https?:\/\/[^/]+/, '');
+    expect(link).toMatch(new RegExp(`^/files/${user.namespace}/repos/art/coast/`));
+    const file = await gw.app.getHttpAdapter().getInstance().inject({ method: 'GET', url: link });
+    expect(file.statusCode).toBe(200);
+    expect(file.headers['content-type']).toBe('image/png');
+    expect(file.rawPayload.subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
+    await waitFor(() => events.some((e) => e.generation_id === id), { description: 'the completion event' });
+    expect(events.filter((e) => e.generation_id === id)).toHaveLength(1);
+    expect(await charges(user)).toEqual(['-0.01']);
+  });
+
+  it('fails a generation whose model parameter is invalid, naming it, and charges nothing', async () => {
+    const [id] = await enqueue({ model: 'local-image', prompt: 'too many steps', num_inference_steps: 500 });
+    const done = await finished(id);
+    expect(done.status).toBe('failed');
+    expect(done.error_message).toMatch(/num_inference_steps/);
+    expect(done.cost).toBeNull();
+    await waitFor(() => events.some((e) => e.generation_id === id && e.status === 'failed'), { description: 'the failure event' });
+    expect((await gw.http.request<{ reserved: string }>('GET', '/api/credits', { token: user.apiKey })).body.reserved).toBe('0');
+  });
+
+  it('recovers a generation whose worker was killed: one terminal state, one event, one charge', async () => {
+    for (const w of workers.splice(0)) w.kill('SIGKILL');
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    const slow = startWorker({ LOCAL_ENGINE_LATENCY_MS: '120000' });
+    const [id] = await enqueue({ model: 'local-image', prompt: 'interrupted' }, t);
+    await waitFor(async () => (await get(id, t)).status === 'processing', { timeoutMs: 20_000, description: 'the worker to start it' });
+    slow.kill('SIGKILL');
+    startWorker();
+    const done = await finished(id, t);
+    expect(done.status).toBe('succeeded');
+    await waitFor(() => events.some((e) => e.generation_id === id), { description: 'the completion event' });
+    expect(events.filter((e) => e.generation_id === id)).toHaveLength(1);
+    expect(await gw.app.get(PrismaService).generationEvent.count({ where: { generationId: id } })).toBe(1);
+    expect(await charges(t)).toEqual(['-0.01']);
+  }, 60_000);
+
+  it('cancels a generation while it is processing: the engine stops, no event, credits released', async () => {
+    for (const w of workers.splice(0)) w.kill('SIGKILL');
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    startWorker({ LOCAL_ENGINE_LATENCY_MS: '120000' });
+    const [id] = await enqueue({ model: 'local-image', prompt: 'never mind' }, t);
+    await waitFor(async () => (await get(id, t)).status === 'processing', { timeoutMs: 20_000, description: 'the worker to start it' });
+    const res = await gw.http.request('DELETE', `/api/ai/queue/${id}`, { token: t.apiKey });
+    expect(res.body).toEqual({ status: 'success', generation_id: id });
+    expect((await get(id, t)).status).toBe('cancelled');
+    // The worker was told to abort: its job stops being active long before the 120 s engine delay.
+    const queue = gw.app.get(JobQueues).queue(IMAGE_GENERATION_QUEUE);
+    await waitFor(async () => (await queue.getJobState(id)) !== 'active', { timeoutMs: 10_000, description: 'the engine to stop' });
+    expect((await get(id, t)).status).toBe('cancelled');
+    expect(events.some((e) => e.generation_id === id)).toBe(false);
+    expect((await gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body).toMatchObject({ credits: '1', reserved: '0' });
+    expect(await charges(t)).toEqual([]);
+  }, 40_000);
+});

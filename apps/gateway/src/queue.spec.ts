@@ -1,0 +1,169 @@
+import { GenerationState } from '@atelier/generations';
+import { createTenant, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway-test-app';
+
+type Record_ = Record<string, unknown> & { generation_id: string; status: string };
+const NOT_FOUND = {
+  error: { type: 'resource_not_found', title: 'The requested resource could not be found', message: expect.any(String) },
+  status: 'error',
+  status_message: 'resource_not_found',
+};
+
+describe('generation queue API', () => {
+  let gw: GatewayHarness;
+  let alice: Tenant;
+  let bob: Tenant;
+  const enqueue = (t: Tenant, body: Record<string, unknown>) =>
+    gw.http.request<{ generations: { generation_id: string; status: string }[] }>('POST', '/api/ai/queue', { token: t.apiKey, body });
+  const get = (t: Tenant, id: string) => gw.http.request<Record_>('GET', `/api/ai/queue/${id}`, { token: t.apiKey });
+  const balance = async (t: Tenant) =>
+    (await gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body;
+
+  beforeAll(async () => {
+    gw = await startGateway();
+    alice = await createTenant(gw.http, gw.adminToken, '1');
+    bob = await createTenant(gw.http, gw.adminToken, '1');
+  });
+  afterAll(() => gw?.close());
+
+  it('enqueues one queued record per generation and reserves their price', async () => {
+    const res = await enqueue(alice, { model: 'local-image', prompt: 'a red fox', num_generations: 2, seed: 7, input_image: 'https://example.com/a.png', target_repo: 'pics', target_directory: 'foxes' });
+    expect(res.status).toBe(200);
+    expect(res.body.generations).toHaveLength(2);
+    for (const g of res.body.generations) expect(g).toEqual({ generation_id: expect.stringMatching(/^[0-9a-f-]{36}$/), status: 'queued' });
+    expect(await balance(alice)).toMatchObject({ credits: '1', reserved: '0.02' });
+
+    const rec = await get(alice, res.body.generations[0].generation_id);
+    expect(rec.status).toBe(200);
+    expect(rec.body).toEqual({
+      generation_id: res.body.generations[0].generation_id,
+      model_name: 'local-image',
+      prompt: 'a red fox',
+      media_type: 'image',
+      status: 'queued',
+      result_url: null,
+      error_message: null,
+      enqueued_at: expect.any(Number),
+      started_at: null,
+      completed_at: null,
+      seed: 7,
+      input_image: 'https://example.com/a.png',
+      target_namespace: alice.namespace,
+      target_repo: 'pics',
+      target_directory: 'foxes',
+      cost: null,
+    });
+    expect(Math.abs((rec.body.enqueued_at as number) - Date.now() / 1000)).toBeLessThan(60);
+    // aspect_ratio and duration were not submitted, so they are absent.
+    expect(rec.body).not.toHaveProperty('aspect_ratio');
+    expect(rec.body).not.toHaveProperty('duration');
+  });
+
+  it.each([
+    [{ prompt: 'x' }, 400, /You must specify a model/],
+    [{ model: 'nope', prompt: 'x' }, 404, /^Model not found: nope$/],
+    [{ model: 'local-chat', prompt: 'x' }, 400, /image and video models/],
+    [{ model: 'local-image', prompt: 'x', num_generations: 0 }, 400, /^num_generations must be an integer between 1 and 4$/],
+    [{ model: 'local-image', prompt: 'x', num_generations: 5 }, 400, /^num_generations must be an integer between 1 and 4$/],
+    [{ model: 'local-image', prompt: 'x', num_generations: 1.5 }, 400, /^num_generations must be an integer between 1 and 4$/],
+    [{ model: 'local-image', prompt: 'x', num_generations: '2' }, 400, /^num_generations must be an integer between 1 and 4$/],
+  ])('rejects %j at enqueue and creates nothing', async (body, status, message) => {
+    const before = await gw.http.request<{ count: number }>('GET', '/api/ai/queue', { token: bob.apiKey });
+    const res = await enqueue(bob, body);
+    expect(res.status).toBe(status);
+    expect(res.body).toMatchObject({ status: 'error', error: { message: expect.stringMatching(message) } });
+    const after = await gw.http.request<{ count: number }>('GET', '/api/ai/queue', { token: bob.apiKey });
+    expect(after.body.count).toBe(before.body.count);
+  });
+
+  it('does not validate model parameters at enqueue', async () => {
+    const res = await enqueue(bob, { model: 'local-image', prompt: 'x', num_inference_steps: 500 });
+    expect(res.status).toBe(200);
+  });
+
+  it('refuses foreign target namespaces (403) and insufficient credits (402), atomically', async () => {
+    expect((await enqueue(alice, { model: 'local-image', prompt: 'x', target_namespace: bob.namespace })).status).toBe(403);
+    const poor = await createTenant(gw.http, gw.adminToken, '0.03');
+    const res = await enqueue(poor, { model: 'local-image', prompt: 'x', num_generations: 4 });
+    expect(res.status).toBe(402);
+    expect(res.body).toMatchObject({ error: { type: 'insufficient_credits', message: expect.stringMatching(/Insufficient credits/) } });
+    // None of the four was created or reserved: the three that fit were rolled back too.
+    expect(await balance(poor)).toMatchObject({ credits: '0.03', reserved: '0' });
+    expect((await gw.http.request<{ count: number }>('GET', '/api/ai/queue', { token: poor.apiKey })).body.count).toBe(0);
+  });
+
+  it('never overspends under concurrent enqueues', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '0.1');
+    const results = await Promise.all(Array.from({ length: 25 }, () => enqueue(t, { model: 'local-image', prompt: 'x' })));
+    expect(results.filter((r) => r.status === 200)).toHaveLength(10);
+    expect(results.filter((r) => r.status === 402)).toHaveLength(15);
+    expect(await balance(t)).toMatchObject({ credits: '0.1', reserved: '0.1' });
+  });
+
+  it('answers unknown and foreign ids with the exact 404 body', async () => {
+    const mine = (await enqueue(alice, { model: 'local-image', prompt: 'secret' })).body.generations[0].generation_id;
+    for (const url of [`/api/ai/queue/${mine}`, '/api/ai/queue/00000000-0000-4000-8000-000000000000', '/api/ai/queue/not-a-uuid']) {
+      const res = await gw.http.request('GET', url, { token: bob.apiKey });
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual(NOT_FOUND);
+      const del = await gw.http.request('DELETE', url, { token: bob.apiKey });
+      expect(del.status).toBe(404);
+      expect(del.body).toEqual(NOT_FOUND);
+    }
+  });
+
+  it('lists active generations by default, terminal ones on request, with filters and paging', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '10');
+    const img = (await enqueue(t, { model: 'local-image', prompt: 'one', target_repo: 'r1', target_directory: 'd1' })).body.generations[0].generation_id;
+    const vid = (await enqueue(t, { model: 'local-video', prompt: 'two', duration: 2 })).body.generations[0].generation_id;
+    const done = (await enqueue(t, { model: 'local-image', prompt: 'three' })).body.generations[0].generation_id;
+    const state = gw.app.get(GenerationState);
+    await state.start(done);
+    await state.succeed(done, [`${t.namespace}/outputs/${done}.png`], '0.01');
+
+    const list = async (q: string) =>
+      (await gw.http.request<{ count: number; generations: Record_[] }>('GET', `/api/ai/queue${q}`, { token: t.apiKey })).body;
+    const active = await list('');
+    expect(active.count).toBe(2);
+    expect(active.generations.map((g) => g.generation_id)).toEqual([vid, img]); // newest first
+    expect((await list('?status=succeeded')).generations.map((g) => g.generation_id)).toEqual([done]);
+    expect((await list('?media_type=video')).generations.map((g) => g.generation_id)).toEqual([vid]);
+    expect((await list('?model=local-image')).generations.map((g) => g.generation_id)).toEqual([img]);
+    expect((await list('?repo=r1')).generations.map((g) => g.generation_id)).toEqual([img]);
+    expect((await list('?folder=d1')).generations.map((g) => g.generation_id)).toEqual([img]);
+    const page = await list('?limit=1&offset=1');
+    expect(page.count).toBe(2);
+    expect(page.generations.map((g) => g.generation_id)).toEqual([img]);
+    expect((await gw.http.request('GET', '/api/ai/queue?limit=1000', { token: t.apiKey })).status).toBe(400);
+    expect((await gw.http.request('GET', '/api/ai/queue?status=done', { token: t.apiKey })).status).toBe(400);
+    expect((await gw.http.request('GET', `/api/ai/queue?namespace=${alice.namespace}`, { token: t.apiKey })).status).toBe(403);
+
+    const succeeded = (await get(t, done)).body;
+    expect(succeeded).toMatchObject({ status: 'succeeded', cost: '0.01', error_message: null });
+    expect(succeeded.result_url).toMatch(/\/files\/.*\?expires=\d+&signature=/);
+    expect(succeeded.completed_at).toEqual(expect.any(Number));
+    expect(succeeded.started_at).toEqual(expect.any(Number));
+  });
+
+  it('cancels queued generations, releases their credits, and leaves terminal ones alone', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    const id = (await enqueue(t, { model: 'local-image', prompt: 'cancel me' })).body.generations[0].generation_id;
+    expect(await balance(t)).toMatchObject({ reserved: '0.01' });
+    const res = await gw.http.request('DELETE', `/api/ai/queue/${id}`, { token: t.apiKey });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: 'success', generation_id: id });
+    expect((await get(t, id)).body).toMatchObject({ status: 'cancelled', completed_at: expect.any(Number) });
+    expect(await balance(t)).toMatchObject({ credits: '1', reserved: '0' });
+
+    // A worker finishing a moment later cannot revive it.
+    const state = gw.app.get(GenerationState);
+    expect(await state.succeed(id, ['x/y.png'], '0.01')).toBe(false);
+    expect((await get(t, id)).body.status).toBe('cancelled');
+
+    // Cancelling a terminal generation changes nothing.
+    const again = await gw.http.request('DELETE', `/api/ai/queue/${id}`, { token: t.apiKey });
+    expect(again.body).toEqual({ status: 'success', generation_id: id });
+    expect((await get(t, id)).body.status).toBe('cancelled');
+    expect(await balance(t)).toMatchObject({ credits: '1', reserved: '0' });
+  });
+});

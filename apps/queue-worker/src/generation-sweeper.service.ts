@@ -1,0 +1,48 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { GenerationQueue, GenerationState, queueFor } from '@atelier/generations';
+import { JobQueues } from '@atelier/runtime';
+
+/**
+ * Repairs what a crash between two steps can leave behind: queued rows whose job never reached
+ * Redis (re-added; jobId = generation id makes that idempotent), committed events never
+ * published (outbox), and processing rows whose job BullMQ has given up on (failed as lost).
+ */
+@Injectable()
+export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(GenerationSweeper.name);
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+
+  constructor(
+    private readonly state: GenerationState,
+    private readonly generations: GenerationQueue,
+    private readonly queues: JobQueues,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.sweep()
+        .catch((err: Error) => this.logger.warn(`Sweep failed: ${err.message}`))
+        .finally(() => (this.running = undefined));
+    }, this.config.GENERATION_SWEEP_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  async sweep(): Promise<void> {
+    const stranded = await this.state.strandedQueued(this.config.GENERATION_SWEEP_INTERVAL_MS * 2);
+    if (stranded.length) await this.generations.dispatch(stranded);
+    await this.state.publishStranded(this.config.GENERATION_SWEEP_INTERVAL_MS);
+    for (const g of await this.state.longProcessing(this.config.GENERATION_LOST_AFTER_MS)) {
+      const jobState = await this.queues.queue(queueFor(g.mediaType)).getJobState(g.id);
+      if (jobState === 'failed' || jobState === 'unknown' || jobState === 'completed')
+        await this.state.fail(g.id, 'The worker running this generation was lost; no credits were charged');
+    }
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}

@@ -1,0 +1,133 @@
+import { ApiError } from '@atelier/contracts';
+import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
+import { createTestEnvironment, uniqueName, type TestEnvironment } from '@atelier/testing';
+import { BatchedCreditLedger } from './batched-credit-ledger.service';
+import { CreditLedger } from './credit-ledger.service';
+
+/**
+ * The same guarantees as CreditLedger's own tests, with enough concurrency that calls really
+ * are grouped into multi-row statements (asserted through the statement count).
+ */
+describe('BatchedCreditLedger (real Postgres)', () => {
+  let env: TestEnvironment;
+  let prisma: PrismaClient;
+  let ledger: CreditLedger;
+  let batched: BatchedCreditLedger;
+  let statements = 0;
+
+  const namespaceWith = async (credits: string) => (await prisma.namespace.create({ data: { name: uniqueName('ns'), type: 'org', credits } })).id;
+  const row = async (id: string) => {
+    const ns = await prisma.namespace.findUniqueOrThrow({ where: { id } });
+    return { credits: ns.credits.toFixed(), reserved: ns.reserved.toFixed() };
+  };
+
+  beforeAll(async () => {
+    env = await createTestEnvironment();
+    prisma = createPrismaClient(env.databaseUrl, 10);
+    ledger = new CreditLedger(prisma as unknown as PrismaService);
+    const counting = new Proxy(prisma, {
+      get(target, prop, receiver) {
+        if (prop === '$queryRaw') statements++;
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+    batched = new BatchedCreditLedger(ledger, counting as unknown as PrismaService);
+  });
+  afterAll(async () => {
+    await prisma?.$disconnect();
+    await env?.cleanup();
+  });
+
+  it('lets exactly as many concurrent reservations succeed as the balance allows, in far fewer statements', async () => {
+    const ns = await namespaceWith('10');
+    statements = 0;
+    const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => batched.reserve(ns, '0.5', `req-${i}`)));
+    const ok = results.filter((r) => r.status === 'fulfilled');
+    expect(ok).toHaveLength(20);
+    for (const r of results.filter((r) => r.status === 'rejected')) {
+      const err = (r as PromiseRejectedResult).reason as ApiError;
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err.status).toBe(402);
+      expect(err.message).toMatch(/Insufficient credits: this request needs 0.5 credits but only 0 are available/);
+    }
+    expect(await row(ns)).toEqual({ credits: '10', reserved: '10' });
+    expect(statements).toBeGreaterThan(0);
+    expect(statements).toBeLessThan(5);
+    expect(await prisma.creditReservation.count({ where: { namespaceId: ns, status: 'open' } })).toBe(20);
+    const ids = (ok as PromiseFulfilledResult<{ id: string }>[]).map((r) => r.value.id);
+    expect(await prisma.creditReservation.count({ where: { id: { in: ids } } })).toBe(20);
+  });
+
+  it('settles concurrent charges exactly once each, with a consistent ledger, in batches', async () => {
+    const ns = await namespaceWith('100');
+    const reservations = await Promise.all(Array.from({ length: 40 }, (_, i) => batched.reserve(ns, '2', `r${i}`)));
+    statements = 0;
+    const settled = await Promise.all(reservations.map((r, i) => batched.settle(r, i % 2 === 0 ? '1.25' : '0.000001')));
+    expect(statements).toBeLessThan(40);
+    expect(settled.every((s) => s.applied)).toBe(true);
+    const total = 20 * 1.25 + 20 * 0.000001;
+    expect(await row(ns)).toEqual({ credits: String(100 - total), reserved: '0' });
+    // A settle retried after the fact (and racing with others) charges nothing more.
+    const again = await Promise.all(reservations.slice(0, 10).map((r) => batched.settle(r, '2')));
+    expect(again.every((s) => !s.applied)).toBe(true);
+    expect(again.map((s) => s.charged)).toEqual(reservations.slice(0, 10).map((_, i) => (i % 2 === 0 ? '1.25' : '0.000001')));
+    expect(await row(ns)).toEqual({ credits: String(100 - total), reserved: '0' });
+    // Every charge has one ledger entry, and balance_after walks down to the final balance.
+    const entries = await prisma.creditLedgerEntry.findMany({ where: { namespaceId: ns }, orderBy: { balanceAfter: 'desc' } });
+    expect(entries).toHaveLength(40);
+    let balance = 100;
+    for (const e of entries) {
+      balance = Number((balance + e.amount.toNumber()).toFixed(6));
+      expect(e.balanceAfter.toNumber()).toBeCloseTo(balance, 6);
+    }
+  });
+
+  it('caps charges above the reservation at what the namespace can pay (never below zero)', async () => {
+    const ns = await namespaceWith('3');
+    const reservations = await Promise.all([1, 2, 3].map((i) => batched.reserve(ns, '1', `r${i}`)));
+    const settled = await Promise.all(reservations.map((r) => batched.settle(r, '5')));
+    expect(settled.map((s) => s.charged).sort()).toEqual(['1', '1', '1']);
+    expect(await row(ns)).toEqual({ credits: '0', reserved: '0' });
+  });
+
+  it('does not let settle and release of the same reservation both apply', async () => {
+    const ns = await namespaceWith('5');
+    const rs = await Promise.all(Array.from({ length: 10 }, (_, i) => batched.reserve(ns, '0.5', `x${i}`)));
+    const outcomes = await Promise.all(rs.flatMap((r) => [batched.settle(r, '0.5'), batched.release(r.id)]));
+    const settledApplied = outcomes.filter((o, i) => i % 2 === 0 && (o as { applied: boolean }).applied).length;
+    const released = outcomes.filter((o, i) => i % 2 === 1 && o === true).length;
+    expect(settledApplied + released).toBe(10);
+    expect(await row(ns)).toEqual({ credits: String(5 - settledApplied * 0.5), reserved: '0' });
+  });
+
+  it('stays exact with several replicas (and the plain ledger) working the same namespace at once', async () => {
+    const ns = await namespaceWith('50');
+    const replicas = [batched, new BatchedCreditLedger(ledger, prisma as unknown as PrismaService)];
+    const work = Array.from({ length: 120 }, async (_, i): Promise<number> => {
+      const via = replicas[i % 2];
+      try {
+        const r = i % 3 === 0 ? await ledger.reserve(ns, '0.5', `p${i}`) : await via.reserve(ns, '0.5', `b${i}`);
+        if (i % 5 === 0) await via.release(r.id);
+        else await via.settle(r, '0.4');
+        return i % 5 === 0 ? 0 : 0.4;
+      } catch (err) {
+        expect((err as ApiError).status).toBe(402);
+        return 0;
+      }
+    });
+    const charged = (await Promise.all(work)).reduce((a, b) => a + b, 0);
+    const after = await row(ns);
+    expect(after.reserved).toBe('0');
+    expect(Number(after.credits)).toBeCloseTo(50 - charged, 6);
+    expect(Number(after.credits)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('keeps different namespaces apart and exact decimals', async () => {
+    const [a, b] = await Promise.all([namespaceWith('0.3'), namespaceWith('1')]);
+    const rs = await Promise.all([batched.reserve(a, '0.1', 'a1'), batched.reserve(a, '0.2', 'a2'), batched.reserve(b, '0.7', 'b1'), batched.reserve(b, '0.3', 'b2')]);
+    await expect(batched.reserve(a, '0.000001', 'a3')).rejects.toMatchObject({ status: 402 });
+    await Promise.all(rs.map((r) => batched.settle(r, r.amount)));
+    expect(await ledger.balance(a)).toEqual({ credits: '0', reserved: '0', available: '0' });
+    expect(await ledger.balance(b)).toEqual({ credits: '0', reserved: '0', available: '0' });
+  });
+});

@@ -1,0 +1,62 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
+import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
+import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { parseChatRequest, providerBody } from './chat-request';
+import { ChatMediaInspector } from './local-chat/chat-media-inspector';
+import { LocalChatProvider } from './local-chat/local-chat.provider';
+import type { ChatProvider, ChatProviderCall } from './providers/chat-provider';
+import { OpenAiCompatibleProvider } from './providers/openai-compatible.provider';
+
+export interface ChatRunContext {
+  signal: AbortSignal;
+  sendChunk(chunkJson: string): Promise<void>;
+}
+
+/**
+ * The chat service's side of a completion: re-reads the request (the job carries the body the
+ * gateway validated), picks the provider of the model's engine, and runs it, streaming chunks
+ * back through the job context.
+ */
+@Injectable()
+export class ChatCompletionRunner {
+  private readonly local: LocalChatProvider;
+  private readonly openAiCompatible: OpenAiCompatibleProvider;
+
+  constructor(
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    @Inject(APP_CONFIG) config: AppConfig,
+  ) {
+    this.local = new LocalChatProvider(new ChatMediaInspector(config));
+    this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv);
+  }
+
+  async run(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
+    const model = this.catalog.get(job.model);
+    if (!model || model.endpoint !== '/chat/completions') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
+    const { request, body, promptTokens } = parseChatRequest(model, job.body);
+    const call: ChatProviderCall = {
+      model,
+      request,
+      body: providerBody(body),
+      promptTokens,
+      completionId: job.completionId,
+      created: Math.floor(Date.now() / 1000),
+      signal: ctx.signal,
+    };
+    const provider = this.providerFor(model);
+    if (request.stream) {
+      const streamed = await provider.stream(call, ctx.sendChunk);
+      return { completion: null, usage: streamed.usage, provider: streamed.provider };
+    }
+    const answered = await provider.complete(call);
+    return { completion: answered.completion, usage: answered.completion.usage, provider: answered.provider };
+  }
+
+  private providerFor(model: ChatModelDefinition): ChatProvider {
+    const engine = model.engine;
+    if (engine.type === 'builtin' && engine.name === 'local-chat') return this.local;
+    if (engine.type === 'openai-compatible') return this.openAiCompatible;
+    throw new ApiError('service_unavailable', `Model ${model.id} uses the ${engine.type} engine, which the chat service does not run`);
+  }
+}

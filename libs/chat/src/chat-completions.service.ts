@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
+import { BatchedCreditLedger, type Reservation } from '@atelier/billing';
+import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
+import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { RpcClient } from '@atelier/runtime';
+import { tokenCost } from './chat-pricing';
+import { parseChatRequest, resolveChatModel } from './chat-request';
+import type { ChatRequest, ChatUsage } from './chat-types';
+import { ChatUsageRecorder } from './chat-usage.recorder';
+import { countTextTokens, toolCallTokens } from './token-count';
+
+/** A validated, paid-for (reserved) request, ready to hand to the chat service. */
+export interface PreparedChat {
+  completionId: string;
+  caller: Caller;
+  scope: NamespaceScope;
+  model: ChatModelDefinition;
+  request: ChatRequest;
+  body: Record<string, unknown>;
+  promptTokens: number;
+  reservation: Reservation;
+  requestId: string;
+  startedAt: number;
+}
+
+export interface ChatEnding {
+  status: 'succeeded' | 'failed' | 'cancelled';
+  /** What to bill; without it the reservation is released. */
+  usage?: ChatUsage;
+  provider?: string | null;
+  error?: unknown;
+}
+
+/**
+ * The gateway's side of a chat completion: validation with the spec's texts, the credit
+ * reservation (an upper bound: prompt tokens plus the completion limit, at the model's token
+ * prices), the hand-off to the chat service over the chat-completion queue, and the settlement
+ * of the actual cost with a usage record.
+ */
+@Injectable()
+export class ChatCompletionsService {
+  private readonly logger = new Logger(ChatCompletionsService.name);
+
+  constructor(
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    private readonly access: NamespaceAccess,
+    private readonly ledger: BatchedCreditLedger,
+    private readonly rpc: RpcClient,
+    private readonly usage: ChatUsageRecorder,
+  ) {}
+
+  async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
+    const model = resolveChatModel(this.catalog, rawBody);
+    const { request, body, promptTokens } = parseChatRequest(model, rawBody);
+    const scope = await this.access.resolve(caller, body.target_namespace);
+    const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
+    const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
+    const reservation = await this.ledger.reserve(scope.id, estimate, `chat:${completionId}`);
+    return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
+  }
+
+  run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk?: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
+    const { caller, scope } = prepared;
+    return this.rpc.call(
+      CHAT_COMPLETION_QUEUE,
+      {
+        caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId: prepared.requestId },
+        model: prepared.model.id,
+        body: prepared.body,
+        reservationId: prepared.reservation.id,
+        completionId: prepared.completionId,
+      },
+      opts,
+    );
+  }
+
+  /** Charges the tokens used (or releases the reservation) and records the request. Never throws. */
+  async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
+    let cost = '0';
+    try {
+      if (ending.usage) cost = (await this.ledger.settle(prepared.reservation, tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens))).charged;
+      else await this.ledger.release(prepared.reservation.id);
+    } catch (err) {
+      // The reservation stays open (credits held, nothing charged); logged for the operator.
+      this.logger.error(`Could not close credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${(err as Error).message}`);
+    }
+    this.usage.record({
+      id: prepared.completionId,
+      namespaceId: prepared.scope.id,
+      userId: prepared.caller.userId,
+      model: prepared.model.id,
+      provider: ending.provider ?? null,
+      stream: prepared.request.stream,
+      status: ending.status,
+      promptTokens: ending.usage?.prompt_tokens ?? 0,
+      completionTokens: ending.usage?.completion_tokens ?? 0,
+      cost,
+      reservationId: prepared.reservation.id,
+      requestId: prepared.requestId,
+      errorMessage: ending.error === undefined ? null : errorText(ending.error),
+      durationMs: Math.round(performance.now() - prepared.startedAt),
+    });
+  }
+
+  /**
+   * Usage of a stream that ended early (client gone, provider failed): the prompt plus the
+   * completion tokens actually delivered, counted from the chunks that went out.
+   */
+  deliveredUsage(prepared: PreparedChat, chunks: readonly string[]): ChatUsage {
+    let content = '';
+    const calls: { id: string; type: 'function'; function: { name: string; arguments: string } }[] = [];
+    for (const raw of chunks) {
+      try {
+        const chunk = JSON.parse(raw) as { usage?: ChatUsage | null; choices?: { delta?: { content?: string | null; tool_calls?: { index: number; function?: { name?: string; arguments?: string } }[] } }[] };
+        if (chunk.usage && typeof chunk.usage.completion_tokens === 'number') return chunk.usage;
+        for (const choice of chunk.choices ?? []) {
+          if (typeof choice.delta?.content === 'string') content += choice.delta.content;
+          for (const tc of choice.delta?.tool_calls ?? []) {
+            const slot = (calls[tc.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
+            slot.function.name += tc.function?.name ?? '';
+            slot.function.arguments += tc.function?.arguments ?? '';
+          }
+        }
+      } catch {
+        // not a chunk we can read; nothing to count
+      }
+    }
+    const completion = countTextTokens(content) + toolCallTokens(calls.filter(Boolean));
+    return { prompt_tokens: prepared.promptTokens, completion_tokens: completion, total_tokens: prepared.promptTokens + completion };
+  }
+}
+
+function errorText(err: unknown): string {
+  if (err instanceof ApiError) return err.message;
+  return (err as Error)?.message ?? String(err);
+}

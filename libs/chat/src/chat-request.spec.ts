@@ -1,0 +1,81 @@
+import { ApiError } from '@atelier/contracts';
+import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { tokenCost } from './chat-pricing';
+import { parseChatRequest, providerBody, resolveChatModel } from './chat-request';
+
+const catalog = ModelCatalog.fromDirectory();
+const chat = catalog.get('local-chat') as ChatModelDefinition;
+const user = (content: string) => ({ role: 'user', content });
+
+function failure(fn: () => unknown): { status: number; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ApiError);
+    return { status: (err as ApiError).status, message: (err as ApiError).message };
+  }
+  throw new Error('expected an error');
+}
+
+describe('resolveChatModel', () => {
+  it('uses the spec texts', () => {
+    expect(failure(() => resolveChatModel(catalog, {}))).toEqual({ status: 400, message: 'You must specify a model to call' });
+    expect(failure(() => resolveChatModel(catalog, { model: 'x' }))).toEqual({ status: 404, message: 'Model not found: x' });
+    expect(failure(() => resolveChatModel(catalog, { model: 'local-image-edit' }))).toEqual({
+      status: 400,
+      message: 'Model local-image-edit is not a chat model; use POST /api/ai/images/edit for it',
+    });
+    expect(failure(() => resolveChatModel(catalog, []))).toEqual({ status: 400, message: 'Request body must be a JSON object' });
+  });
+});
+
+describe('parseChatRequest', () => {
+  it('resolves the completion limit: max_completion_tokens, then max_tokens, then the model default within the context window', () => {
+    const both = parseChatRequest(chat, { model: 'local-chat', messages: [user('hi')], max_tokens: 50, max_completion_tokens: 20 });
+    expect(both.request).toMatchObject({ maxTokens: 20, maxTokensExplicit: true });
+    expect(parseChatRequest(chat, { model: 'local-chat', messages: [user('hi')], max_tokens: 50 }).request.maxTokens).toBe(50);
+    const dflt = parseChatRequest(chat, { model: 'local-chat', messages: [user('hi')] });
+    expect(dflt.request).toMatchObject({ maxTokens: chat.default_max_tokens, maxTokensExplicit: false });
+    // A long prompt leaves less room than the default: the default shrinks to fit.
+    const long = parseChatRequest(chat, { model: 'local-chat', messages: [user('word '.repeat(7500))] });
+    expect(long.request.maxTokens).toBe(chat.context_window - long.promptTokens);
+    expect(failure(() => parseChatRequest(chat, { model: 'local-chat', messages: [user('word '.repeat(9000))] })).message).toMatch(
+      /^The messages use \d+ tokens, more than the context window of model local-chat \(8192 tokens\)$/,
+    );
+  });
+
+  it('fills defaults and normalises options', () => {
+    const { request, promptTokens } = parseChatRequest(chat, { model: 'local-chat', messages: [user('hi')], stop: 'END', seed: 5 });
+    expect(request).toMatchObject({ stream: false, temperature: 0.7, topP: 1, stop: ['END'], seed: 5, toolChoice: 'none', parallelToolCalls: true, responseFormat: { type: 'text' } });
+    expect(promptTokens).toBeGreaterThan(3);
+  });
+
+  it('accepts a tool round trip and refuses tool messages that answer nothing', () => {
+    const call = { id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } };
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }];
+    const messages = [user('x'), { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: 'call_1', content: 'ok' }];
+    expect(parseChatRequest(chat, { model: 'local-chat', messages, tools }).request.toolChoice).toBe('auto');
+    expect(failure(() => parseChatRequest(chat, { model: 'local-chat', messages: [...messages, { role: 'tool', tool_call_id: 'call_1', content: 'again' }], tools })).message).toBe(
+      "messages[3].tool_call_id 'call_1' is answered twice",
+    );
+    expect(failure(() => parseChatRequest(chat, { model: 'local-chat', messages: [user('x'), { role: 'tool', tool_call_id: 'call_1', content: 'ok' }] })).message).toBe(
+      "messages[1].tool_call_id 'call_1' does not answer a tool call of the preceding assistant message",
+    );
+    expect(failure(() => parseChatRequest(chat, { model: 'local-chat', messages: [user('x')], tools: [...tools, ...tools] })).message).toBe(
+      "tools[1].function.name 'f' is declared twice",
+    );
+  });
+
+  it('never forwards atelier-only fields to a provider', () => {
+    expect(providerBody({ model: 'm', target_namespace: 'acme', user: 'u' })).toEqual({ model: 'm', user: 'u' });
+  });
+});
+
+describe('tokenCost', () => {
+  it('prices tokens exactly and rounds fractions of a micro-credit up', () => {
+    const pricing = { method: 'token' as const, input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' };
+    expect(tokenCost(pricing, 1000, 500)).toBe('0.002');
+    expect(tokenCost({ ...pricing, input_cost_per_token: '0.0000001' }, 15, 0)).toBe('0.000002');
+    expect(tokenCost(pricing, 0, 0)).toBe('0');
+  });
+});

@@ -1,0 +1,163 @@
+import { ApiError } from '@atelier/contracts';
+import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ValidationIssue } from '@atelier/models';
+import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } from './chat-types';
+import { countPromptTokens } from './token-count';
+import { compileUserSchema, UserSchemaError } from './user-schema';
+
+/** Body fields atelier itself interprets; they are never sent to a provider. */
+export const GATEWAY_ONLY_FIELDS = ['target_namespace'] as const;
+
+const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
+  '/images/generate': 'POST /api/ai/images/generate',
+  '/images/edit': 'POST /api/ai/images/edit',
+  '/videos/generate': 'POST /api/ai/videos/generate',
+};
+
+function invalid(issues: ValidationIssue[]): ApiError {
+  return ApiError.badRequest(issues.map((i) => i.message).join('; '), { fields: issues.map(({ field, message }) => ({ field, message })) });
+}
+
+const fieldError = (field: string, message: string) => invalid([{ field, message, keyword: 'chat' }]);
+
+/** The chat model a body names, with the spec's texts for a missing or unknown model. */
+export function resolveChatModel(catalog: ModelCatalog, body: unknown): ChatModelDefinition {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
+  const name = (body as Record<string, unknown>).model;
+  if (name === undefined || name === null || name === '') throw fieldError('model', 'You must specify a model to call');
+  if (typeof name !== 'string') throw fieldError('model', 'model must be a string');
+  const model = catalog.get(name);
+  if (!model) throw new ApiError('resource_not_found', `Model not found: ${name}`);
+  if (model.endpoint !== '/chat/completions')
+    throw fieldError('model', `Model ${name} is not a chat model; use ${ENDPOINT_PATHS[model.endpoint] ?? model.endpoint} for it`);
+  return model;
+}
+
+export interface ParsedChatRequest {
+  request: ChatRequest;
+  /** The validated body (schema defaults filled in), as a provider should receive it. */
+  body: Record<string, unknown>;
+  /** o200k count of the prompt, the basis of the reservation and of local-chat's usage. */
+  promptTokens: number;
+}
+
+/**
+ * Validates a chat body for a model: first against the model's json_request_schema (types,
+ * ranges, roles, content parts, with the spec's texts), then the rules a schema cannot express:
+ * tool messages answer an earlier tool call, tool_choice names a declared tool, caller-supplied
+ * JSON Schemas compile, and the prompt plus the completion fit the context window.
+ */
+export function parseChatRequest(model: ChatModelDefinition, raw: unknown): ParsedChatRequest {
+  const result = validateModelRequest(model, raw);
+  if (!result.ok) throw invalid(result.errors);
+  const body = result.value;
+  const messages = body.messages as ChatMessage[];
+  checkConversation(messages);
+
+  const tools = (body.tools as ChatTool[] | undefined) ?? [];
+  checkTools(tools);
+  const toolChoice = resolveToolChoice(body.tool_choice as ToolChoice | undefined, tools);
+  const responseFormat = (body.response_format as ResponseFormat | undefined) ?? { type: 'text' };
+  if (responseFormat.type === 'json_schema' && responseFormat.json_schema.schema !== undefined)
+    compileOrThrow(responseFormat.json_schema.schema, 'response_format.json_schema.schema');
+  if (body.n !== undefined && body.n !== 1) throw fieldError('n', 'n must be 1: atelier returns one choice per request');
+
+  const promptTokens = countPromptTokens(messages, tools);
+  const explicit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
+  const userSet = body.max_completion_tokens !== undefined || (raw as Record<string, unknown>).max_tokens !== undefined;
+  const room = model.context_window - promptTokens;
+  if (room <= 0)
+    throw fieldError('messages', `The messages use ${promptTokens} tokens, more than the context window of model ${model.id} (${model.context_window} tokens)`);
+  let maxTokens: number;
+  if (userSet && explicit !== undefined) {
+    if (explicit > room)
+      throw fieldError(
+        body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens',
+        `The messages use ${promptTokens} tokens and ${explicit} completion tokens were requested, more than the context window of model ${model.id} (${model.context_window} tokens)`,
+      );
+    maxTokens = explicit;
+  } else {
+    maxTokens = Math.min(model.default_max_tokens, room);
+  }
+
+  const stop = body.stop === undefined ? [] : typeof body.stop === 'string' ? [body.stop] : (body.stop as string[]);
+  const request: ChatRequest = {
+    model: model.id,
+    messages,
+    stream: body.stream === true,
+    maxTokens,
+    maxTokensExplicit: userSet,
+    temperature: (body.temperature as number | undefined) ?? 1,
+    topP: (body.top_p as number | undefined) ?? 1,
+    frequencyPenalty: (body.frequency_penalty as number | undefined) ?? 0,
+    presencePenalty: (body.presence_penalty as number | undefined) ?? 0,
+    stop: stop.filter((s) => s.length > 0),
+    seed: body.seed as number | undefined,
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls !== false,
+    responseFormat,
+  };
+  return { request, body, promptTokens };
+}
+
+function checkConversation(messages: ChatMessage[]): void {
+  const answered = new Set<string>();
+  let open = new Set<string>();
+  messages.forEach((m, i) => {
+    if (m.role === 'assistant') {
+      const calls = m.tool_calls ?? [];
+      const hasContent = m.content !== undefined && m.content !== null && !(Array.isArray(m.content) && m.content.length === 0);
+      if (!hasContent && calls.length === 0)
+        throw fieldError(`messages[${i}].content`, `messages[${i}].content is required unless the assistant message has tool_calls`);
+      open = new Set(calls.map((c) => c.id));
+      return;
+    }
+    if (m.role === 'tool') {
+      const id = m.tool_call_id as string;
+      if (!open.has(id))
+        throw fieldError(
+          `messages[${i}].tool_call_id`,
+          `messages[${i}].tool_call_id '${id}' does not answer a tool call of the preceding assistant message`,
+        );
+      if (answered.has(id)) throw fieldError(`messages[${i}].tool_call_id`, `messages[${i}].tool_call_id '${id}' is answered twice`);
+      answered.add(id);
+      return;
+    }
+    open = new Set();
+  });
+}
+
+function compileOrThrow(schema: JsonSchemaObject, field: string): void {
+  try {
+    compileUserSchema(schema);
+  } catch (err) {
+    if (err instanceof UserSchemaError) throw fieldError(field, `${field} is not a valid JSON Schema: ${err.message}`);
+    throw err;
+  }
+}
+
+function checkTools(tools: ChatTool[]): void {
+  const seen = new Set<string>();
+  tools.forEach((tool, i) => {
+    const name = tool.function.name;
+    if (seen.has(name)) throw fieldError(`tools[${i}].function.name`, `tools[${i}].function.name '${name}' is declared twice`);
+    seen.add(name);
+    if (tool.function.parameters !== undefined) compileOrThrow(tool.function.parameters, `tools[${i}].function.parameters`);
+  });
+}
+
+function resolveToolChoice(choice: ToolChoice | undefined, tools: ChatTool[]): ToolChoice {
+  if (choice === undefined) return tools.length > 0 ? 'auto' : 'none';
+  if (choice === 'none') return choice;
+  if (tools.length === 0) throw fieldError('tool_choice', 'tool_choice needs tools: declare the functions the model may call');
+  if (typeof choice === 'object' && !tools.some((t) => t.function.name === choice.function.name))
+    throw fieldError('tool_choice.function.name', `tool_choice.function.name '${choice.function.name}' is not one of the declared tools`);
+  return choice;
+}
+
+/** The body a provider receives: the caller's fields minus atelier's own. */
+export function providerBody(body: Record<string, unknown>): Record<string, unknown> {
+  const copy = { ...body };
+  for (const field of GATEWAY_ONLY_FIELDS) delete copy[field];
+  return copy;
+}

@@ -1,0 +1,28 @@
+export type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatContentPart,
+  ChatMessage,
+  ChatRequest,
+  ChatRole,
+  ChatTool,
+  ChatToolCall,
+  ChatUsage,
+  FinishReason,
+  ResponseFormat,
+  ToolChoice,
+} from './chat-types';
+export { parseChatRequest, resolveChatModel, providerBody, type ParsedChatRequest } from './chat-request';
+export { countPromptTokens, countTextTokens } from './token-count';
+export { tokenCost } from './chat-pricing';
+export { generateLocalChat, type LocalChatOutput, type MediaDescription } from './local-chat/local-chat-generator';
+export { LocalChatProvider, PROVIDER_LOCAL_CHAT, type MediaInspector } from './local-chat/local-chat.provider';
+export { ChatMediaInspector } from './local-chat/chat-media-inspector';
+export { CORPUS_TITLE } from './local-chat/corpus';
+export { OpenAiCompatibleProvider, type FetchLike, type SecretLookup } from './providers/openai-compatible.provider';
+export type { ChatProvider, ChatProviderCall, ChunkSink, ProviderCompletion, ProviderStream } from './providers/chat-provider';
+export { ChatCompletionRunner, type ChatRunContext } from './chat-completion.runner';
+export { ChatCompletionProcessor } from './chat-completion.processor';
+export { ChatCompletionsService, type ChatEnding, type PreparedChat } from './chat-completions.service';
+export { ChatUsageRecorder, type ChatUsageRecord } from './chat-usage.recorder';
+export { ChatGatewayModule, ChatServiceModule } from './chat.modules';

@@ -1,0 +1,90 @@
+import { ApiError } from '@atelier/contracts';
+import type { ChatModelDefinition, OpenAiCompatibleEngineConfig } from '@atelier/models';
+import { startFakeOpenAiUpstream, type FakeOpenAiUpstream } from '@atelier/testing';
+import type { ChatRequest } from '../chat-types';
+import type { ChatProviderCall } from './chat-provider';
+import { OpenAiCompatibleProvider } from './openai-compatible.provider';
+
+const request: ChatRequest = {
+  model: 'm',
+  messages: [{ role: 'user', content: 'hi' }],
+  stream: false,
+  maxTokens: 64,
+  maxTokensExplicit: false,
+  temperature: 1,
+  topP: 1,
+  frequencyPenalty: 0,
+  presencePenalty: 0,
+  stop: [],
+  tools: [],
+  toolChoice: 'none',
+  parallelToolCalls: true,
+  responseFormat: { type: 'text' },
+};
+
+describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
+  let upstream: FakeOpenAiUpstream;
+  const secrets = (name: string) => (name === 'KEY' ? 'secret' : undefined);
+  const provider = new OpenAiCompatibleProvider(secrets);
+  beforeAll(async () => {
+    upstream = await startFakeOpenAiUpstream({ apiKey: 'secret' });
+  });
+  afterAll(() => upstream?.close());
+
+  const call = (engine: Partial<OpenAiCompatibleEngineConfig>, signal = new AbortController().signal): ChatProviderCall => ({
+    model: {
+      id: 'm',
+      engine: { type: 'openai-compatible', base_url: upstream.url, upstream_model: 'echo', api_key_env: 'KEY', retry_backoff_ms: 1, ...engine },
+    } as ChatModelDefinition,
+    request,
+    body: { model: 'm', messages: request.messages },
+    promptTokens: 8,
+    completionId: 'chatcmpl-test',
+    created: 1,
+    signal,
+  });
+
+  it('moves to the next provider when Retry-After asks for longer than it is worth waiting', async () => {
+    const slow = await startFakeOpenAiUpstream({ apiKey: 'secret' });
+    const server = (await import('node:http')).createServer((_req, res) => res.writeHead(429, { 'retry-after': '120' }).end('{}'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const started = Date.now();
+      const out = await provider.complete(call({ base_url: `http://127.0.0.1:${port}/v1`, max_retries: 3, fallbacks: [{ base_url: slow.url, upstream_model: 'echo', api_key_env: 'KEY' }] }));
+      expect(out.completion.choices[0].message.content).toBe('Echo: hi');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      server.close();
+      await slow.close();
+    }
+  });
+
+  it('does not retry after part of a stream went out, and reports the cut', async () => {
+    const emitted: string[] = [];
+    const err = await provider.stream(call({ upstream_model: 'cut', max_retries: 3 }), async (c) => void emitted.push(c)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).type).toBe('upstream_error');
+    expect(emitted.length).toBeGreaterThan(0);
+    expect(upstream.requests.filter((r) => r.model === 'cut')).toHaveLength(1);
+  });
+
+  it('stops waiting (and retrying) as soon as the caller cancels', async () => {
+    const controller = new AbortController();
+    const pending = provider.complete(call({ upstream_model: 'hang', timeout_ms: 60_000 }, controller.signal));
+    setImmediate(() => controller.abort());
+    await expect(pending).rejects.toMatchObject({ message: 'The request was cancelled' });
+  });
+
+  it('times out a silent upstream and retries it', async () => {
+    await expect(provider.complete(call({ upstream_model: 'hang-timeout', timeout_ms: 50, max_retries: 1 }))).rejects.toMatchObject({ status: 504 });
+    expect(upstream.requests.filter((r) => r.model === 'hang-timeout')).toHaveLength(2);
+  });
+
+  it('sends the resolved completion limit in the field the caller used', async () => {
+    await provider.complete({ ...call({}), body: { model: 'm', messages: request.messages, max_tokens: 1024, max_completion_tokens: 64 } });
+    const sent = upstream.requests.at(-1)!.body;
+    expect(sent.max_completion_tokens).toBe(64);
+    expect(sent.max_tokens).toBeUndefined();
+  });
+});

@@ -1,0 +1,296 @@
+import { Logger } from '@nestjs/common';
+import { ApiError } from '@atelier/contracts';
+import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
+import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
+import { countTextTokens, toolCallTokens } from '../token-count';
+import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type ChunkSink, type ProviderCompletion, type ProviderStream } from './chat-provider';
+import { sseData } from './sse-reader';
+
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
+export const DEFAULT_MAX_RETRIES = 2;
+export const DEFAULT_RETRY_BACKOFF_MS = 200;
+/** A Retry-After longer than this moves on to the next provider rather than holding the request. */
+const MAX_RETRY_AFTER_MS = 5_000;
+
+interface Endpoint {
+  baseUrl: string;
+  upstreamModel: string;
+  apiKeyEnv?: string;
+  timeoutMs: number;
+  label: string;
+}
+
+/**
+ * How a failed attempt continues: `retry` the same server after a backoff (429, 5xx, timeouts,
+ * connection errors, a stream cut before its first chunk), move to the `next` server (this one
+ * is misconfigured: missing key, 401/403/404), or stop (`fatal`: the request itself is wrong,
+ * or part of the answer was already streamed and cannot be taken back).
+ */
+class AttemptError extends Error {
+  constructor(
+    readonly kind: 'retry' | 'next' | 'fatal',
+    readonly apiError: ApiError,
+    readonly retryAfterMs?: number,
+  ) {
+    super(apiError.message);
+  }
+}
+
+class UpstreamTimeout extends Error {}
+
+export type SecretLookup = (envName: string) => string | undefined;
+export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
+
+function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
+  const all = [engine, ...(engine.fallbacks ?? [])];
+  return all.map((e) => {
+    const baseUrl = e.base_url.replace(/\/+$/, '');
+    return {
+      baseUrl,
+      upstreamModel: e.upstream_model,
+      apiKeyEnv: e.api_key_env,
+      timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+      label: `openai-compatible:${e.upstream_model}@${new URL(baseUrl).host}`,
+    };
+  });
+}
+
+function cancelled(): ApiError {
+  return new ApiError('timeout', 'The request was cancelled');
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(cancelled());
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelled());
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function retryAfter(res: Response): number | undefined {
+  const raw = res.headers.get('retry-after');
+  if (!raw) return undefined;
+  const seconds = Number(raw);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(raw);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+async function upstreamMessage(res: Response): Promise<string> {
+  const text = await res.text().catch(() => '');
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    const msg = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
+    if (typeof msg === 'string' && msg) return msg.slice(0, 500);
+  } catch {
+    // not JSON: fall through to the raw text
+  }
+  return text.slice(0, 200) || res.statusText || `HTTP ${res.status}`;
+}
+
+/**
+ * Any server that speaks the OpenAI chat API (vLLM, llama.cpp server, Ollama, OpenAI, Together,
+ * ...). Tries the model's endpoint and then its fallbacks, each with retries and exponential
+ * backoff, but only until the first byte of an answer has been passed on; after that a failure
+ * ends the stream. Streams are forwarded event by event as they arrive.
+ */
+export class OpenAiCompatibleProvider implements ChatProvider {
+  private readonly logger = new Logger('OpenAiCompatibleProvider');
+
+  constructor(
+    private readonly secrets: SecretLookup,
+    private readonly fetchImpl: FetchLike = (url, init) => fetch(url, init),
+  ) {}
+
+  async complete(call: ChatProviderCall): Promise<ProviderCompletion> {
+    return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
+      const res = await this.post(call, endpoint, false, signal);
+      armTimer();
+      const text = await res.text();
+      let completion: ChatCompletion;
+      try {
+        completion = JSON.parse(text) as ChatCompletion;
+      } catch {
+        throw new AttemptError('retry', new ApiError('upstream_error', `The model provider sent a response that is not JSON (${endpoint.label})`));
+      }
+      if (!completion || !Array.isArray(completion.choices))
+        throw new AttemptError('retry', new ApiError('upstream_error', `The model provider sent a response without choices (${endpoint.label})`));
+      completion.id = call.completionId;
+      completion.model = call.model.id;
+      completion.object = 'chat.completion';
+      completion.created ??= call.created;
+      for (const choice of completion.choices) choice.message?.tool_calls?.forEach((tc, i) => (tc.index ??= i));
+      if (!validUsage(completion.usage)) {
+        const message = completion.choices[0]?.message;
+        const completionTokens = countTextTokens(typeof message?.content === 'string' ? message.content : '') + toolCallTokens(message?.tool_calls ?? []);
+        completion.usage = usageOf(call.promptTokens, completionTokens);
+      }
+      return { completion, provider: endpoint.label };
+    });
+  }
+
+  async stream(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
+    let emitted = false;
+    return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
+      const res = await this.post(call, endpoint, true, signal);
+      let content = '';
+      const toolCalls: ChatToolCall[] = [];
+      let usage: ChatUsage | undefined;
+      let lastCarriedUsage = false;
+      let done = false;
+      const failure = (message: string) =>
+        new AttemptError(emitted ? 'fatal' : 'retry', new ApiError('upstream_error', `${message} (${endpoint.label})`));
+      try {
+        armTimer();
+        for await (const data of sseData(res.body as unknown as AsyncIterable<Uint8Array>)) {
+          armTimer();
+          // Reading on to the end of the body (rather than breaking) lets the connection be reused.
+          if (done) continue;
+          if (data === '[DONE]') {
+            done = true;
+            continue;
+          }
+          let chunk: ChatCompletionChunk & { error?: { message?: string } };
+          try {
+            chunk = JSON.parse(data) as typeof chunk;
+          } catch {
+            throw failure('The model provider sent a malformed stream event');
+          }
+          if (chunk.error) throw failure(`The model provider failed: ${chunk.error.message ?? 'unknown error'}`);
+          chunk.id = call.completionId;
+          chunk.model = call.model.id;
+          for (const choice of chunk.choices ?? []) {
+            if (typeof choice.delta?.content === 'string') content += choice.delta.content;
+            for (const tc of choice.delta?.tool_calls ?? []) {
+              const slot = (toolCalls[tc.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
+              slot.function.name += tc.function?.name ?? '';
+              slot.function.arguments += tc.function?.arguments ?? '';
+            }
+          }
+          lastCarriedUsage = validUsage(chunk.usage);
+          if (lastCarriedUsage) usage = chunk.usage as ChatUsage;
+          await emit(JSON.stringify(chunk));
+          emitted = true;
+        }
+      } catch (err) {
+        if (err instanceof AttemptError || err instanceof UpstreamTimeout || signal.aborted) throw err;
+        throw failure(`The model provider's stream failed: ${(err as Error).message}`);
+      }
+      if (!done) throw failure("The model provider's stream ended before it was complete");
+      const final = usage ?? usageOf(call.promptTokens, countTextTokens(content) + toolCallTokens(toolCalls.filter(Boolean)));
+      if (!lastCarriedUsage) await emit(usageChunk(call, final));
+      return { usage: final, provider: endpoint.label };
+    });
+  }
+
+  private async post(call: ChatProviderCall, endpoint: Endpoint, stream: boolean, signal: AbortSignal): Promise<Response> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
+    if (endpoint.apiKeyEnv) {
+      const key = this.secrets(endpoint.apiKeyEnv);
+      if (!key)
+        throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${call.model.id} is not configured (its API key is not set)`));
+      headers.authorization = `Bearer ${key}`;
+    }
+    const body: Record<string, unknown> = { ...call.body, model: endpoint.upstreamModel, stream };
+    // The completion limit atelier reserved credits for, in the field the caller used.
+    if (call.body.max_completion_tokens !== undefined) {
+      body.max_completion_tokens = call.request.maxTokens;
+      delete body.max_tokens;
+    } else body.max_tokens = call.request.maxTokens;
+    if (stream) body.stream_options = { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true };
+    else delete body.stream_options;
+
+    let res: Response;
+    try {
+      res = await this.fetchImpl(`${endpoint.baseUrl}/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), signal });
+    } catch (err) {
+      if (err instanceof UpstreamTimeout || signal.aborted) throw err;
+      throw new AttemptError('retry', new ApiError('upstream_error', `The model provider could not be reached (${endpoint.label}): ${(err as Error).message}`));
+    }
+    if (res.ok) {
+      if (stream && !(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new AttemptError('next', new ApiError('upstream_error', `The model provider did not stream its answer (${endpoint.label})`));
+      }
+      return res;
+    }
+    const message = await upstreamMessage(res);
+    const status = res.status;
+    if (status === 429)
+      throw new AttemptError('retry', new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(res));
+    if (status >= 500 || status === 408)
+      throw new AttemptError('retry', new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(res));
+    if (status === 401 || status === 403 || status === 404) {
+      this.logger.warn(`${endpoint.label} answered ${status}: ${message}`);
+      throw new AttemptError('next', new ApiError('upstream_error', `The model provider refused the request (HTTP ${status}); check its configuration`));
+    }
+    throw new AttemptError('fatal', ApiError.badRequest(`The model provider rejected the request: ${message}`));
+  }
+
+  /**
+   * Runs `attempt` against each endpoint in turn. `armTimer` (re)starts the attempt's
+   * inactivity timeout: time to the response headers, then between stream events.
+   */
+  private async withFallbacks<T>(
+    call: ChatProviderCall,
+    committed: () => boolean,
+    attempt: (endpoint: Endpoint, signal: AbortSignal, armTimer: () => void) => Promise<T>,
+  ): Promise<T> {
+    const engine = call.model.engine as OpenAiCompatibleEngineConfig;
+    const maxRetries = engine.max_retries ?? DEFAULT_MAX_RETRIES;
+    const backoff = engine.retry_backoff_ms ?? DEFAULT_RETRY_BACKOFF_MS;
+    let last: AttemptError | undefined;
+    for (const endpoint of endpointsOf(engine)) {
+      for (let n = 0; n <= maxRetries; n++) {
+        if (call.signal.aborted) throw cancelled();
+        const controller = new AbortController();
+        const signal = AbortSignal.any([call.signal, controller.signal]);
+        let timer: NodeJS.Timeout | undefined;
+        const armTimer = () => {
+          clearTimeout(timer);
+          timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
+        };
+        armTimer();
+        try {
+          return await attempt(endpoint, signal, armTimer);
+        } catch (err) {
+          if (call.signal.aborted) throw cancelled();
+          const timedOut = controller.signal.aborted && controller.signal.reason instanceof UpstreamTimeout;
+          last = timedOut
+            ? new AttemptError(
+                committed() ? 'fatal' : 'retry',
+                new ApiError('timeout', `The model provider did not answer within ${endpoint.timeoutMs} ms (${endpoint.label})`),
+              )
+            : err instanceof AttemptError
+              ? err
+              : new AttemptError('fatal', new ApiError('upstream_error', `The model provider failed (${endpoint.label}): ${(err as Error).message}`));
+          if (last.kind === 'fatal' || committed()) throw last.apiError;
+          this.logger.warn(`${endpoint.label} attempt ${n + 1} failed: ${last.message}`);
+          if (last.kind === 'next') break;
+          if (n < maxRetries) {
+            const delay = Math.max(backoff * 2 ** n, last.retryAfterMs ?? 0);
+            if (delay > MAX_RETRY_AFTER_MS) break;
+            await sleep(delay, call.signal);
+          }
+        } finally {
+          clearTimeout(timer);
+          // A response body that was not read to the end holds its connection until released.
+          controller.abort();
+        }
+      }
+    }
+    throw (last ?? new AttemptError('fatal', new ApiError('upstream_error', 'No model provider is configured'))).apiError;
+  }
+}
+
+function validUsage(usage: unknown): boolean {
+  const u = usage as ChatUsage | null | undefined;
+  return !!u && typeof u.prompt_tokens === 'number' && typeof u.completion_tokens === 'number';
+}

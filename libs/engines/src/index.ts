@@ -1,0 +1,18 @@
+export type { EngineEnvironment, EngineLogger, EngineOutput, EngineRequest, EngineResult, InputFetchOptions, MediaEngine } from './engine';
+export { GenerationCancelledError, abortableSleep, throwIfAborted, upstreamError } from './engine-errors';
+export { engineEnvironment } from './engine-environment';
+export { EngineRegistry, BUILTIN_MEDIA_ENGINES } from './engine-registry';
+export { EnginesModule } from './engines.module';
+export { MediaRenderer } from './media-renderer.service';
+export { resolveMediaModel, validateMediaParams } from './media-request';
+export { multiplyPrice, requestedUsage, usageCost, type MediaUsage } from './pricing';
+export { LocalImageEngine } from './local/local-image.engine';
+export { LocalImageEditEngine } from './local/local-image-edit.engine';
+export { LocalVideoEngine, planShots } from './local/local-video.engine';
+export { parseEditPrompt, combineMode, type EditOperation } from './local/edit-operations';
+export { imageSize, sizeForAspectRatio, videoSize, IMAGE_SIZE_PRESETS } from './local/geometry';
+export { bundledFfmpegPath, probeMedia, runFfmpeg } from './local/ffmpeg';
+export { OpenAiImagesEngine } from './remote/openai-images.engine';
+export { PredictionEngine, predictionInput } from './remote/prediction.engine';
+export { MediaServiceModule } from './media-service.module';
+export { ImageRenderProcessor, VideoRenderProcessor } from './media-render.processor';

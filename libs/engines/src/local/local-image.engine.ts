@@ -1,0 +1,46 @@
+import sharp from 'sharp';
+import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
+import { abortableSleep, throwIfAborted } from '../engine-errors';
+import { encodeImage, outputFormat, outputQuality } from './image-encoding';
+import { imageSize } from './geometry';
+import { sceneSvg } from './scene';
+import { randomSeed } from './seeded-random';
+
+export const MAX_LOCAL_IMAGES = 4;
+
+/** Renders the seed for a request: the given one, or a fresh random one that is reported back. */
+export function seedOf(params: Readonly<Record<string, unknown>>): number {
+  return typeof params.seed === 'number' ? params.seed >>> 0 : randomSeed();
+}
+
+/**
+ * Built-in text-to-image: a procedural scene from prompt and seed, rendered in-process.
+ * With num_images > 1, image i uses seed + i (as diffusion pipelines do for batches).
+ */
+export class LocalImageEngine implements MediaEngine {
+  constructor(private readonly env: EngineEnvironment) {}
+
+  async run({ params, signal }: EngineRequest): Promise<EngineResult> {
+    await abortableSleep(this.env.localLatencyMs, signal);
+    const seed = seedOf(params);
+    const { width, height } = imageSize(params);
+    const count = Math.min(MAX_LOCAL_IMAGES, Math.max(1, typeof params.num_images === 'number' ? params.num_images : 1));
+    const format = outputFormat(params);
+    const quality = outputQuality(params);
+    const outputs = [];
+    for (let i = 0; i < count; i++) {
+      throwIfAborted(signal);
+      const svg = sceneSvg({
+        prompt: String(params.prompt ?? ''),
+        negativePrompt: typeof params.negative_prompt === 'string' ? params.negative_prompt : undefined,
+        seed: (seed + i) >>> 0,
+        width,
+        height,
+        steps: typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28,
+        guidance: typeof params.guidance_scale === 'number' ? params.guidance_scale : typeof params.guidance === 'number' ? params.guidance : undefined,
+      });
+      outputs.push(await encodeImage(sharp(Buffer.from(svg)), format, quality));
+    }
+    return { outputs, seed };
+  }
+}

@@ -1,0 +1,29 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { AppConfig } from '@atelier/config';
+import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE } from '@atelier/contracts';
+import { ModelCatalogModule } from '@atelier/models';
+import { ServiceRuntimeModule } from '@atelier/runtime';
+import { StorageModule } from '@atelier/storage';
+import type { EngineEnvironment } from './engine';
+import { EnginesModule } from './engines.module';
+import { ImageRenderProcessor, VideoRenderProcessor } from './media-render.processor';
+
+/**
+ * The media service: consumes the image and video render queues. The media app boots it;
+ * gateway tests boot it in-process next to a gateway.
+ */
+@Module({})
+export class MediaServiceModule {
+  static forRoot(config: AppConfig, overrides: Partial<EngineEnvironment> = {}): DynamicModule {
+    return {
+      module: MediaServiceModule,
+      imports: [
+        ServiceRuntimeModule.forRoot({ service: 'media', config, consumes: [IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE] }),
+        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
+        StorageModule,
+        EnginesModule.forRoot(config, overrides),
+      ],
+      providers: [ImageRenderProcessor, VideoRenderProcessor],
+    };
+  }
+}

@@ -1,0 +1,161 @@
+import { ApiError } from '@atelier/contracts';
+import type { PredictionEngineConfig } from '@atelier/models';
+import { sniffMediaType } from '@atelier/safe-fetch';
+import type { EngineEnvironment, EngineOutput, EngineRequest, EngineResult, MediaEngine } from '../engine';
+import { abortableSleep, GenerationCancelledError, throwIfAborted, upstreamError } from '../engine-errors';
+import { apiKey, collectUrls, DEFAULT_UPSTREAM_TIMEOUT_MS, upstreamJson } from './upstream-http';
+
+/** Body fields the service interprets itself; everything else is the model's input. */
+const SERVICE_FIELDS = new Set(['model', 'response_format', 'target_namespace', 'num_generations', 'target_repo', 'target_directory']);
+
+export function predictionInput(params: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(params).filter(([k]) => !SERVICE_FIELDS.has(k)));
+}
+
+/** What a prediction finished with: output URLs to download, and the seed if the provider says. */
+interface Finished {
+  urls: string[];
+  seed?: number;
+}
+
+/** One provider protocol: submit, poll once, fetch the result, cancel. */
+interface PredictionProtocol {
+  submit(input: Record<string, unknown>): Promise<string>;
+  /** undefined while still running. */
+  poll(handle: string): Promise<Finished | undefined>;
+  cancel(handle: string): Promise<void>;
+}
+
+interface ReplicatePrediction {
+  id?: string;
+  status?: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
+  output?: unknown;
+  error?: unknown;
+  urls?: { get?: string; cancel?: string };
+}
+
+interface FalSubmitted {
+  request_id?: string;
+  status_url?: string;
+  response_url?: string;
+  cancel_url?: string;
+}
+
+/**
+ * Asynchronous prediction-style providers (Replicate predictions, the fal queue): submit,
+ * poll with backoff until done, download the outputs. Cancellation (caller gone, job
+ * cancelled) cancels the upstream prediction as well, so the provider stops billing for it.
+ */
+export class PredictionEngine implements MediaEngine {
+  constructor(
+    private readonly config: PredictionEngineConfig,
+    private readonly env: EngineEnvironment,
+  ) {}
+
+  async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
+    const provider = new URL(this.config.base_url).host;
+    const key = apiKey(this.env, model.id, this.config.api_key_env);
+    const timeoutMs = this.config.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
+    // Cancellation calls must still go out after the caller's signal has fired.
+    const cancelSignal = () => AbortSignal.timeout(10_000);
+    const protocol = (this.config.style ?? 'replicate') === 'fal' ? this.fal(provider, key, signal, cancelSignal) : this.replicate(provider, key, signal, cancelSignal);
+
+    const handle = await protocol.submit(predictionInput(params));
+    let finished: Finished | undefined;
+    try {
+      let delay = this.env.pollIntervalMs;
+      for (;;) {
+        finished = await protocol.poll(handle);
+        if (finished) break;
+        if (Date.now() + delay > deadline)
+          throw new ApiError('timeout', `The model provider (${provider}) did not finish within ${timeoutMs} ms`);
+        await abortableSleep(delay, signal);
+        delay = Math.min(this.env.maxPollIntervalMs, Math.round(delay * 1.5));
+      }
+    } catch (err) {
+      if (signal.aborted || (err instanceof ApiError && err.type === 'timeout')) {
+        await protocol.cancel(handle).catch((e: Error) => this.env.logger.warn(`${model.id}: cancelling upstream prediction ${handle} failed: ${e.message}`));
+      }
+      throw err;
+    }
+    if (finished.urls.length === 0) throw upstreamError(provider, 'the prediction succeeded without any output file');
+    const wanted = model.endpoint === '/videos/generate' ? 'video/' : 'image/';
+    const outputs: EngineOutput[] = [];
+    for (const [i, url] of finished.urls.entries()) {
+      throwIfAborted(signal);
+      const media = await this.env.fetchInput(url, { accept: [`${wanted}*`], label: `the provider's output ${i + 1}`, signal });
+      const contentType = sniffMediaType(media.data) ?? media.contentType;
+      outputs.push({ data: media.data, contentType, extension: extensionOf(contentType) });
+    }
+    return { outputs, seed: typeof params.seed === 'number' ? params.seed : finished.seed };
+  }
+
+  private replicate(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal): PredictionProtocol {
+    const base = this.config.base_url.replace(/\/$/, '');
+    const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
+    const links = new Map<string, { get: string; cancel: string }>();
+    return {
+      submit: async (input) => {
+        const url = this.config.version ? `${base}/predictions` : `${base}/models/${this.config.upstream_model}/predictions`;
+        const body = this.config.version ? { version: this.config.version, input } : { input };
+        const p = await upstreamJson<ReplicatePrediction>(provider, url, { body, headers, signal });
+        if (typeof p.id !== 'string') throw upstreamError(provider, 'the prediction has no id');
+        links.set(p.id, { get: p.urls?.get ?? `${base}/predictions/${p.id}`, cancel: p.urls?.cancel ?? `${base}/predictions/${p.id}/cancel` });
+        return p.id;
+      },
+      poll: async (id) => {
+        const p = await upstreamJson<ReplicatePrediction>(provider, links.get(id)!.get, { headers, signal });
+        switch (p.status) {
+          case 'succeeded':
+            return { urls: collectUrls(p.output) };
+          case 'failed':
+            throw upstreamError(provider, typeof p.error === 'string' ? p.error : JSON.stringify(p.error ?? 'the prediction failed'));
+          case 'canceled':
+          case 'aborted':
+            if (signal.aborted) throw new GenerationCancelledError();
+            throw upstreamError(provider, 'the prediction was cancelled upstream');
+          default:
+            return undefined;
+        }
+      },
+      cancel: async (id) => {
+        await upstreamJson(provider, links.get(id)!.cancel, { method: 'POST', headers, signal: cancelSignal() });
+      },
+    };
+  }
+
+  private fal(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal): PredictionProtocol {
+    const base = `${this.config.base_url.replace(/\/$/, '')}/${this.config.upstream_model}`;
+    const headers: Record<string, string> = key ? { authorization: `Key ${key}` } : {};
+    const links = new Map<string, { status: string; response: string; cancel: string }>();
+    return {
+      submit: async (input) => {
+        const r = await upstreamJson<FalSubmitted>(provider, base, { body: input, headers, signal });
+        if (typeof r.request_id !== 'string') throw upstreamError(provider, 'the queued request has no request_id');
+        const own = `${base}/requests/${r.request_id}`;
+        links.set(r.request_id, { status: r.status_url ?? `${own}/status`, response: r.response_url ?? own, cancel: r.cancel_url ?? `${own}/cancel` });
+        return r.request_id;
+      },
+      poll: async (id) => {
+        const link = links.get(id)!;
+        const s = await upstreamJson<{ status?: string; error?: unknown }>(provider, link.status, { headers, signal });
+        if (s.status === 'IN_QUEUE' || s.status === 'IN_PROGRESS') return undefined;
+        if (s.status !== 'COMPLETED') throw upstreamError(provider, `unexpected request status ${JSON.stringify(s.status)}`);
+        if (s.error) throw upstreamError(provider, typeof s.error === 'string' ? s.error : JSON.stringify(s.error));
+        const result = await upstreamJson<Record<string, unknown>>(provider, link.response, { headers, signal });
+        return { urls: collectUrls(result), seed: typeof result.seed === 'number' ? result.seed : undefined };
+      },
+      cancel: async (id) => {
+        await upstreamJson(provider, links.get(id)!.cancel, { method: 'PUT', headers, signal: cancelSignal() });
+      },
+    };
+  }
+}
+
+function extensionOf(contentType: string): string {
+  return (
+    { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif', 'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov' }[contentType] ??
+    'bin'
+  );
+}

@@ -1,0 +1,89 @@
+import { ApiError } from '@atelier/contracts';
+import { GenerationCancelledError, upstreamError } from '../engine-errors';
+import type { EngineEnvironment } from '../engine';
+
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 15 * 60 * 1000;
+
+export interface UpstreamRequest {
+  method?: 'GET' | 'POST' | 'PUT';
+  headers?: Record<string, string>;
+  /** JSON-serialised unless it is FormData. */
+  body?: unknown;
+  signal: AbortSignal;
+  /** Bound of this one HTTP exchange. */
+  timeoutMs?: number;
+}
+
+/** The provider's own error text, from the usual places (OpenAI, Replicate, fal). */
+function errorText(body: unknown, raw: string): string {
+  if (body && typeof body === 'object') {
+    const b = body as Record<string, unknown>;
+    const err = b.error;
+    if (err && typeof err === 'object' && typeof (err as Record<string, unknown>).message === 'string') return (err as { message: string }).message;
+    if (typeof err === 'string') return err;
+    if (typeof b.detail === 'string') return b.detail;
+    if (Array.isArray(b.detail)) return JSON.stringify(b.detail);
+    if (typeof b.message === 'string') return b.message;
+    if (typeof b.title === 'string') return b.title;
+  }
+  return raw.slice(0, 500) || 'no error message';
+}
+
+/** One JSON exchange with a model provider. Cancellation by the caller is not the provider's failure. */
+export async function upstreamJson<T>(provider: string, url: string, req: UpstreamRequest): Promise<T> {
+  const timeout = AbortSignal.timeout(req.timeoutMs ?? 60_000);
+  const signal = AbortSignal.any([req.signal, timeout]);
+  const isForm = req.body instanceof FormData;
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: req.method ?? (req.body === undefined ? 'GET' : 'POST'),
+      headers: { accept: 'application/json', ...(req.body !== undefined && !isForm ? { 'content-type': 'application/json' } : {}), ...req.headers },
+      body: req.body === undefined ? undefined : isForm ? (req.body as FormData) : JSON.stringify(req.body),
+      signal,
+    });
+  } catch (err) {
+    if (req.signal.aborted) throw new GenerationCancelledError();
+    if (timeout.aborted) throw new ApiError('timeout', `The model provider (${provider}) did not answer within ${req.timeoutMs ?? 60_000} ms`);
+    throw upstreamError(provider, `could not reach ${new URL(url).origin}: ${(err as Error).cause ? String((err as { cause: Error }).cause.message) : (err as Error).message}`);
+  }
+  let raw: string;
+  try {
+    raw = await res.text();
+  } catch {
+    if (req.signal.aborted) throw new GenerationCancelledError();
+    throw upstreamError(provider, 'the answer was cut off');
+  }
+  let body: unknown;
+  try {
+    body = raw ? JSON.parse(raw) : {};
+  } catch {
+    body = undefined;
+  }
+  if (!res.ok) throw upstreamError(provider, `HTTP ${res.status}: ${errorText(body, raw)}`, { status: res.status });
+  if (body === undefined || typeof body !== 'object' || body === null) throw upstreamError(provider, 'the answer is not a JSON object');
+  return body as T;
+}
+
+/** Authorization header for a remote engine; a configured but unset secret makes the model unavailable (503). */
+export function apiKey(env: EngineEnvironment, modelId: string, envName: string | undefined): string | undefined {
+  if (!envName) return undefined;
+  const key = env.secret(envName);
+  if (!key) throw new ApiError('service_unavailable', `Model ${modelId} is not available: its API key (environment variable ${envName}) is not set`);
+  return key;
+}
+
+/** Every http(s)/data URL in a provider's output, wherever it sits (string, array, {url}, {images:[{url}]}, ...). */
+export function collectUrls(output: unknown, found: string[] = []): string[] {
+  if (typeof output === 'string') {
+    if (/^(https?:\/\/|data:)/.test(output)) found.push(output);
+  } else if (Array.isArray(output)) {
+    for (const item of output) collectUrls(item, found);
+  } else if (output && typeof output === 'object') {
+    const o = output as Record<string, unknown>;
+    // Known media keys first, in their natural order, so e.g. fal's `images` win over a `thumbnail`.
+    const keys = ['url', 'images', 'image', 'videos', 'video', 'output', ...Object.keys(o)];
+    for (const key of new Set(keys)) if (key in o && key !== 'thumbnail' && key !== 'logs') collectUrls(o[key], found);
+  }
+  return [...new Set(found)];
+}

@@ -1,0 +1,105 @@
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { BroadcastBus } from '@atelier/runtime';
+import { SignedUrls } from '@atelier/storage';
+
+interface Connection {
+  userId: string;
+  res: ServerResponse;
+  lastWrite: number;
+}
+
+/** The public payload of media_generation_completed (the spec's fields plus status/model). */
+export function eventPayload(event: GenerationCompletedEvent, url: (key: string) => string): Record<string, unknown> {
+  const base = { generation_id: event.generation_id, status: event.status, media_type: event.media_type, model: event.model_name };
+  return event.status === 'succeeded'
+    ? { ...base, url: event.result_key ? url(event.result_key) : null }
+    : { ...base, error: event.error_message };
+}
+
+/**
+ * Fans completion broadcasts out to this replica's SSE connections of the event's owner.
+ * Every replica receives every event (pub/sub) and delivers to its own connections only;
+ * nothing is buffered for users who are not connected (the spec's delivery rule).
+ */
+@Injectable()
+export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger(EventStreamHub.name);
+  private readonly byUser = new Map<string, Set<Connection>>();
+  private unsubscribe?: () => Promise<void>;
+  private keepAlive?: NodeJS.Timeout;
+
+  constructor(
+    private readonly bus: BroadcastBus,
+    private readonly urls: SignedUrls,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  get connections(): number {
+    let n = 0;
+    for (const set of this.byUser.values()) n += set.size;
+    return n;
+  }
+
+  async onModuleInit(): Promise<void> {
+    this.unsubscribe = await this.bus.subscribe(GENERATION_COMPLETED_CHANNEL, (event) => this.deliver(event));
+    // One timer for all connections: 10k streams must not mean 10k timers.
+    const every = Math.max(50, Math.floor(this.config.EVENTS_KEEPALIVE_MS / 3));
+    this.keepAlive = setInterval(() => this.sendKeepAlives(), every);
+    this.keepAlive.unref();
+  }
+
+  /** Takes over a raw response as an SSE stream for `userId` until the client goes away. */
+  open(userId: string, res: ServerResponse): void {
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.flushHeaders();
+    const conn: Connection = { userId, res, lastWrite: Date.now() };
+    let set = this.byUser.get(userId);
+    if (!set) this.byUser.set(userId, (set = new Set()));
+    set.add(conn);
+    const close = () => {
+      const current = this.byUser.get(userId);
+      current?.delete(conn);
+      if (current?.size === 0) this.byUser.delete(userId);
+    };
+    res.on('close', close);
+    res.on('error', close);
+  }
+
+  private deliver(event: GenerationCompletedEvent): void {
+    const set = this.byUser.get(event.userId);
+    if (!set) return;
+    const frame = `event: media_generation_completed\ndata: ${JSON.stringify(eventPayload(event, (k) => this.urls.url(k)))}\n\n`;
+    for (const conn of set) this.write(conn, frame);
+  }
+
+  private sendKeepAlives(): void {
+    const due = Date.now() - this.config.EVENTS_KEEPALIVE_MS;
+    for (const set of this.byUser.values()) for (const conn of set) if (conn.lastWrite <= due) this.write(conn, ': keep-alive\n\n');
+  }
+
+  /** A client that stops reading is cut off once its backlog passes the limit, so it cannot hold memory or slow others. */
+  private write(conn: Connection, frame: string): void {
+    if (conn.res.writableLength > this.config.EVENTS_MAX_BUFFER_BYTES) {
+      this.logger.warn(`Disconnecting a slow event stream of user ${conn.userId}`);
+      conn.res.destroy();
+      return;
+    }
+    conn.res.write(frame);
+    conn.lastWrite = Date.now();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.keepAlive);
+    await this.unsubscribe?.();
+    for (const set of this.byUser.values()) for (const conn of set) conn.res.end();
+    this.byUser.clear();
+  }
+}

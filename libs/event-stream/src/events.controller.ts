@@ -1,0 +1,17 @@
+import { Controller, Get, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { CurrentCaller, type Caller } from '@atelier/auth';
+import { EventStreamHub } from './event-stream-hub.service';
+
+/** GET /api/events: the caller's completion events as Server-Sent Events. */
+@Controller('api/events')
+export class EventsController {
+  constructor(private readonly hub: EventStreamHub) {}
+
+  @Get()
+  stream(@CurrentCaller() caller: Caller, @Res() reply: FastifyReply): void {
+    // From here on the raw socket is ours; Fastify must not try to send a reply.
+    reply.hijack();
+    this.hub.open(caller.userId, reply.raw);
+  }
+}

@@ -1,0 +1,2 @@
+export { EventStreamHub, eventPayload } from './event-stream-hub.service';
+export { EventStreamModule } from './event-stream.module';

@@ -1,0 +1,23 @@
+/**
+ * Fine-tune states. Tokenization moves created -> tokenizing -> tokenized | errored; the
+ * training states after `tokenized` belong to the external trainer (a later issue).
+ */
+export const FINE_TUNE_STATES = [
+  'created',
+  'tokenizing',
+  'tokenized',
+  'errored',
+  'enqueued',
+  'running',
+  'completed',
+  'stopped',
+  'deployed',
+] as const;
+export type FineTuneState = (typeof FINE_TUNE_STATES)[number];
+
+/** States in which work is under way; such a fine-tune cannot be deleted. */
+export const RUNNING_STATES: readonly FineTuneState[] = ['tokenizing', 'enqueued', 'running'];
+
+export function isFineTuneState(value: unknown): value is FineTuneState {
+  return typeof value === 'string' && (FINE_TUNE_STATES as readonly string[]).includes(value);
+}

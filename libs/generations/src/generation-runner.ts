@@ -1,0 +1,67 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { ApiError } from '@atelier/contracts';
+import { ModelCatalog, validateModelRequest } from '@atelier/models';
+import { GenerationRenderer } from './generation-renderer';
+import { GenerationState } from './generation-state';
+
+export type RunOutcome = 'succeeded' | 'failed' | 'skipped' | 'cancelled';
+
+/**
+ * Runs one queued generation end to end. At-least-once delivery is made exactly-once in effect
+ * by the state machine: a redelivered job resumes, a finished or cancelled one is skipped.
+ */
+@Injectable()
+export class GenerationRunner {
+  private readonly logger = new Logger(GenerationRunner.name);
+
+  constructor(
+    private readonly state: GenerationState,
+    private readonly renderer: GenerationRenderer,
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+  ) {}
+
+  async run(id: string, signal: AbortSignal): Promise<RunOutcome> {
+    const row = await this.state.start(id);
+    if (!row) return 'skipped';
+    const model = this.catalog.get(row.modelName);
+    if (!model) {
+      await this.state.fail(id, `Model not found: ${row.modelName}`);
+      return 'failed';
+    }
+    // Parameters are checked now, not at enqueue (the spec): a bad one fails this generation.
+    const checked = validateModelRequest(model, { ...(row.params as Record<string, unknown>), model: model.id }, { mode: 'sync' });
+    if (!checked.ok) {
+      await this.state.fail(id, checked.errors.map((e) => e.message).join('; '));
+      return 'failed';
+    }
+    const target = {
+      generationId: id,
+      namespace: await this.state.namespaceName(row.namespaceId),
+      namespaceId: row.namespaceId,
+      userId: row.ownerId,
+      repo: row.targetRepo,
+      directory: row.targetDirectory,
+    };
+    let result;
+    try {
+      result = await this.renderer.render(model, checked.value as Record<string, unknown>, target, signal);
+    } catch (err) {
+      if (signal.aborted) return 'cancelled';
+      // Problems of the request itself (unreachable input, provider refusal) fail the generation;
+      // anything else (database, storage) is retried by BullMQ.
+      if (err instanceof ApiError && err.status < 500) {
+        await this.state.fail(id, err.message);
+        return 'failed';
+      }
+      if (err instanceof ApiError && err.type === 'upstream_error') {
+        await this.state.fail(id, err.message);
+        return 'failed';
+      }
+      throw err;
+    }
+    if (signal.aborted) return 'cancelled';
+    const done = await this.state.succeed(id, result.keys, result.cost);
+    if (!done) this.logger.log(`Generation ${id} finished after it was cancelled; result discarded`);
+    return done ? 'succeeded' : 'cancelled';
+  }
+}

@@ -1,0 +1,135 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { CreditLedger } from '@atelier/billing';
+import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
+import { BroadcastBus } from '@atelier/runtime';
+
+/**
+ * The generation state machine as conditional updates: each transition names the state it
+ * leaves, so a late or duplicate worker can never overwrite a terminal state (or a cancel).
+ * A terminal transition, its credit step and its outbox event commit together.
+ */
+@Injectable()
+export class GenerationState {
+  private readonly logger = new Logger(GenerationState.name);
+
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly ledger: CreditLedger,
+    private readonly bus: BroadcastBus,
+  ) {}
+
+  /**
+   * queued -> processing (sets started_at). A generation already processing is returned too:
+   * that is BullMQ redelivering the job of a worker that died. Anything else: undefined.
+   */
+  async start(id: string): Promise<GenerationModel | undefined> {
+    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+      UPDATE generations SET status = 'processing', started_at = COALESCE(started_at, now())
+      WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
+      RETURNING id::text`;
+    if (rows.length === 0) return undefined;
+    return (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
+  }
+
+  /** processing -> succeeded, charging `cost`; false if the generation was cancelled meanwhile. */
+  async succeed(id: string, resultKeys: string[], cost: string): Promise<boolean> {
+    return this.finish(id, { status: 'succeeded', resultKeys, cost });
+  }
+
+  /** processing (or queued) -> failed, releasing the credits; false if already terminal. */
+  async fail(id: string, message: string): Promise<boolean> {
+    return this.finish(id, { status: 'failed', message });
+  }
+
+  private async finish(
+    id: string,
+    outcome: { status: 'succeeded'; resultKeys: string[]; cost: string } | { status: 'failed'; message: string },
+  ): Promise<boolean> {
+    const event = await this.prisma.$transaction(async (tx) => {
+      const resultKeys = outcome.status === 'succeeded' ? outcome.resultKeys : [];
+      const error = outcome.status === 'failed' ? outcome.message.slice(0, 2000) : null;
+      const rows = await tx.$queryRaw<
+        { owner_id: string; namespace_id: string; reservation_id: string | null; model_name: string; media_type: 'image' | 'video'; completed_at: Date }[]
+      >`
+        UPDATE generations
+        SET status = ${outcome.status}::"GenerationStatus", completed_at = now(), result_keys = ${resultKeys}::text[],
+            error_message = ${error}, started_at = COALESCE(started_at, now())
+        WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
+        RETURNING owner_id::text, namespace_id::text, reservation_id::text, model_name, media_type::text AS media_type, completed_at`;
+      if (rows.length === 0) return undefined;
+      const row = rows[0];
+      if (outcome.status === 'succeeded') {
+        const charged = row.reservation_id ? (await this.ledger.settle(row.reservation_id, outcome.cost, tx)).charged : '0';
+        await tx.generation.update({ where: { id }, data: { cost: charged } });
+      } else if (row.reservation_id) {
+        await this.ledger.release(row.reservation_id, tx);
+      }
+      const payload: GenerationCompletedEvent = {
+        userId: row.owner_id,
+        namespaceId: row.namespace_id,
+        generation_id: id,
+        status: outcome.status,
+        model_name: row.model_name,
+        media_type: row.media_type,
+        result_key: resultKeys[0] ?? null,
+        error_message: error,
+        completed_at: Math.floor(row.completed_at.getTime() / 1000),
+      };
+      await tx.generationEvent.create({ data: { generationId: id, userId: row.owner_id, payload: payload as unknown as Prisma.InputJsonValue } });
+      return payload;
+    });
+    if (!event) return false;
+    await this.publish(event).catch((err: Error) =>
+      this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
+    );
+    return true;
+  }
+
+  private async publish(event: GenerationCompletedEvent): Promise<void> {
+    await this.bus.publish(GENERATION_COMPLETED_CHANNEL, event);
+    await this.prisma.generationEvent.update({ where: { generationId: event.generation_id }, data: { publishedAt: new Date() } });
+  }
+
+  /**
+   * Publishes outbox events whose publisher died between commit and publish. Claims rows
+   * with SKIP LOCKED so several sweepers never publish the same event.
+   */
+  async publishStranded(olderThanMs = 5_000, limit = 200): Promise<number> {
+    return this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<{ generation_id: string; payload: GenerationCompletedEvent }[]>`
+        SELECT generation_id::text, payload FROM generation_events
+        WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
+        ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
+      for (const row of rows) {
+        await this.bus.publish(GENERATION_COMPLETED_CHANNEL, row.payload);
+        await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
+      }
+      return rows.length;
+    });
+  }
+
+  async namespaceName(namespaceId: string): Promise<string> {
+    return (await this.prisma.namespace.findUniqueOrThrow({ where: { id: namespaceId }, select: { name: true } })).name;
+  }
+
+  /** Processing generations started long ago: candidates for a lost worker (checked against BullMQ). */
+  async longProcessing(olderThanMs: number, limit = 200): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
+    return this.prisma.generation.findMany({
+      where: { status: 'processing', startedAt: { lt: new Date(Date.now() - olderThanMs) } },
+      select: { id: true, mediaType: true },
+      take: limit,
+    });
+  }
+
+  /** Queued generations whose job never reached Redis (crash between commit and add). */
+  async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
+    const rows = await this.prisma.generation.findMany({
+      where: { status: 'queued', enqueuedAt: { lt: new Date(Date.now() - olderThanMs) } },
+      select: { id: true, mediaType: true },
+      orderBy: { enqueuedAt: 'asc' },
+      take: limit,
+    });
+    return rows;
+  }
+}

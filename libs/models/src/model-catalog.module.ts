@@ -1,0 +1,15 @@
+import { Global, Module, type DynamicModule } from '@nestjs/common';
+import { ModelCatalog, defaultCatalogDir } from './model-catalog';
+
+/** The catalog, loaded once at start and shared by every module of the app. */
+@Global()
+@Module({})
+export class ModelCatalogModule {
+  static forRoot(dir?: string): DynamicModule {
+    return {
+      module: ModelCatalogModule,
+      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }],
+      exports: [ModelCatalog],
+    };
+  }
+}

@@ -1,0 +1,202 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A real HTTP server speaking the OpenAI chat API, for tests and benchmarks of the
+ * openai-compatible provider. What it does is chosen by the upstream model name in the body:
+ *
+ * - `echo`: answers "Echo: <last user text>" (streamed in a few chunks), with usage.
+ * - `echo-no-usage`: the same without any usage (the caller must count).
+ * - `tool`: calls the first declared tool with `{}` arguments.
+ * - `flaky-<n>`: fails the first n requests of each x-test-key with 503, then behaves like echo.
+ * - `rate-limited-<n>`: like flaky, with 429 and `retry-after: 0`.
+ * - `down`: always 500. `reject`: 400 with an OpenAI-style error body. `unauthorized`: 401.
+ * - `hang`, `hang-*`: never answer (for timeouts).
+ * - `cut`: streams two chunks, then destroys the connection.
+ * - `error-mid-stream`: streams two chunks, then an error event.
+ * - `slow`: streams a chunk every 50 ms for a minute (for client disconnects).
+ * - `fixed`: a fixed short answer with usage 10/5 (benchmarks).
+ */
+export interface FakeUpstreamRequest {
+  model: string;
+  body: Record<string, unknown>;
+  authorization?: string;
+  testKey?: string;
+  /** Set when the connection closed before the response was complete. */
+  abortedEarly: boolean;
+  finished: boolean;
+}
+
+export interface FakeOpenAiUpstream {
+  url: string;
+  requests: FakeUpstreamRequest[];
+  close(): Promise<void>;
+}
+
+function lastUserText(body: Record<string, unknown>): string {
+  const messages = (body.messages as { role: string; content: unknown }[] | undefined) ?? [];
+  const user = [...messages].reverse().find((m) => m.role === 'user');
+  if (!user) return '';
+  if (typeof user.content === 'string') return user.content;
+  if (Array.isArray(user.content)) return user.content.map((p: { text?: string }) => p.text ?? '').join(' ');
+  return '';
+}
+
+const FIXED_BODY = JSON.stringify({
+  id: 'chatcmpl-upstream',
+  object: 'chat.completion',
+  created: 1767225600,
+  model: 'fixed',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from the fake upstream.' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+});
+
+export interface FakeUpstreamOptions {
+  /** Requests must carry `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** Also sets this environment variable to the key, the way a deployment hands atelier a provider secret. */
+  apiKeyEnv?: string;
+  port?: number;
+  /** Keep every request in `requests` (default true; benchmarks turn it off). */
+  record?: boolean;
+}
+
+export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): Promise<FakeOpenAiUpstream> {
+  if (opts.apiKey && opts.apiKeyEnv) process.env[opts.apiKeyEnv] = opts.apiKey;
+  const requests: FakeUpstreamRequest[] = [];
+  const failures = new Map<string, number>();
+  const record = opts.record ?? true;
+
+  const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
+    if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
+      return;
+    }
+    const body = JSON.parse(raw) as Record<string, unknown>;
+    const model = String(body.model);
+    const entry: FakeUpstreamRequest = {
+      model,
+      body,
+      authorization: req.headers.authorization,
+      testKey: req.headers['x-test-key'] as string | undefined,
+      abortedEarly: false,
+      finished: false,
+    };
+    if (record) requests.push(entry);
+    res.on('close', () => {
+      if (!res.writableFinished) entry.abortedEarly = true;
+      entry.finished = true;
+    });
+    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+      return;
+    }
+    const stream = body.stream === true;
+    const id = 'chatcmpl-upstream';
+    const created = 1767225600;
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null, usage?: unknown) =>
+      `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: usage ? [] : [{ index: 0, delta, finish_reason: finish }], ...(usage ? { usage } : {}) })}\n\n`;
+    const sse = () => res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+
+    if (model === 'fixed') {
+      if (!stream) {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(FIXED_BODY) }).end(FIXED_BODY);
+        return;
+      }
+      sse();
+      res.write(chunk({ role: 'assistant', content: '' }));
+      res.write(chunk({ content: 'Hello from the fake upstream.' }));
+      res.write(chunk({}, 'stop'));
+      res.end(`${chunk({}, null, { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 })}data: [DONE]\n\n`);
+      return;
+    }
+    const counted = /^(flaky|rate-limited)-(\d+)$/.exec(model);
+    if (counted) {
+      const key = `${model}:${entry.testKey ?? ''}`;
+      const seen = failures.get(key) ?? 0;
+      if (seen < Number(counted[2])) {
+        failures.set(key, seen + 1);
+        if (counted[1] === 'flaky') res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"message":"overloaded"}}');
+        else res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0' }).end('{"error":{"message":"slow down"}}');
+        return;
+      }
+    }
+    if (model === 'down') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"upstream exploded"}}');
+    if (model === 'unauthorized') return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"bad key"}}');
+    if (model === 'reject')
+      return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"This model does not support that parameter"}}');
+    if (model.startsWith('hang')) return;
+
+    const text = `Echo: ${lastUserText(body)}`;
+    const withUsage = model !== 'echo-no-usage';
+    const usage = { prompt_tokens: 21, completion_tokens: 9, total_tokens: 30 };
+    const tools = (body.tools as { function: { name: string } }[] | undefined) ?? [];
+    if (!stream) {
+      const message = model === 'tool' && tools.length > 0
+        ? { role: 'assistant', content: null, tool_calls: [{ id: 'call_up_1', type: 'function', function: { name: tools[0].function.name, arguments: '{}' } }] }
+        : { role: 'assistant', content: text };
+      const out = JSON.stringify({
+        id,
+        object: 'chat.completion',
+        created,
+        model,
+        choices: [{ index: 0, message, finish_reason: model === 'tool' ? 'tool_calls' : 'stop' }],
+        ...(withUsage ? { usage } : {}),
+      });
+      res.writeHead(200, { 'content-type': 'application/json' }).end(out);
+      return;
+    }
+    sse();
+    res.write(chunk({ role: 'assistant', content: '' }));
+    if (model === 'cut' || model === 'error-mid-stream') {
+      res.write(chunk({ content: 'Echo: ' }));
+      res.write(chunk({ content: 'partial' }));
+      if (model === 'cut') setTimeout(() => res.destroy(), 20);
+      else res.end(`data: ${JSON.stringify({ error: { message: 'upstream worker crashed', type: 'server_error' } })}\n\n`);
+      return;
+    }
+    if (model === 'slow') {
+      let n = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed || ++n > 1200) {
+          clearInterval(timer);
+          if (!res.destroyed) res.end('data: [DONE]\n\n');
+          return;
+        }
+        res.write(chunk({ content: `tick ${n} ` }));
+      }, 50);
+      res.on('close', () => clearInterval(timer));
+      return;
+    }
+    const pieces = text.match(/\S+\s*/g) ?? [text];
+    for (const piece of pieces) res.write(chunk({ content: piece }));
+    res.write(chunk({}, 'stop'));
+    if (withUsage) res.write(chunk({}, null, usage));
+    res.end('data: [DONE]\n\n');
+  };
+
+  const server = http.createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (raw += c));
+    req.on('end', () => {
+      try {
+        handle(req, res, raw);
+      } catch (err) {
+        res.writeHead(500).end(String(err));
+      }
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+// npm run bench:media — the media path on compiled code (as in production):
+//   1. local-image latency per size, engine + blob storage (MediaRenderer, local filesystem store);
+//   2. local-video encoding time per second of 720p output (ffmpeg, libx264 veryfast);
+//   3. the synchronous path's overhead beyond engine time: real HTTP to the gateway, auth,
+//      validation, credit reserve/settle, BullMQ job to the media service, reply channel, storage.
+// BENCH_IMAGE_RUNS, BENCH_VIDEO_RUNS and BENCH_SYNC_RUNS scale it.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { root } from '../bootstrap.mjs';
+import { benchDatabase, buildAll, dist, machine, require } from './bench-env.mjs';
+
+buildAll();
+const db = await benchDatabase();
+const storageDir = mkdtempSync(path.join(tmpdir(), 'atelier-bench-media-'));
+const { parseConfig } = dist('libs/config/src/index.js');
+const { createService } = dist('libs/runtime/src/index.js');
+const { ModelCatalog } = dist('libs/models/src/index.js');
+const { createBlobStore } = dist('libs/storage/src/index.js');
+const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/engines/src/index.js');
+// Per-generation log lines would drown the table.
+require('@nestjs/common').Logger.overrideLogger(['error']);
+const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
+
+const config = parseConfig({
+  DATABASE_URL: db.databaseUrl,
+  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  REDIS_PREFIX: db.prefix,
+  ADMIN_TOKEN: 'bench-admin-token-0123456789',
+  URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
+  STORAGE_DIR: storageDir,
+  LOG_LEVEL: 'error',
+  NODE_ENV: 'production',
+});
+
+const pct = (list, p) => {
+  const sorted = [...list].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))];
+};
+const ms = (n) => `${n.toFixed(1)} ms`.padStart(9);
+console.log(`atelier media benchmark — ${machine()}`);
+
+// 1. local-image per size, including storage
+const catalog = ModelCatalog.fromDirectory();
+const renderer = new MediaRenderer(catalog, new EngineRegistry(engineEnvironment(config)), createBlobStore(config));
+const caller = { userId: 'bench', username: 'bench', namespaceId: 'bench', namespace: 'bench', requestId: 'bench' };
+const imageRuns = Number(process.env.BENCH_IMAGE_RUNS ?? 30);
+const sizes = [
+  ['512x512 png', { image_size: 'square' }],
+  ['1024x1024 png', {}],
+  ['1024x1024 jpg', { output_format: 'jpg' }],
+  ['1024x1024 webp', { output_format: 'webp' }],
+  ['1360x765 (16:9) png', { aspect_ratio: '16:9' }],
+  ['2048x2048 png', { width: 2048, height: 2048 }],
+];
+console.log(`\nlocal-image, engine + storage, default 28 steps, ${imageRuns} runs each (sequential)`);
+for (const [label, extra] of sizes) {
+  const times = [];
+  for (let i = 0; i < imageRuns + 3; i++) {
+    const params = { model: 'local-image', prompt: `a lighthouse on a cliff at sunset, variant ${i}`, seed: i, ...extra };
+    const t = performance.now();
+    await renderer.render({ caller, model: 'local-image', params }, new AbortController().signal);
+    if (i >= 3) times.push(performance.now() - t); // first runs warm up sharp/libvips
+  }
+  console.log(`  ${label.padEnd(22)} p50 ${ms(pct(times, 0.5))}  p95 ${ms(pct(times, 0.95))}`);
+}
+
+// 2. local-video at 720p
+const videoRuns = Number(process.env.BENCH_VIDEO_RUNS ?? 2);
+const seconds = 5;
+let encode = 0;
+for (let i = 0; i < videoRuns; i++) {
+  const t = performance.now();
+  const r = await renderer.render(
+    { caller, model: 'local-video', params: { model: 'local-video', prompt: 'waves rolling onto a beach at dusk', duration: seconds, resolution: '720p', aspect_ratio: '16:9', fps: 24, seed: i } },
+    new AbortController().signal,
+  );
+  encode += (performance.now() - t) / 1000;
+  if (r.usage.videoSeconds !== seconds) throw new Error(`expected ${seconds}s of video, got ${r.usage.videoSeconds}`);
+}
+console.log(`\nlocal-video 1280x720, 24 fps, ${seconds} s clip, ${videoRuns} runs`);
+console.log(`  ${(encode / videoRuns / seconds).toFixed(3)} s of encoding per second of output (${(encode / videoRuns).toFixed(2)} s per ${seconds} s clip)`);
+
+// 3. sync path overhead: gateway -> media service -> reply, beyond engine time
+// The media service runs in its own process, as deployed; the gateway (and this client) in this one.
+const media = spawn(process.execPath, [path.join(root, 'dist/local/apps/media/src/main.js')], {
+  cwd: root,
+  stdio: ['ignore', 'inherit', 'inherit'],
+  env: {
+    ...process.env,
+    DATABASE_URL: config.DATABASE_URL,
+    REDIS_URL: config.REDIS_URL,
+    REDIS_PREFIX: config.REDIS_PREFIX,
+    URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
+    STORAGE_DIR: storageDir,
+    MEDIA_PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'error',
+    NODE_ENV: 'production',
+  },
+});
+const gateway = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
+await gateway.listen({ port: 0, host: '127.0.0.1' });
+const base = await gateway.getUrl();
+const user = await (
+  await fetch(`${base}/api/admin/users`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'bench', credits: 100000 }),
+  })
+).json();
+const syncRuns = Number(process.env.BENCH_SYNC_RUNS ?? 200);
+const overhead = [];
+const serverOverhead = [];
+const total = [];
+for (let i = 0; i < syncRuns + 20; i++) {
+  const t = performance.now();
+  const res = await fetch(`${base}/api/ai/images/generate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'local-image', prompt: 'tiny', width: 64, height: 64, num_inference_steps: 1, seed: i }),
+  });
+  await res.json();
+  const elapsed = performance.now() - t;
+  if (res.status !== 200) throw new Error(`sync request failed: ${res.status}`);
+  const timing = res.headers.get('server-timing') ?? '';
+  const engine = Number(/engine;dur=([\d.]+)/.exec(timing)?.[1]);
+  const server = Number(/total;dur=([\d.]+)/.exec(timing)?.[1]);
+  if (i >= 20) {
+    total.push(elapsed);
+    overhead.push(elapsed - engine);
+    serverOverhead.push(server - engine);
+  }
+}
+console.log(`\nsync path POST /api/ai/images/generate (64x64 local-image, url response), ${syncRuns} sequential requests over HTTP`);
+console.log(`  end to end                                  p50 ${ms(pct(total, 0.5))}  p95 ${ms(pct(total, 0.95))}`);
+console.log(`  beyond engine, as the client sees it         p50 ${ms(pct(overhead, 0.5))}  p95 ${ms(pct(overhead, 0.95))}`);
+console.log(`  beyond engine, gateway request to reply     p50 ${ms(pct(serverOverhead, 0.5))}  p95 ${ms(pct(serverOverhead, 0.95))}   (target p50 <= 5 ms)`);
+
+await gateway.close();
+media.kill('SIGTERM');
+await new Promise((resolve) => media.once('exit', resolve));
+await db.drop();
+rmSync(storageDir, { recursive: true, force: true });

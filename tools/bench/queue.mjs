@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+// npm run bench:queue — the async generation queue with Postgres and Redis on this machine:
+// enqueue -> processing latency with idle workers, terminal -> event delivery latency,
+// sustained enqueue throughput through the gateway, and memory per idle SSE connection.
+import { fork } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { benchDatabase, buildAll, dist, machine } from './bench-env.mjs';
+
+if (process.argv[2] === 'sse-client') {
+  // Child process: opens N idle event streams so the server's memory is measured alone.
+  const [url, key, n] = [process.argv[3], process.argv[4], Number(process.argv[5])];
+  const http = await import('node:http');
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+  let open = 0;
+  await new Promise((resolve) => {
+    for (let i = 0; i < n; i++) {
+      http
+        .get(url, { agent, headers: { authorization: `Bearer ${key}` } }, (res) => {
+          res.on('data', () => {});
+          if (++open === n) resolve();
+        })
+        .on('error', (e) => console.error(e.message));
+    }
+  });
+  process.send('open');
+  await new Promise(() => {});
+}
+
+const pct = (arr, p) => {
+  const s = [...arr].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))];
+};
+
+buildAll();
+const db = await benchDatabase();
+const { parseConfig } = dist('libs/config/src/index.js');
+const { createService, BroadcastBus } = dist('libs/runtime/src/index.js');
+const { GENERATION_COMPLETED_CHANNEL } = dist('libs/contracts/src/index.js');
+const { PrismaService } = dist('libs/db/src/index.js');
+const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
+const { QueueWorkerModule } = dist('apps/queue-worker/src/queue-worker.module.js');
+const config = parseConfig({
+  DATABASE_URL: db.databaseUrl,
+  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  REDIS_PREFIX: db.prefix,
+  ADMIN_TOKEN: 'bench-admin-token-0123456789',
+  STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-bench-queue-')),
+  LOG_LEVEL: 'error',
+  NODE_ENV: 'production',
+  URL_SIGNING_SECRET: 'bench-signing-secret-0123456789',
+});
+const gateway = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
+await gateway.listen({ port: 0, host: '127.0.0.1' });
+const base = await gateway.getUrl();
+const admin = { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' };
+const user = await (await fetch(`${base}/api/admin/users`, { method: 'POST', headers: admin, body: JSON.stringify({ username: 'bench', credits: 10000000 }) })).json();
+const auth = { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' };
+const prisma = gateway.get(PrismaService);
+console.log(`atelier queue benchmark — ${machine()}`);
+
+// 1. Latencies with an idle worker: one generation at a time.
+const worker = await createService(QueueWorkerModule.forRoot(config), config, { service: 'queue-worker' });
+const received = new Map();
+await gateway.get(BroadcastBus).subscribe(GENERATION_COMPLETED_CHANNEL, (e) => received.set(e.generation_id, Date.now()));
+const pickup = [];
+const delivery = [];
+for (let i = 0; i < 150; i++) {
+  const res = await (await fetch(`${base}/api/ai/queue`, { method: 'POST', headers: auth, body: JSON.stringify({ model: 'local-image', prompt: `p${i}`, width: 64, height: 64 }) })).json();
+  const id = res.generations[0].generation_id;
+  for (let t = 0; t < 2000 && !received.has(id); t += 2) await new Promise((r) => setTimeout(r, 2));
+  const row = await prisma.generation.findUniqueOrThrow({ where: { id } });
+  const event = await prisma.generationEvent.findUniqueOrThrow({ where: { generationId: id } });
+  pickup.push(row.startedAt - row.enqueuedAt);
+  // The outbox row is written in the terminal transaction; the event arrives after commit + publish.
+  if (received.has(id)) delivery.push(received.get(id) - event.createdAt.getTime());
+}
+console.log(`enqueue -> processing (idle worker, n=${pickup.length}): p50 ${pct(pickup, 0.5)} ms, p99 ${pct(pickup, 0.99)} ms`);
+console.log(`terminal -> event received (n=${delivery.length}): p50 ${pct(delivery, 0.5)} ms, p99 ${pct(delivery, 0.99)} ms`);
+await worker.close();
+
+// 2. Sustained enqueue throughput (no worker, so the queue only grows).
+const duration = Number(process.env.BENCH_SECONDS ?? 8);
+const r = await autocannon({
+  url: `${base}/api/ai/queue`,
+  method: 'POST',
+  connections: 50,
+  duration,
+  headers: auth,
+  body: JSON.stringify({ model: 'local-image', prompt: 'throughput' }),
+});
+console.log(`enqueue through the gateway (50 connections, ${duration}s): ${Math.round(r.requests.average)} generations/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`);
+
+// 3. Memory per idle SSE connection.
+const n = Number(process.env.BENCH_SSE ?? 10000);
+global.gc?.();
+const before = process.memoryUsage();
+const client = fork(fileURLToPath(import.meta.url), ['sse-client', `${base}/api/events`, user.api_key, String(n)], { stdio: 'inherit' });
+await new Promise((resolve) => client.once('message', resolve));
+await new Promise((r) => setTimeout(r, 1000));
+global.gc?.();
+const after = process.memoryUsage();
+const perConn = (after.rss - before.rss) / n;
+const heapPer = (after.heapUsed - before.heapUsed) / n;
+console.log(`${n} idle SSE connections: +${Math.round((after.rss - before.rss) / 1048576)} MiB RSS = ${(perConn / 1024).toFixed(1)} KB per connection (heap ${(heapPer / 1024).toFixed(1)} KB)`);
+client.kill();
+
+await gateway.close();
+await db.drop();
+process.exit(0);
