@@ -50,6 +50,7 @@ describe('openai-compatible provider against a fake upstream server (through the
     const sent = upstreamCalls('echo').at(-1)!;
     expect(sent.authorization).toBe(`Bearer ${FAKE_UPSTREAM_KEY}`);
     expect(sent.body).toMatchObject({ model: 'echo', stream: false, max_tokens: 50, temperature: 0.3, user: 'u-1', messages: ask('hello upstream') });
+    await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });
     expect(await balance(payer)).toMatchObject({ credits: String(Number((1 - (21 * IN_PRICE + 9 * OUT_PRICE)).toFixed(6))), reserved: '0' });
     const row = await waitFor(() => prisma.chatUsage.findUnique({ where: { id: res.id } }).then((r) => r ?? undefined));
     expect(row).toMatchObject({ provider: expect.stringMatching(/^openai-compatible:echo@127\.0\.0\.1:\d+$/), promptTokens: 21, completionTokens: 9, status: 'succeeded' });

@@ -39,8 +39,10 @@ export class ChatController {
       await this.chat.finish(prepared, { status: signal.aborted ? 'cancelled' : 'failed', error });
       throw error;
     }
-    await this.chat.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
     await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(outcome.completion);
+    // Settled right after the answer went out, off the caller's latency; the reservation
+    // already guaranteed the credits.
+    await this.chat.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
   }
 
   /**
@@ -84,8 +86,8 @@ export class ChatController {
       reply.raw.end();
       return;
     }
-    await this.chat.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
     open();
     reply.raw.end('data: [DONE]\n\n');
+    await this.chat.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
   }
 }

@@ -84,6 +84,12 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
     expect(u.total_tokens).toBe(u.prompt_tokens + u.completion_tokens);
   });
 
+  it('answers 200 with JSON, like the OpenAI API', async () => {
+    const res = await stack.gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, body: { model: 'local-chat', messages: ask('hi'), seed: 1 } });
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+  });
+
   it('is deterministic for a seed, and varies without one', async () => {
     const body = { model: 'local-chat', messages: ask('What did the tortoise say to the hare?'), seed: 7, temperature: 1.2 };
     const [a, b] = await Promise.all([client.chat.completions.create(body), client.chat.completions.create(body)]);
@@ -301,6 +307,8 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
 
   describe('billing', () => {
     const balance = async (t: Tenant) => (await stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body;
+    /** The charge is settled right after the answer is sent; wait for it. */
+    const settled = (t: Tenant) => waitFor(async () => ((b) => (b.reserved === '0' ? b : undefined))(await balance(t)), { description: 'the charge to be settled' });
     const expectedCost = (u: { prompt_tokens: number; completion_tokens: number }) => Number((u.prompt_tokens * IN_PRICE + u.completion_tokens * OUT_PRICE).toFixed(6));
 
     it('debits exactly the tokens used at the model prices and records the request', async () => {
@@ -309,7 +317,7 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
       const res = await c.chat.completions.create({ model: 'local-chat', messages: ask('Four score and seven years ago'), seed: 4, max_tokens: 300 });
       const cost = expectedCost(res.usage!);
       expect(cost).toBeGreaterThan(0);
-      expect(await balance(payer)).toEqual(expect.objectContaining({ credits: String(Number((1 - cost).toFixed(6))), reserved: '0' }));
+      expect(await settled(payer)).toEqual(expect.objectContaining({ credits: String(Number((1 - cost).toFixed(6))), reserved: '0' }));
 
       const row = await waitFor(() => prisma.chatUsage.findUnique({ where: { id: res.id } }).then((r) => r ?? undefined), { description: 'the usage record' });
       expect(row).toMatchObject({
@@ -333,7 +341,7 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
       for await (const chunk of await stack.client(payer.apiKey).chat.completions.create({ model: 'local-chat', messages: ask('the ant and the grasshopper'), stream: true, seed: 8 }))
         usage = chunk.usage ?? usage;
       expect(usage).toBeDefined();
-      expect(await balance(payer)).toEqual(expect.objectContaining({ credits: String(Number((1 - expectedCost(usage!)).toFixed(6))), reserved: '0' }));
+      expect(await settled(payer)).toEqual(expect.objectContaining({ credits: String(Number((1 - expectedCost(usage!)).toFixed(6))), reserved: '0' }));
     });
 
     it('bills an organization given as target_namespace', async () => {
@@ -341,8 +349,11 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
       const org = `org-${Date.now().toString(36)}`;
       await stack.gw.http.request('POST', '/api/admin/orgs', { token: stack.gw.adminToken, body: { name: org, members: [member.username], credits: '2' } });
       const res = await stack.client(member.apiKey).chat.completions.create({ model: 'local-chat', messages: ask('hi'), seed: 1, target_namespace: org } as OpenAI.ChatCompletionCreateParamsNonStreaming);
-      const orgBalance = await stack.gw.http.request<{ credits: string }>('GET', `/api/credits?namespace=${org}`, { token: member.apiKey });
-      expect(orgBalance.body.credits).toBe(String(Number((2 - expectedCost(res.usage!)).toFixed(6))));
+      const orgBalance = await waitFor(async () => {
+        const b = (await stack.gw.http.request<{ credits: string; reserved: string }>('GET', `/api/credits?namespace=${org}`, { token: member.apiKey })).body;
+        return b.reserved === '0' ? b : undefined;
+      });
+      expect(orgBalance.credits).toBe(String(Number((2 - expectedCost(res.usage!)).toFixed(6))));
       expect((await balance(member)).credits).toBe('1');
       const outsider = await apiError(client.chat.completions.create({ model: 'local-chat', messages: ask('hi'), target_namespace: org } as OpenAI.ChatCompletionCreateParamsNonStreaming));
       expect(outsider.status).toBe(403);

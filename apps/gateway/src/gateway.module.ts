@@ -12,12 +12,14 @@ import { RepositoriesModule } from '@atelier/repositories';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
 import { AdminController } from './admin.controller';
+import { ApiDocsController } from './api-docs.controller';
 import { ChatController } from './chat.controller';
 import { CreditsController } from './credits.controller';
 import { FilesController } from './files.controller';
 import { MediaController } from './media.controller';
 import { FineTunesController } from './fine-tunes.controller';
 import { ModelsController } from './models.controller';
+import { QueueBoard } from './queue-board';
 import { QueueController } from './queue.controller';
 import { ReposController } from './repos.controller';
 
@@ -33,7 +35,8 @@ export class GatewayModule {
         RepositoriesModule,
         FineTunesModule,
         ChatGatewayModule],
-      controllers: [AdminController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
+      providers: [QueueBoard],
     };
   }
 }

@@ -5,6 +5,7 @@ import { CreditLedger } from '@atelier/billing';
 import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
 import { requestedUsage, resolveMediaModel, usageCost, validateMediaParams } from '@atelier/engines';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
 import { RpcClient } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 
@@ -27,6 +28,7 @@ export class MediaController {
     private readonly rpc: RpcClient,
     private readonly urls: SignedUrls,
     private readonly blobs: BlobStore,
+    private readonly metrics: Metrics,
   ) {}
 
   @Post('images/generate')
@@ -71,12 +73,14 @@ export class MediaController {
         { signal: gone.signal },
       );
     } catch (err) {
+      this.metrics.generations.inc({ model: model.id, outcome: gone.signal.aborted ? 'cancelled' : 'failed', mode: 'sync' });
       // Nothing was produced (or nobody is left to receive it): nothing is charged.
       await this.ledger.release(reservation.id).catch((e: Error) => this.logger.error(`releasing reservation ${reservation.id} failed: ${e.message}`));
       throw err;
     } finally {
       reply.raw.off('close', onClose);
     }
+    this.metrics.generations.inc({ model: model.id, outcome: 'succeeded', mode: 'sync' });
     const [items] = await Promise.all([
       Promise.all(
         result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),

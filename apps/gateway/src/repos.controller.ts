@@ -1,23 +1,11 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Put, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { ApiError } from '@atelier/contracts';
+import { ApiError, CreateBranchRequest, CreateRepositoryRequest } from '@atelier/contracts';
 import { DEFAULT_BRANCH, RepositoriesService, type RepositoryRecord } from '@atelier/repositories';
 import { parseBody } from '@atelier/runtime';
 import { multipartUploadItems } from './multipart-upload';
-
-const CreateRepositoryRequest = z.strictObject({
-  namespace: z.string({ error: 'namespace must be a string' }).min(1, 'namespace must not be empty'),
-  name: z.string({ error: 'name must be a string' }).min(1, 'name must not be empty'),
-  description: z.string({ error: 'description must be a string' }).max(2000, 'description must be at most 2000 characters').optional(),
-});
-
-const CreateBranchRequest = z.strictObject({
-  name: z.string({ error: 'name must be a string' }).min(1, 'name must not be empty'),
-  from: z.string({ error: 'from must be a string' }).optional(),
-});
 
 type WildcardRequest = FastifyRequest<{ Params: { '*': string } }>;
 

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
+import { creditAmount, Metrics } from '@atelier/observability';
 
 export interface CreditBalance {
   credits: string;
@@ -39,7 +40,10 @@ const fmt = (d: Prisma.Decimal | string | number) => new Prisma.Decimal(d).toFix
  */
 @Injectable()
 export class CreditLedger {
-  constructor(private readonly prisma: PrismaService) {}
+  constructor(
+    private readonly prisma: PrismaService,
+    @Optional() readonly metrics?: Metrics,
+  ) {}
 
   /**
    * Takes `amount` out of what the namespace may spend, or throws 402. A single conditional
@@ -85,6 +89,7 @@ export class CreditLedger {
         { required: fmt(amount), available: balance.available },
       );
     }
+    this.metrics?.creditsReserved.inc(creditAmount(amount));
     return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount) }));
   }
 
@@ -117,6 +122,7 @@ export class CreditLedger {
       SELECT gen_random_uuid(), ns.id, 'charge'::"LedgerKind", -cur.charge, ns.credits, cur.rid FROM ns, cur, closed
       RETURNING (-amount)::text AS charged`;
     if (rows.length === 0) return this.alreadyClosed(reservationId, client);
+    this.metrics?.creditsSettled.inc(creditAmount(fmt(rows[0].charged)));
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
   }
 
@@ -135,6 +141,7 @@ export class CreditLedger {
       UPDATE namespaces n SET reserved = n.reserved - cur.amount
       FROM cur, closed WHERE n.id = cur.namespace_id
       RETURNING n.id::text AS id`;
+    if (rows.length > 0) this.metrics?.creditReleases.inc();
     return rows.length > 0;
   }
 

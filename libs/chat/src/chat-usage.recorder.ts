@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import { Prisma, PrismaService } from '@atelier/db';
+import { PrismaService } from '@atelier/db';
 
 export interface ChatUsageRecord {
   id: string;
@@ -19,11 +19,12 @@ export interface ChatUsageRecord {
 }
 
 const MAX_BATCH = 500;
+const FLUSH_DELAY_MS = 50;
 
 /**
- * Writes one chat_usage row per request, off the response path. Rows that arrive while a write
- * is in flight are collected and written together in the next multi-row INSERT, so the table
- * costs one statement per batch rather than one per request at high rates. The charge itself
+ * Writes one chat_usage row per request, off the response path. Rows are collected for 50 ms
+ * (and while a write is in flight) and written together in one multi-row INSERT, so the table
+ * costs a few statements per second rather than one per request at high rates. The charge itself
  * is already durable in the credit ledger; this is the per-request detail.
  */
 @Injectable()
@@ -36,7 +37,8 @@ export class ChatUsageRecorder implements OnModuleDestroy {
 
   record(row: ChatUsageRecord): void {
     this.pending.push(row);
-    this.flushing ??= this.flush();
+    // Collecting for a moment turns a burst of requests into one INSERT (and one commit).
+    this.flushing ??= new Promise((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => this.flush());
   }
 
   /** Resolves once every row recorded so far is written (tests, shutdown). */
@@ -48,10 +50,18 @@ export class ChatUsageRecorder implements OnModuleDestroy {
     while (this.pending.length > 0) {
       const batch = this.pending.splice(0, MAX_BATCH);
       try {
-        await this.prisma.chatUsage.createMany({
-          data: batch.map((r) => ({ ...r, cost: new Prisma.Decimal(r.cost) })),
-          skipDuplicates: true,
-        });
+        // Raw and column-wise (unnest): Prisma's createMany compiles a query per row count.
+        await this.prisma.$executeRaw`
+          INSERT INTO chat_usage (id, namespace_id, user_id, model, provider, stream, status, prompt_tokens, completion_tokens,
+                                  cost, reservation_id, request_id, error_message, duration_ms)
+          SELECT * FROM unnest(
+            ${batch.map((r) => r.id)}::text[], ${batch.map((r) => r.namespaceId)}::uuid[], ${batch.map((r) => r.userId)}::uuid[],
+            ${batch.map((r) => r.model)}::text[], ${batch.map((r) => r.provider)}::text[], ${batch.map((r) => r.stream)}::boolean[],
+            ${batch.map((r) => r.status)}::"ChatUsageStatus"[], ${batch.map((r) => r.promptTokens)}::int[],
+            ${batch.map((r) => r.completionTokens)}::int[], ${batch.map((r) => r.cost)}::numeric[],
+            ${batch.map((r) => r.reservationId)}::uuid[], ${batch.map((r) => r.requestId)}::text[],
+            ${batch.map((r) => r.errorMessage)}::text[], ${batch.map((r) => r.durationMs)}::int[])
+          ON CONFLICT (id) DO NOTHING`;
       } catch (err) {
         this.logger.error(`Could not record usage of ${batch.length} chat request(s): ${(err as Error).message}`);
       }

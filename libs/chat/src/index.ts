@@ -19,7 +19,7 @@ export { generateLocalChat, type LocalChatOutput, type MediaDescription } from '
 export { LocalChatProvider, PROVIDER_LOCAL_CHAT, type MediaInspector } from './local-chat/local-chat.provider';
 export { ChatMediaInspector } from './local-chat/chat-media-inspector';
 export { CORPUS_TITLE } from './local-chat/corpus';
-export { OpenAiCompatibleProvider, type FetchLike, type SecretLookup } from './providers/openai-compatible.provider';
+export { OpenAiCompatibleProvider, type SecretLookup } from './providers/openai-compatible.provider';
 export type { ChatProvider, ChatProviderCall, ChunkSink, ProviderCompletion, ProviderStream } from './providers/chat-provider';
 export { ChatCompletionRunner, type ChatRunContext } from './chat-completion.runner';
 export { ChatCompletionProcessor } from './chat-completion.processor';

@@ -102,6 +102,8 @@ const schema = z.object({
   /** How many invalid dataset rows a tokenization reports with row number and reason. */
   TOKENIZE_INVALID_EXAMPLES: positiveInt.default(100),
   PRETTY_LOGS: bool.optional(),
+  /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (e.g. when the gateway's /metrics is reachable from outside). */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
 });
 
 const checked = schema.superRefine((c, ctx) => {

@@ -3,3 +3,4 @@ export * from './queue-contracts';
 export * from './broadcast-channels';
 export * from './admin-dto';
 export * from './health';
+export * from './repository-dto';

@@ -3,3 +3,4 @@ export { DbModule } from './db.module';
 export { Prisma, PrismaClient } from './generated/prisma/client';
 export * from './generated/prisma/enums';
 export type * from './generated/prisma/models';
+export { createPgPool } from './pg-pool';

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError, type MediaRenderJob, type MediaRenderOutput, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type MediaModelDefinition } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
 import { BlobStore, outputKey } from '@atelier/storage';
 import { throwIfAborted } from './engine-errors';
 import { EngineRegistry } from './engine-registry';
@@ -20,6 +21,7 @@ export class MediaRenderer {
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     private readonly engines: EngineRegistry,
     private readonly blobs: BlobStore,
+    @Optional() private readonly metrics?: Metrics,
   ) {}
 
   model(id: string): MediaModelDefinition {
@@ -32,7 +34,10 @@ export class MediaRenderer {
   async render(job: MediaRenderJob, signal: AbortSignal): Promise<MediaRenderResult> {
     const model = this.model(job.model);
     const started = performance.now();
-    const result = await this.engines.engineFor(model).run({ model, params: job.params, signal });
+    const engine = this.engines.engineFor(model);
+    const run = () => engine.run({ model, params: job.params, signal });
+    // Labelled by engine type: remote providers' latency is what this mostly shows (builtin = local engines).
+    const result = this.metrics ? await this.metrics.timeUpstream(model.engine.type, run) : await run();
     const engineMs = performance.now() - started;
     throwIfAborted(signal);
 

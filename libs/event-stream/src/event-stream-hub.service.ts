@@ -1,7 +1,9 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { Metrics } from '@atelier/observability';
 import { BroadcastBus } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 
@@ -35,6 +37,8 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     private readonly bus: BroadcastBus,
     private readonly urls: SignedUrls,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Optional() private readonly metrics?: Metrics,
+    @Optional() private readonly adapterHost?: HttpAdapterHost,
   ) {}
 
   get connections(): number {
@@ -49,6 +53,13 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     const every = Math.max(50, Math.floor(this.config.EVENTS_KEEPALIVE_MS / 3));
     this.keepAlive = setInterval(() => this.sendKeepAlives(), every);
     this.keepAlive.unref();
+    // A draining server waits for its connections to end, and a stream never ends by itself:
+    // end them when the HTTP server starts closing (SIGTERM), before it waits.
+    const fastify = this.adapterHost?.httpAdapter?.getInstance?.() as { addHook?: (name: 'preClose', hook: (done: () => void) => void) => void } | undefined;
+    fastify?.addHook?.('preClose', (done) => {
+      this.endAll();
+      done();
+    });
   }
 
   /** Takes over a raw response as an SSE stream for `userId` until the client goes away. */
@@ -64,7 +75,12 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     let set = this.byUser.get(userId);
     if (!set) this.byUser.set(userId, (set = new Set()));
     set.add(conn);
+    this.metrics?.sseConnections.inc();
+    let closed = false;
     const close = () => {
+      if (closed) return;
+      closed = true;
+      this.metrics?.sseConnections.dec();
       const current = this.byUser.get(userId);
       current?.delete(conn);
       if (current?.size === 0) this.byUser.delete(userId);
@@ -99,7 +115,15 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.keepAlive);
     await this.unsubscribe?.();
-    for (const set of this.byUser.values()) for (const conn of set) conn.res.end();
+    this.endAll();
+  }
+
+  /**
+   * Ends every stream cleanly (a complete chunked response, not a reset), telling clients to
+   * reconnect after a second: EventSource then reaches another replica.
+   */
+  private endAll(): void {
+    for (const set of this.byUser.values()) for (const conn of set) if (!conn.res.writableEnded) conn.res.end('retry: 1000\n\n');
     this.byUser.clear();
   }
 }

@@ -21,3 +21,4 @@ export { renderChat, type ChatMessage } from './chat-templates';
 export { TokenizerRegistry, type TokenCounter } from './tokenizers';
 export { blobAsyncBuffer, openParquet, readRowWindows, ParquetReadError, type ParquetDataset } from './parquet-dataset';
 export { tokenizeDataset, estimateCost, LengthStats, type TokenizationStats, type TokenizeOptions } from './tokenize-dataset';
+export { createFineTuneJsonSchema, trainingParamsJsonSchema } from './fine-tune-json-schema';

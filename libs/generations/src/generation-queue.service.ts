@@ -5,6 +5,7 @@ import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
 import { ModelCatalog, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
+import { requestContext } from '@atelier/observability';
 import { BroadcastBus, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
@@ -115,8 +116,10 @@ export class GenerationQueue {
       const batch = items.filter((i) => i.mediaType === mediaType);
       if (batch.length === 0) continue;
       const queue = this.queues.queue(queueFor(mediaType));
+      // The enqueueing request's id follows the job into the worker's logs (re-dispatches have none).
+      const requestId = requestContext.current()?.requestId;
       await queue
-        .addBulk(batch.map((i) => ({ name: queue.name, data: { generationId: i.id, requestId: i.id }, opts: { jobId: i.id } })))
+        .addBulk(batch.map((i) => ({ name: queue.name, data: { generationId: i.id, requestId: requestId ?? i.id }, opts: { jobId: i.id } })))
         .catch((err: Error) => this.logger.warn(`Could not add ${batch.length} job(s) now (${err.message}); the dispatcher will retry`));
     }
   }

@@ -1,6 +1,7 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog, validateModelRequest } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
 import { GenerationRenderer } from './generation-renderer';
 import { GenerationState } from './generation-state';
 
@@ -18,11 +19,20 @@ export class GenerationRunner {
     private readonly state: GenerationState,
     private readonly renderer: GenerationRenderer,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    @Optional() private readonly metrics?: Metrics,
   ) {}
 
   async run(id: string, signal: AbortSignal): Promise<RunOutcome> {
+    const seen: { model?: string } = {};
+    const outcome = await this.runOnce(id, signal, seen);
+    if (outcome !== 'skipped') this.metrics?.generations.inc({ model: seen.model ?? 'unknown', outcome, mode: 'queue' });
+    return outcome;
+  }
+
+  private async runOnce(id: string, signal: AbortSignal, seen: { model?: string }): Promise<RunOutcome> {
     const row = await this.state.start(id);
     if (!row) return 'skipped';
+    seen.model = row.modelName;
     const model = this.catalog.get(row.modelName);
     if (!model) {
       await this.state.fail(id, `Model not found: ${row.modelName}`);

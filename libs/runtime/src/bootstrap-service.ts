@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { ConsoleLogger, type INestApplication, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
+import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import multipart from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
+import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
 import { ApiExceptionFilter } from './api-exception.filter';
+import { instrumentHttp } from './http-instrumentation';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
@@ -13,6 +15,18 @@ function logLevels(level: AppConfig['LOG_LEVEL']): LogLevel[] | false {
   if (level === 'silent') return false;
   const map: Record<string, LogLevel> = { fatal: 'fatal', error: 'error', warn: 'warn', info: 'log', debug: 'debug', trace: 'verbose' };
   return LEVELS.slice(0, LEVELS.indexOf(map[level]) + 1);
+}
+
+export interface RegisteredRoute {
+  method: string;
+  /** Fastify's pattern, e.g. `/api/ai/queue/:id` or `/files/*`. */
+  url: string;
+}
+const routeTables = new WeakMap<object, RegisteredRoute[]>();
+
+/** Every route the app's HTTP server serves (recorded as they are registered), e.g. for API-description coverage. */
+export function registeredRoutes(app: NestFastifyApplication): RegisteredRoute[] {
+  return [...(routeTables.get(app.getHttpAdapter().getInstance()) ?? [])];
 }
 
 /** The Fastify adapter with atelier's HTTP rules: body limit, request ids, envelope for every error. */
@@ -33,6 +47,11 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     routerOptions: { ignoreTrailingSlash: true },
   });
   const fastify = adapter.getInstance();
+  const routes: RegisteredRoute[] = [];
+  routeTables.set(fastify, routes);
+  fastify.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
   // JSON only (multipart uploads register their own parser); form and text bodies would
   // otherwise reach handlers as look-alike objects or strings.
   for (const type of ['application/x-www-form-urlencoded', 'text/plain']) {
@@ -51,21 +70,28 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   return adapter;
 }
 
+/** JSON lines in production (or PRETTY_LOGS=false), readable lines otherwise (or PRETTY_LOGS=true). */
+export function createLogger(config: AppConfig, service: string): LoggerService | false {
+  if (config.LOG_LEVEL === 'silent') return false;
+  const json = config.PRETTY_LOGS === undefined ? config.NODE_ENV === 'production' : !config.PRETTY_LOGS;
+  if (json) return new JsonLogger(service, config.LOG_LEVEL);
+  return new PrettyLogger(service, { logLevels: logLevels(config.LOG_LEVEL) || [] });
+}
+
 /** Builds an app without listening, so tests can drive it with Fastify's inject. */
 export async function createService(
   module: Type<unknown> | DynamicModule,
   config: AppConfig,
   opts: { service: string },
 ): Promise<NestFastifyApplication> {
-  const logger = new ConsoleLogger(opts.service, {
-    json: config.NODE_ENV === 'production' && config.PRETTY_LOGS !== true,
-    logLevels: logLevels(config.LOG_LEVEL) || [],
-  });
+  const logger = createLogger(config, opts.service);
   const app = await NestFactory.create<NestFastifyApplication>(module, createFastifyAdapter(config), {
-    logger: config.LOG_LEVEL === 'silent' ? false : logger,
+    logger,
     abortOnError: false,
   });
   app.useGlobalFilters(new ApiExceptionFilter());
+  // Before init: the hooks must be in place when Nest registers the routes.
+  instrumentHttp(app.getHttpAdapter().getInstance(), app.get(Metrics), logger || undefined);
   try {
     await app.init();
     await app.getHttpAdapter().getInstance().ready();
@@ -75,8 +101,31 @@ export async function createService(
     await app.close().catch(() => undefined);
     throw err;
   }
-  app.enableShutdownHooks(['SIGTERM', 'SIGINT']);
   return app;
+}
+
+/**
+ * Graceful stop, in the order that loses no work:
+ * 1. the HTTP server stops accepting connections; idle keep-alive connections are closed, requests
+ *    arriving on busy ones get 503 + `Connection: close`, and requests in flight (a sync render, a
+ *    chat completion) finish while Postgres, Redis and the reply channels are all still open.
+ *    Event streams are ended by their hub's preClose hook, so they do not hold the close up.
+ *    After `drainMs` the remaining connections are cut.
+ * 2. Nest's shutdown: workers stop taking jobs and finish or hand back the active ones
+ *    (WorkerHost), then Postgres and Redis close.
+ * Nest's own signal handling would run step 2 first and close the database under the requests.
+ */
+export async function drainAndClose(app: NestFastifyApplication, drainMs: number): Promise<void> {
+  const fastify = app.getHttpAdapter().getInstance();
+  const server = fastify.server;
+  const cut = setTimeout(() => server.closeAllConnections(), drainMs);
+  cut.unref();
+  try {
+    await fastify.close();
+  } finally {
+    clearTimeout(cut);
+  }
+  await app.close();
 }
 
 /** Entry point of every app: validated config in, listening service out, clean exit on signals. */
@@ -92,7 +141,34 @@ export async function runService(
     process.stderr.write(`${opts.service} failed to start: ${(err as Error).message}\n`);
     process.exit(1);
   }
+  const logger = createLogger(config, opts.service);
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    if (logger) logger.log(`${signal}: draining requests and jobs`, 'Shutdown');
+    // Bounded: the drain, then the workers' own SHUTDOWN_TIMEOUT_MS, then a margin.
+    const deadline = setTimeout(() => {
+      process.stderr.write(`${opts.service} did not stop in time; exiting\n`);
+      process.exit(1);
+    }, 2 * config.SHUTDOWN_TIMEOUT_MS + 10_000);
+    deadline.unref();
+    drainAndClose(app, config.SHUTDOWN_TIMEOUT_MS).then(
+      () => {
+        if (logger) logger.log('stopped', 'Shutdown');
+        process.exit(0);
+      },
+      (err: Error) => {
+        process.stderr.write(`${opts.service} failed to stop cleanly: ${err.stack ?? err.message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  // `on`, not `once`: a second signal (Ctrl-C pressed twice, a process manager repeating it)
+  // must not kill the process halfway through its drain.
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
   await app.listen({ port: opts.port, host: config.HOST });
-  new ConsoleLogger(opts.service).log(`listening on http://${config.HOST}:${opts.port}`);
+  if (logger) logger.log(`listening on http://${config.HOST}:${opts.port}`, 'Bootstrap');
   return app;
 }

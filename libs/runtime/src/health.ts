@@ -60,6 +60,21 @@ export class HealthController {
   }
 }
 
+/**
+ * Liveness: the process answers. Deliberately not checking Postgres or Redis: an outage of a
+ * dependency must take pods out of rotation (readiness, /health), not restart every pod.
+ */
+@PublicRoute()
+@Controller()
+export class LivenessController {
+  constructor(@Inject(SERVICE_NAME) private readonly service: string) {}
+
+  @Get('health/live')
+  live() {
+    return { status: 'ok', service: this.service };
+  }
+}
+
 /** Prisma wraps driver errors in multi-line invocation dumps; operators need the cause line. */
 function summarize(err: unknown): string {
   const lines = String((err as Error)?.message ?? err).split('\n').map((l) => l.trim()).filter(Boolean);

@@ -29,7 +29,14 @@ interface Pending {
 @Injectable()
 export class RpcClient implements OnApplicationShutdown {
   private subscriber?: Redis;
+  /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
+  private subscribed?: Promise<unknown>;
   private readonly pending = new Map<string, Pending>();
+  /**
+   * Job ids start with this process's id, so every reply channel of this process matches one
+   * pattern: subscribing once replaces a SUBSCRIBE and an UNSUBSCRIBE per call.
+   */
+  private readonly instance = randomUUID().slice(0, 13);
 
   constructor(
     private readonly redis: RedisService,
@@ -39,7 +46,7 @@ export class RpcClient implements OnApplicationShutdown {
 
   async call<Q extends QueueContract>(contract: Q, payload: PayloadOf<Q>, opts: RpcCallOptions = {}): Promise<ResultOf<Q>> {
     if (contract.settings.kind !== 'rpc') throw new Error(`queue ${contract.name} is not a request/response queue`);
-    const jobId = randomUUID();
+    const jobId = `${this.instance}-${randomUUID()}`;
     const channel = this.redis.names.rpcReply(jobId);
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
 
@@ -51,7 +58,6 @@ export class RpcClient implements OnApplicationShutdown {
         clearTimeout(timer);
         opts.signal?.removeEventListener('abort', onAbort);
         this.pending.delete(channel);
-        void this.subscriber?.unsubscribe(channel).catch(() => undefined);
         fn();
       };
       const cancelJob = (reason: string) => {
@@ -77,8 +83,7 @@ export class RpcClient implements OnApplicationShutdown {
         },
         abandon: (err) => finish(() => reject(err)),
       });
-      this.ensureSubscriber()
-        .subscribe(channel)
+      this.ensureSubscribed()
         .then(() => this.queues.add(contract, payload, { jobId }))
         .catch((err: Error) =>
           finish(() => reject(new ApiError('service_unavailable', `Could not reach the job queue: ${err.message}`))),
@@ -86,10 +91,10 @@ export class RpcClient implements OnApplicationShutdown {
     });
   }
 
-  private ensureSubscriber(): Redis {
-    if (this.subscriber) return this.subscriber;
+  private ensureSubscribed(): Promise<unknown> {
+    if (this.subscribed) return this.subscribed;
     const sub = this.redis.duplicate('rpc-replies');
-    sub.on('message', (channel: string, raw: string) => {
+    sub.on('pmessage', (_pattern: string, channel: string, raw: string) => {
       const pending = this.pending.get(channel);
       if (!pending) return;
       try {
@@ -99,7 +104,14 @@ export class RpcClient implements OnApplicationShutdown {
       }
     });
     this.subscriber = sub;
-    return sub;
+    this.subscribed = sub.psubscribe(this.redis.names.rpcReply(`${this.instance}-*`)).catch((err: Error) => {
+      // The next call tries again rather than failing forever.
+      this.subscribed = undefined;
+      this.subscriber = undefined;
+      void closeRedis(sub);
+      throw err;
+    });
+    return this.subscribed;
   }
 
   /**

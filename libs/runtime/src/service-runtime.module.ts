@@ -2,9 +2,11 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { ConfigModule, type AppConfig } from '@atelier/config';
 import type { QueueContract } from '@atelier/contracts';
 import { DbModule } from '@atelier/db';
+import { Metrics } from '@atelier/observability';
 import { BroadcastBus } from './broadcast-bus.service';
-import { HealthChecks, HealthController, SERVICE_NAME } from './health';
+import { HealthChecks, HealthController, LivenessController, SERVICE_NAME } from './health';
 import { JobQueues } from './job-queues.service';
+import { CONSUMED_QUEUES, MetricsController, QueueDepthMetrics } from './metrics.controller';
 import { RedisModule } from './redis.module';
 import { RpcClient } from './rpc-client.service';
 import { WorkerHostModule } from './worker-host.service';
@@ -16,7 +18,7 @@ export interface ServiceRuntimeOptions {
   consumes?: readonly QueueContract[];
 }
 
-/** What every atelier app shares: config, Postgres, Redis, queues, broadcasts, workers, health. */
+/** What every atelier app shares: config, Postgres, Redis, queues, broadcasts, workers, health, metrics. */
 @Module({})
 export class ServiceRuntimeModule {
   static forRoot(options: ServiceRuntimeOptions): DynamicModule {
@@ -33,9 +35,19 @@ export class ServiceRuntimeModule {
           lockDurationMs: options.config.JOB_LOCK_DURATION_MS,
         }),
       ],
-      controllers: [HealthController],
-      providers: [{ provide: SERVICE_NAME, useValue: options.service }, HealthChecks, BroadcastBus, JobQueues, RpcClient],
-      exports: [SERVICE_NAME, HealthChecks, BroadcastBus, JobQueues, RpcClient],
+      controllers: [HealthController, LivenessController, MetricsController],
+      providers: [
+        { provide: SERVICE_NAME, useValue: options.service },
+        { provide: CONSUMED_QUEUES, useValue: options.consumes ?? [] },
+        // One registry per app instance, so apps sharing a process (tests) keep their own numbers.
+        { provide: Metrics, useFactory: () => new Metrics(options.service) },
+        QueueDepthMetrics,
+        HealthChecks,
+        BroadcastBus,
+        JobQueues,
+        RpcClient,
+      ],
+      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient],
     };
   }
 }

@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, Module, type DynamicModule, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
-import { Worker, type Job } from 'bullmq';
+import { WaitingError, Worker, type Job } from 'bullmq';
 import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
+import { Metrics, requestContext } from '@atelier/observability';
 import { BroadcastBus } from './broadcast-bus.service';
 import { JOB_HANDLER_METADATA, type JobContext, type JobHandler } from './job-handler';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
@@ -56,6 +57,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(WorkerHost.name);
   private readonly workers: Worker[] = [];
   private readonly active = new Map<string, AbortController>();
+  /** Set when shutdown aborts the jobs still running: they go back to the queue, not to completed. */
+  private handingBack = false;
   private unsubscribe?: () => Promise<void>;
 
   constructor(
@@ -63,6 +66,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly discovery: DiscoveryService,
     private readonly redis: RedisService,
     private readonly bus: BroadcastBus,
+    private readonly metrics: Metrics,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -88,34 +92,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private startWorker(contract: QueueContract, handler: JobHandler<QueueContract>): Worker {
-    const rpc = contract.settings.kind === 'rpc';
     const worker = new Worker(
       contract.name,
-      async (job: Job) => {
-        const key = `${contract.name}:${job.id}`;
-        const controller = new AbortController();
-        this.active.set(key, controller);
-        const ctx: JobContext = {
-          job,
-          signal: controller.signal,
-          attempt: job.attemptsMade + 1,
-          sendChunk: async (data) => {
-            if (rpc) await this.reply(job, { kind: 'chunk', data });
-          },
-        };
-        try {
-          const result = await handler.handle(job.data, ctx);
-          if (rpc) await this.reply(job, { kind: 'result', data: result });
-          return result;
-        } catch (err) {
-          const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-          if (rpc && finalAttempt) await this.reply(job, { kind: 'error', error: toReplyError(err) });
-          if (!(err instanceof ApiError)) this.logger.error(`${contract.name} job ${job.id} failed: ${(err as Error).stack ?? err}`);
-          throw err;
-        } finally {
-          this.active.delete(key);
-        }
-      },
+      // Each job runs in the context of the request that caused it, so every log line written
+      // while handling it carries the gateway's request id (CallerContext.requestId or the
+      // job's own requestId).
+      (job: Job, token?: string) =>
+        requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, token)),
       {
         connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
@@ -128,13 +111,67 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     return worker;
   }
 
+  private async run(contract: QueueContract, handler: JobHandler<QueueContract>, job: Job, token: string | undefined): Promise<unknown> {
+    const rpc = contract.settings.kind === 'rpc';
+    const key = `${contract.name}:${job.id}`;
+    const controller = new AbortController();
+    this.active.set(key, controller);
+    const ctx: JobContext = {
+      job,
+      signal: controller.signal,
+      attempt: job.attemptsMade + 1,
+      sendChunk: async (data) => {
+        if (rpc) await this.reply(job, { kind: 'chunk', data });
+      },
+    };
+    const timer = this.metrics.jobDuration.startTimer({ queue: contract.name });
+    const started = performance.now();
+    try {
+      const result = await handler.handle(job.data, ctx).catch(async (err: unknown) => {
+        await this.handBackIfStopping(contract, job, token, controller.signal);
+        throw err;
+      });
+      await this.handBackIfStopping(contract, job, token, controller.signal);
+      if (rpc) await this.reply(job, { kind: 'result', data: result });
+      timer({ outcome: 'completed' });
+      this.logger.log(`job completed in ${Math.round(performance.now() - started)} ms`);
+      return result;
+    } catch (err) {
+      if (err instanceof WaitingError) {
+        this.logger.log('job handed back to the queue: this worker is shutting down');
+        throw err;
+      }
+      timer({ outcome: 'failed' });
+      const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      if (rpc && finalAttempt) await this.reply(job, { kind: 'error', error: toReplyError(err) });
+      if (err instanceof ApiError) this.logger.log(`job failed in ${Math.round(performance.now() - started)} ms: ${err.message}`);
+      else this.logger.error(`${contract.name} job ${job.id} failed: ${(err as Error).stack ?? err}`);
+      throw err;
+    } finally {
+      this.active.delete(key);
+    }
+  }
+
+  /**
+   * A work job whose handler was aborted by shutdown (not by a cancel) goes back to the waiting
+   * list for another replica, without using up an attempt. BullMQ leaves a job that throws
+   * WaitingError alone. Request/response jobs are not re-run: their caller may already have
+   * received chunks; they fail and the caller is told.
+   */
+  private async handBackIfStopping(contract: QueueContract, job: Job, token: string | undefined, signal: AbortSignal): Promise<void> {
+    if (!this.handingBack || !signal.aborted || contract.settings.kind !== 'work') return;
+    await job.moveToWait(token);
+    throw new WaitingError();
+  }
+
   private async reply(job: Job, message: RpcReply): Promise<void> {
     await this.redis.client.publish(this.redis.names.rpcReply(String(job.id)), JSON.stringify(message));
   }
 
   /**
-   * Stops taking jobs and lets active ones finish; after the timeout they are aborted and
-   * abandoned, and BullMQ's stalled-job check hands them to another replica.
+   * Stops taking jobs and lets active ones finish; after the timeout they are aborted and work
+   * jobs are moved back to the waiting list for another replica (a handler that ignores its
+   * signal is abandoned, and BullMQ's stalled-job check hands its job over instead).
    *
    * Runs in onModuleDestroy of WorkerHostModule (a non-global module), which Nest destroys
    * before the global ones: finishing jobs still have Postgres (closed in DbModule's
@@ -156,6 +193,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
     const graceful = Promise.all(this.workers.map((w) => w.close().catch(() => undefined)));
     if (await settlesWithin(graceful, this.options.shutdownTimeoutMs)) return;
+    this.handingBack = true;
     abortActive('worker shutting down');
     // Handlers that honour their signal end now and the graceful close completes. close(true)
     // cannot help here (BullMQ returns the close already under way), so any job still running
@@ -164,6 +202,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     this.logger.warn('Jobs still running after the shutdown timeout; abandoning them');
     await settlesWithin(Promise.all(this.workers.map((w) => w.disconnect().catch(() => undefined))), 1_000);
   }
+}
+
+/** The originating request's id: CallerContext.requestId (rpc jobs) or the job's own requestId. */
+function jobRequestId(job: Job): string {
+  const data = (job.data ?? {}) as { requestId?: unknown; caller?: { requestId?: unknown } };
+  const id = data.caller?.requestId ?? data.requestId;
+  return typeof id === 'string' && id ? id : `job-${job.id}`;
 }
 
 function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

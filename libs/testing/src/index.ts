@@ -3,3 +3,4 @@ export { waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
 export { bootHealthyAndClose } from './service-boot';
 export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
+export { metricValue } from './prometheus-text';

@@ -1,3 +1,5 @@
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
 import { Logger } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
@@ -39,7 +41,6 @@ class AttemptError extends Error {
 class UpstreamTimeout extends Error {}
 
 export type SecretLookup = (envName: string) => string | undefined;
-export type FetchLike = (url: string, init: RequestInit) => Promise<Response>;
 
 function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
   const all = [engine, ...(engine.fallbacks ?? [])];
@@ -74,8 +75,8 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function retryAfter(res: Response): number | undefined {
-  const raw = res.headers.get('retry-after');
+function retryAfter(res: IncomingMessage): number | undefined {
+  const raw = res.headers['retry-after'];
   if (!raw) return undefined;
   const seconds = Number(raw);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
@@ -83,8 +84,15 @@ function retryAfter(res: Response): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
-async function upstreamMessage(res: Response): Promise<string> {
-  const text = await res.text().catch(() => '');
+async function readText(res: IncomingMessage): Promise<string> {
+  res.setEncoding('utf8');
+  let text = '';
+  for await (const chunk of res as AsyncIterable<string>) text += chunk;
+  return text;
+}
+
+async function upstreamMessage(res: IncomingMessage): Promise<string> {
+  const text = await readText(res).catch(() => '');
   try {
     const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
     const msg = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
@@ -92,7 +100,7 @@ async function upstreamMessage(res: Response): Promise<string> {
   } catch {
     // not JSON: fall through to the raw text
   }
-  return text.slice(0, 200) || res.statusText || `HTTP ${res.status}`;
+  return text.slice(0, 200) || res.statusMessage || `HTTP ${res.statusCode}`;
 }
 
 /**
@@ -103,17 +111,25 @@ async function upstreamMessage(res: Response): Promise<string> {
  */
 export class OpenAiCompatibleProvider implements ChatProvider {
   private readonly logger = new Logger('OpenAiCompatibleProvider');
+  // node:http rather than fetch: a fraction of the CPU per request, which bounds a chat pod's throughput.
+  private readonly agents = {
+    'http:': new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' }),
+    'https:': new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' }),
+  };
 
-  constructor(
-    private readonly secrets: SecretLookup,
-    private readonly fetchImpl: FetchLike = (url, init) => fetch(url, init),
-  ) {}
+  constructor(private readonly secrets: SecretLookup) {}
 
   async complete(call: ChatProviderCall): Promise<ProviderCompletion> {
     return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
       const res = await this.post(call, endpoint, false, signal);
       armTimer();
-      const text = await res.text();
+      let text: string;
+      try {
+        text = await readText(res);
+      } catch (err) {
+        if (signal.aborted) throw err;
+        throw new AttemptError('retry', new ApiError('upstream_error', `The model provider's response was cut off (${endpoint.label}): ${(err as Error).message}`));
+      }
       let completion: ChatCompletion;
       try {
         completion = JSON.parse(text) as ChatCompletion;
@@ -149,7 +165,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         new AttemptError(emitted ? 'fatal' : 'retry', new ApiError('upstream_error', `${message} (${endpoint.label})`));
       try {
         armTimer();
-        for await (const data of sseData(res.body as unknown as AsyncIterable<Uint8Array>)) {
+        for await (const data of sseData(res)) {
           armTimer();
           // Reading on to the end of the body (rather than breaking) lets the connection be reused.
           if (done) continue;
@@ -190,7 +206,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     });
   }
 
-  private async post(call: ChatProviderCall, endpoint: Endpoint, stream: boolean, signal: AbortSignal): Promise<Response> {
+  private async post(call: ChatProviderCall, endpoint: Endpoint, stream: boolean, signal: AbortSignal): Promise<IncomingMessage> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
     if (endpoint.apiKeyEnv) {
       const key = this.secrets(endpoint.apiKeyEnv);
@@ -207,22 +223,33 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     if (stream) body.stream_options = { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true };
     else delete body.stream_options;
 
-    let res: Response;
+    const url = new URL(`${endpoint.baseUrl}/chat/completions`);
+    const payload = JSON.stringify(body);
+    let res: IncomingMessage;
     try {
-      res = await this.fetchImpl(`${endpoint.baseUrl}/chat/completions`, { method: 'POST', headers, body: JSON.stringify(body), signal });
+      res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const transport = url.protocol === 'https:' ? https : http;
+        const req = transport.request(
+          url,
+          { method: 'POST', agent: this.agents[url.protocol as 'http:' | 'https:'], headers: { ...headers, 'content-length': Buffer.byteLength(payload) }, signal },
+          resolve,
+        );
+        req.on('error', reject);
+        req.end(payload);
+      });
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       throw new AttemptError('retry', new ApiError('upstream_error', `The model provider could not be reached (${endpoint.label}): ${(err as Error).message}`));
     }
-    if (res.ok) {
-      if (stream && !(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
-        await res.body?.cancel().catch(() => undefined);
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) {
+      if (stream && !String(res.headers['content-type'] ?? '').includes('text/event-stream')) {
+        res.destroy();
         throw new AttemptError('next', new ApiError('upstream_error', `The model provider did not stream its answer (${endpoint.label})`));
       }
       return res;
     }
     const message = await upstreamMessage(res);
-    const status = res.status;
     if (status === 429)
       throw new AttemptError('retry', new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(res));
     if (status >= 500 || status === 408)
@@ -252,15 +279,13 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         if (call.signal.aborted) throw cancelled();
         const controller = new AbortController();
         const signal = AbortSignal.any([call.signal, controller.signal]);
-        let timer: NodeJS.Timeout | undefined;
-        const armTimer = () => {
-          clearTimeout(timer);
-          timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
-        };
-        armTimer();
+        const timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
+        const armTimer = () => void timer.refresh();
         try {
           return await attempt(endpoint, signal, armTimer);
         } catch (err) {
+          // Frees the connection of a response that was not read to the end.
+          controller.abort();
           if (call.signal.aborted) throw cancelled();
           const timedOut = controller.signal.aborted && controller.signal.reason instanceof UpstreamTimeout;
           last = timedOut
@@ -281,8 +306,6 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           }
         } finally {
           clearTimeout(timer);
-          // A response body that was not read to the end holds its connection until released.
-          controller.abort();
         }
       }
     }

@@ -1,0 +1,67 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import Ajv2019 from 'ajv/dist/2019';
+import { parse } from 'yaml';
+import { parseConfig } from '@atelier/config';
+
+const root = path.resolve(__dirname, '..');
+const file = path.join(root, 'docker-compose.yml');
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- compose services are checked field by field below. */
+type Service = any;
+
+/** Compose's `${VAR:-default}` / `${VAR}` interpolation with an empty environment (what a fresh clone gets). */
+function interpolate(value: unknown): unknown {
+  if (typeof value === 'string')
+    return value.replace(/\$\$/g, '\u0000').replace(/\$\{(\w+)(?::?-([^}]*))?\}/g, (_m, _name, def) => def ?? '').replace(/\u0000/g, '$');
+  if (Array.isArray(value)) return value.map(interpolate);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v)]));
+  return value;
+}
+
+describe('docker-compose.yml', () => {
+  const raw = parse(readFileSync(file, 'utf8'), { merge: true });
+  const compose = interpolate(raw) as { services: Record<string, Service> };
+  const apps = readdirSync(path.join(root, 'apps'));
+
+  it('is valid against the Compose specification schema', () => {
+    // The Compose specification's schema (see its $comment), kept in the repo so a machine without Docker validates too.
+    const schema = JSON.parse(readFileSync(path.join(__dirname, 'compose-spec.schema.json'), 'utf8'));
+    const ajv = new Ajv2019({ strict: false, validateFormats: false, allErrors: true });
+    const valid = ajv.validate(schema, compose);
+    expect(ajv.errors ?? []).toEqual([]);
+    expect(valid).toBe(true);
+  });
+
+  const hasCompose = spawnSync('docker-compose', ['version'], { encoding: 'utf8' }).status === 0;
+  (hasCompose ? it : it.skip)('passes `docker-compose config`', () => {
+    const run = spawnSync('docker-compose', ['-f', file, 'config', '-q'], { cwd: root, encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+  });
+
+  it('runs Postgres, Redis, MinIO, the one-shots and every app', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['postgres', 'redis', 'minio', 'minio-init', 'migrate', ...apps].sort());
+    expect(compose.services.migrate.build.target).toBe('migrate');
+    expect(compose.services.migrate.command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
+  });
+
+  it.each(readdirSync(path.join(root, 'apps')))('wires %s with a configuration the app accepts, on shared S3 storage', (app) => {
+    const service = compose.services[app];
+    expect(service.build).toMatchObject({ context: '.', target: 'runtime', args: { APP: app } });
+    expect(service.depends_on).toMatchObject({
+      postgres: { condition: 'service_healthy' },
+      redis: { condition: 'service_healthy' },
+      migrate: { condition: 'service_completed_successfully' },
+      'minio-init': { condition: 'service_completed_successfully' },
+    });
+    // The image sets NODE_ENV=production: the strictest checks apply.
+    const config = parseConfig({ ...service.environment, NODE_ENV: 'production' });
+    expect(config.STORAGE_DRIVER).toBe('s3');
+    for (const url of [config.DATABASE_URL, config.REDIS_URL, config.S3_ENDPOINT!]) expect(Object.keys(compose.services)).toContain(new URL(url).hostname);
+    expect(config.S3_ACCESS_KEY_ID).toBe(compose.services.minio.environment.MINIO_ROOT_USER);
+    expect(config.S3_SECRET_ACCESS_KEY).toBe(compose.services.minio.environment.MINIO_ROOT_PASSWORD);
+    expect(config.S3_BUCKET).toBe(compose.services['minio-init'].environment.S3_BUCKET);
+  });
+});

@@ -1,0 +1,139 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { parseConfig, type AppConfig } from '@atelier/config';
+import { CHAT_COMPLETION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, IMAGE_GENERATION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_GENERATION_QUEUE, VIDEO_RENDER_QUEUE } from '@atelier/contracts';
+import { RedisNames } from '@atelier/runtime';
+
+const root = path.resolve(__dirname, '..');
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- Kubernetes objects are checked field by field below. */
+type K8s = any;
+
+function render(overlay: string): { objects: K8s[]; errors: string[] } {
+  const run = spawnSync(process.execPath, [path.join(__dirname, 'manifests.mjs'), '--json', path.join(__dirname, 'overlays', overlay)], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: '' },
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (!run.stdout) throw new Error(`rendering ${overlay} failed: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+const byKey = (objects: K8s[]) => Object.fromEntries(objects.map((o) => [`${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`, o]));
+
+/** Which queues each workload consumes, hence which BullMQ wait lists may scale it. */
+const CONSUMED: Record<string, string[]> = {
+  chat: [CHAT_COMPLETION_QUEUE.name],
+  media: [IMAGE_RENDER_QUEUE.name, VIDEO_RENDER_QUEUE.name],
+  'queue-worker-image': [IMAGE_GENERATION_QUEUE.name],
+  'queue-worker-video': [VIDEO_GENERATION_QUEUE.name],
+  'fine-tune': [FINE_TUNE_TOKENIZE_QUEUE.name],
+};
+const PORT_VARS: Record<string, keyof AppConfig> = {
+  gateway: 'PORT',
+  chat: 'CHAT_PORT',
+  media: 'MEDIA_PORT',
+  'queue-worker': 'QUEUE_WORKER_PORT',
+  events: 'EVENTS_PORT',
+  'fine-tune': 'FINE_TUNE_PORT',
+};
+const APPS = readdirSync(path.join(root, 'apps'));
+
+describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overlay) => {
+  const { objects, errors } = render(overlay);
+  const of = (kind: string) => objects.filter((o) => o.kind === kind);
+  const deployments = of('Deployment');
+  const configMap = of('ConfigMap').find((c) => c.metadata.name === 'atelier-config');
+
+  it('validates every object against the Kubernetes and KEDA schemas', () => {
+    expect(objects.length).toBeGreaterThan(25);
+    expect(errors).toEqual([]);
+    const namespace = overlay === 'dev' ? 'atelier-dev' : 'atelier';
+    for (const o of objects) if (o.kind !== 'Namespace') expect({ id: `${o.kind}/${o.metadata.name}`, ns: o.metadata.namespace }).toEqual({ id: `${o.kind}/${o.metadata.name}`, ns: namespace });
+  });
+
+  (kubectl ? it : it.skip)('renders exactly as kubectl kustomize does', () => {
+    const out = execFileSync('kubectl', ['kustomize', path.join(__dirname, 'overlays', overlay)], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    const theirs = parseAllDocuments(out).map((d) => d.toJS());
+    expect(byKey(objects)).toEqual(byKey(theirs));
+  });
+
+  it('gives every app a Deployment with probes on its health endpoint, resources, a Service, a PDB and a scaler', () => {
+    for (const app of APPS) {
+      const mine = deployments.filter((d) => d.spec.template.spec.containers[0].image.split(':')[0].endsWith(app));
+      expect({ app, deployments: mine.length }).toEqual({ app, deployments: app === 'queue-worker' ? 2 : 1 });
+      for (const d of mine) {
+        const name = d.metadata.name;
+        const pod = d.spec.template.spec;
+        const c = pod.containers[0];
+        const port = c.ports.find((p: K8s) => p.name === 'http');
+        expect({ name, readiness: c.readinessProbe?.httpGet, liveness: c.livenessProbe?.httpGet?.path }).toEqual({
+          name,
+          readiness: { path: '/health', port: 'http' },
+          liveness: '/health/live',
+        });
+        expect(c.startupProbe?.httpGet?.path).toBe('/health');
+        for (const kind of ['requests', 'limits']) expect({ name, kind, cpu: !!c.resources?.[kind]?.cpu, memory: !!c.resources?.[kind]?.memory }).toEqual({ name, kind, cpu: true, memory: true });
+        expect(pod.securityContext.runAsNonRoot).toBe(true);
+        // The app listens where the probes and the Service look: its port variable equals containerPort.
+        const env = Object.fromEntries(c.env.map((e: K8s) => [e.name, e.value]));
+        expect({ name, port: Number(env[PORT_VARS[app]]) }).toEqual({ name, port: port.containerPort });
+        // Kubernetes waits longer than the app's own drain before it kills the pod.
+        expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(Number(env.SHUTDOWN_TIMEOUT_MS));
+        if (app === 'queue-worker') expect(env.QUEUE_WORKER_POOLS).toBe(name.endsWith('-image') ? 'image' : 'video');
+
+        const labels = d.spec.selector.matchLabels;
+        const selects = (o: K8s, selector: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v) && !!o;
+        expect(of('Service').filter((s) => selects(s, s.spec.selector))).toHaveLength(1);
+        expect(of('PodDisruptionBudget').filter((p) => selects(p, p.spec.selector.matchLabels))).toHaveLength(1);
+        const scalers = [
+          ...of('HorizontalPodAutoscaler').filter((h) => h.spec.scaleTargetRef.kind === 'Deployment' && h.spec.scaleTargetRef.name === name),
+          ...of('ScaledObject').filter((s) => s.spec.scaleTargetRef.name === name),
+        ];
+        expect({ name, scalers: scalers.length }).toEqual({ name, scalers: 1 });
+      }
+    }
+  });
+
+  it('scales per workload: gateway, chat and events on CPU; workers on their own BullMQ wait lists', () => {
+    const names = new RedisNames(configMap.data.REDIS_PREFIX);
+    for (const name of ['atelier-gateway', 'atelier-chat', 'atelier-events']) {
+      const hpa = of('HorizontalPodAutoscaler').find((h) => h.spec.scaleTargetRef.name === name);
+      expect(hpa.spec.metrics.map((m: K8s) => m.resource?.name)).toEqual(['cpu']);
+    }
+    for (const [workload, queues] of Object.entries(CONSUMED)) {
+      if (workload === 'chat') continue;
+      const scaled = of('ScaledObject').find((s) => s.spec.scaleTargetRef.name === `atelier-${workload}`);
+      const lists = scaled.spec.triggers.filter((t: K8s) => t.type === 'redis').map((t: K8s) => t.metadata.listName);
+      expect({ workload, lists }).toEqual({ workload, lists: queues.map((q) => `${names.bullPrefix}:${q}:wait`) });
+      for (const t of scaled.spec.triggers.filter((tr: K8s) => tr.type === 'redis')) expect(t.metadata.addressFromEnv).toBe('KEDA_REDIS_ADDRESS');
+      expect(scaled.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it('runs the migration as a Job before the rollout', () => {
+    const job = of('Job').find((j) => j.metadata.name === 'atelier-migrate');
+    expect(job.metadata.annotations['argocd.argoproj.io/hook']).toBe('PreSync');
+    expect(job.spec.template.spec.containers[0].command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
+    expect(job.spec.template.spec.containers[0].image.split(':')[0]).toMatch(/migrate$/);
+  });
+
+  (overlay === 'dev' ? it : it.skip)('passes each workload a configuration the apps accept (ConfigMap + Secret + env)', () => {
+    const secret = of('Secret').find((s) => s.metadata.name === 'atelier-secrets');
+    for (const d of deployments) {
+      const c = d.spec.template.spec.containers[0];
+      const refs = c.envFrom.map((e: K8s) => e.configMapRef?.name ?? e.secretRef?.name);
+      expect(refs).toEqual(['atelier-config', 'atelier-secrets']);
+      const env = { ...configMap.data, ...secret.stringData, ...Object.fromEntries(c.env.map((e: K8s) => [e.name, e.value])) };
+      expect(() => parseConfig(env)).not.toThrow();
+      const config = parseConfig(env);
+      expect(config.STORAGE_DRIVER).toBe('s3');
+      const redis = new URL(config.REDIS_URL);
+      expect(env.KEDA_REDIS_ADDRESS).toBe(`${redis.hostname}:${redis.port || 6379}`);
+    }
+  });
+});

@@ -1,0 +1,107 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Seconds; spans health checks (ms) to minute-long video renders. */
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+export type JobOutcome = 'completed' | 'failed';
+export type GenerationOutcome = 'succeeded' | 'failed' | 'cancelled';
+export type GenerationMode = 'sync' | 'queue';
+/** Redis-backed readings (queue depth) are taken at scrape time by these. */
+type Collector = () => Promise<void> | void;
+
+/**
+ * One app's Prometheus registry and the metrics atelier records. Every app has its own instance
+ * (provided by the runtime), so several apps in one process (tests) never mix their numbers.
+ * Names follow Prometheus conventions: base units (seconds), `_total` for counters.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly collectors = new Set<Collector>();
+
+  readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>;
+  readonly jobDuration: Histogram<'queue' | 'outcome'>;
+  readonly queueJobs: Gauge<'queue' | 'state'>;
+  readonly generations: Counter<'model' | 'outcome' | 'mode'>;
+  readonly creditsReserved: Counter;
+  readonly creditsSettled: Counter;
+  readonly creditReleases: Counter;
+  readonly sseConnections: Gauge;
+  readonly upstreamDuration: Histogram<'provider' | 'outcome'>;
+
+  constructor(service: string) {
+    this.registry.setDefaultLabels({ service });
+    collectDefaultMetrics({ register: this.registry });
+    const registers = [this.registry];
+    const collectors = this.collectors;
+    this.httpRequestDuration = new Histogram({
+      name: 'atelier_http_request_duration_seconds',
+      help: 'HTTP requests by route pattern and status code (streams count until they end)',
+      labelNames: ['method', 'route', 'status_code'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.jobDuration = new Histogram({
+      name: 'atelier_job_duration_seconds',
+      help: 'Time a worker spent on a job, by queue and outcome',
+      labelNames: ['queue', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.queueJobs = new Gauge({
+      name: 'atelier_queue_jobs',
+      help: 'Jobs per queue and state (waiting, active, delayed, prioritized, failed), read from Redis at scrape time',
+      labelNames: ['queue', 'state'],
+      registers,
+      async collect() {
+        await Promise.all([...collectors].map((c) => c()));
+      },
+    });
+    this.generations = new Counter({
+      name: 'atelier_generations_total',
+      help: 'Finished image/video generations by model, outcome and mode (sync request or queue)',
+      labelNames: ['model', 'outcome', 'mode'],
+      registers,
+    });
+    this.creditsReserved = new Counter({ name: 'atelier_credits_reserved_total', help: 'Credits reserved before work started', registers });
+    this.creditsSettled = new Counter({ name: 'atelier_credits_settled_total', help: 'Credits charged when reservations were settled', registers });
+    this.creditReleases = new Counter({ name: 'atelier_credit_releases_total', help: 'Reservations released without a charge (failure, cancel)', registers });
+    this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
+    this.upstreamDuration = new Histogram({
+      name: 'atelier_upstream_request_duration_seconds',
+      help: 'Calls to model providers, by provider and outcome',
+      labelNames: ['provider', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+  }
+
+  /** Runs `collect` on every scrape (before the queue gauge is read); returns the unregister function. */
+  addCollector(collect: Collector): () => void {
+    this.collectors.add(collect);
+    return () => this.collectors.delete(collect);
+  }
+
+  /** Times `work` into a histogram, labelled with its outcome. */
+  async timeUpstream<T>(provider: string, work: () => Promise<T>): Promise<T> {
+    const end = this.upstreamDuration.startTimer({ provider });
+    try {
+      const result = await work();
+      end({ outcome: 'ok' });
+      return result;
+    } catch (err) {
+      end({ outcome: 'error' });
+      throw err;
+    }
+  }
+
+  /** The Prometheus text exposition of everything above. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+/** Credits are exact decimals (strings); counters take floats, which is precise enough for rates. */
+export function creditAmount(decimal: string): number {
+  const n = Number(decimal);
+  return Number.isFinite(n) && n > 0 ? n : 0;
+}

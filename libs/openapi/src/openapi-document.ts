@@ -1,0 +1,352 @@
+import { z } from 'zod';
+import { AdjustCreditsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
+import { createFineTuneJsonSchema, FINE_TUNE_STATES } from '@atelier/fine-tunes';
+import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
+import { RESPONSE_SCHEMAS } from './response-schemas';
+
+type Schema = Record<string, unknown>;
+type Method = 'get' | 'post' | 'put' | 'delete';
+type Access = 'key' | 'admin' | 'public';
+
+interface Operation {
+  method: Method;
+  /** Fastify's pattern, exactly as the route is registered (`:param`, `*`). */
+  route: string;
+  tag: string;
+  summary: string;
+  access: Access;
+  description?: string;
+  body?: Schema;
+  /** Content type of the body when it is not JSON. */
+  bodyType?: string;
+  query?: { name: string; schema: Schema; description?: string }[];
+  /** Success status → [description, schema name or inline schema, content type]. */
+  responses: Record<number, [string, (Schema | string)?, string?]>;
+}
+
+/** `/api/ai/queue/:id` → `/api/ai/queue/{id}`; a trailing wildcard becomes `{path}` (it may contain slashes). */
+export function openApiPath(fastifyUrl: string): string {
+  return fastifyUrl.replace(/:([A-Za-z_][\w]*)/g, '{$1}').replace(/\*$/, '{path}');
+}
+
+/** A zod request contract as JSON Schema: what the client sends (the input side of transforms). */
+const fromZod = (schema: z.ZodType): Schema => {
+  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Schema;
+  delete json.$schema;
+  return json;
+};
+
+/** A model's own json_request_schema, as validateModelRequest checks it; `$id` keeps its local `#/$defs` refs resolvable. */
+function modelSchema(model: ModelDefinition, mode: RequestMode): Schema {
+  const schema = buildJsonRequestSchema(model, mode) as Schema;
+  delete schema.$schema;
+  if (schema.$defs !== undefined) schema.$id = `urn:atelier:model:${model.id}:${mode}`;
+  return schema;
+}
+
+/** One alternative per model serving the endpoint(s): the body is whatever the chosen model's schema accepts. */
+function modelsBody(catalog: ModelCatalog, endpoints: ModelEndpoint[], mode: RequestMode): Schema {
+  const models = catalog.list({}).filter((m) => endpoints.includes(m.endpoint) && (mode === 'sync' || supportsQueue(m)));
+  const oneOf = models.map((m) => modelSchema(m, mode));
+  return {
+    type: 'object',
+    required: ['model'],
+    description: `One of the catalog's models (${models.map((m) => m.id).join(', ')}); each model's full schema is also served as json_request_schema by GET /api/ai/models/{id}.`,
+    oneOf,
+  };
+}
+
+const page = (max: number, def: number) => [
+  { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: max, default: def } },
+  { name: 'offset', schema: { type: 'integer', minimum: 0, default: 0 } },
+];
+
+function operations(catalog: ModelCatalog): Operation[] {
+  const chat = modelsBody(catalog, ['/chat/completions'], 'sync');
+  return [
+    {
+      method: 'post',
+      route: '/api/ai/chat/completions',
+      tag: 'Chat',
+      summary: 'Chat completion (OpenAI-compatible)',
+      access: 'key',
+      description: 'With `stream: true` the answer is a `text/event-stream` of `data: <chat.completion.chunk>` lines ending with `data: [DONE]`.',
+      body: chat,
+      responses: { 200: ['The completion (or an event stream when `stream` is true)', 'ChatCompletion'] },
+    },
+    ...(['/images/generate', '/images/edit', '/videos/generate'] as const).map(
+      (endpoint): Operation => ({
+        method: 'post',
+        route: `/api/ai${endpoint}`,
+        tag: 'Media',
+        summary: { '/images/generate': 'Generate images', '/images/edit': 'Edit images', '/videos/generate': 'Generate a video' }[endpoint],
+        access: 'key',
+        description: 'Synchronous: the request waits for the render (videos may take minutes; see the queue for long or batch work).',
+        body: modelsBody(catalog, [endpoint], 'sync'),
+        responses: { 200: ['The result', endpoint === '/videos/generate' ? 'VideoResult' : 'ImageResult'] },
+      }),
+    ),
+    {
+      method: 'post',
+      route: '/api/ai/queue',
+      tag: 'Queue',
+      summary: 'Enqueue image or video generations',
+      access: 'key',
+      description: 'Checked at enqueue: the model, num_generations, namespace and credits. Model parameters are checked when the generation runs.',
+      body: modelsBody(catalog, ['/images/generate', '/images/edit', '/videos/generate'], 'queue'),
+      responses: { 200: ['One queued record per generation', 'Enqueued'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/queue',
+      tag: 'Queue',
+      summary: 'List generations (active ones unless `status` is given)',
+      access: 'key',
+      query: [
+        { name: 'namespace', schema: { type: 'string' } },
+        { name: 'model', schema: { type: 'string' } },
+        { name: 'status', schema: { type: 'string', enum: ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] } },
+        { name: 'media_type', schema: { type: 'string', enum: ['image', 'video'] } },
+        { name: 'repo', schema: { type: 'string' } },
+        { name: 'folder', schema: { type: 'string' } },
+        ...page(100, 50),
+      ],
+      responses: { 200: ['Newest first', 'GenerationList'] },
+    },
+    { method: 'get', route: '/api/ai/queue/:id', tag: 'Queue', summary: 'A generation', access: 'key', responses: { 200: ['The record', 'Generation'] } },
+    { method: 'delete', route: '/api/ai/queue/:id', tag: 'Queue', summary: 'Cancel a generation', access: 'key', responses: { 200: ['Cancelled, or already terminal (unchanged)', 'Cancelled'] } },
+    {
+      method: 'get',
+      route: '/api/events',
+      tag: 'Queue',
+      summary: 'Completion events (Server-Sent Events)',
+      access: 'key',
+      description: '`event: media_generation_completed` with `data: {generation_id, status, media_type, model, url | error}`; `: keep-alive` every 15 s.',
+      responses: { 200: ['An event stream', { type: 'string' }, 'text/event-stream'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/models',
+      tag: 'Models',
+      summary: 'List models',
+      access: 'key',
+      query: [
+        { name: 'endpoint', schema: { type: 'string', enum: ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'] } },
+        { name: 'input', schema: { type: 'string', enum: ['text', 'image', 'video', 'audio'] } },
+        { name: 'output', schema: { type: 'string', enum: ['text', 'image', 'video', 'audio'] } },
+      ],
+      responses: { 200: ['The catalog, filtered', 'ModelList'] },
+    },
+    { method: 'get', route: '/api/ai/models/:id', tag: 'Models', summary: 'A model with its request schemas', access: 'key', responses: { 200: ['The model', 'Model'] } },
+    {
+      method: 'get',
+      route: '/api/credits',
+      tag: 'Credits',
+      summary: 'Credits of a namespace you belong to',
+      access: 'key',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: 'Defaults to your own' }],
+      responses: { 200: ['The balance', 'Credits'] },
+    },
+    { method: 'post', route: '/api/repos', tag: 'Repositories', summary: 'Create a repository', access: 'key', body: fromZod(CreateRepositoryRequest), responses: { 201: ['Created', 'RepositoryAnswer'] } },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo',
+      tag: 'Repositories',
+      summary: 'A repository with the files of a branch',
+      access: 'key',
+      query: [{ name: 'branch', schema: { type: 'string', default: 'main' } }],
+      responses: { 200: ['The repository', 'RepositoryAnswer'] },
+    },
+    { method: 'get', route: '/api/repos/:namespace/:repo/branches', tag: 'Repositories', summary: 'Branches', access: 'key', responses: { 200: ['The branches', 'BranchList'] } },
+    {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/branches',
+      tag: 'Repositories',
+      summary: 'Create a branch',
+      access: 'key',
+      body: fromZod(CreateBranchRequest),
+      responses: { 201: ['Created', { type: 'object', properties: { branch: { $ref: '#/components/schemas/Branch' } } }] },
+    },
+    {
+      method: 'put',
+      route: '/api/repos/:namespace/:repo/file/*',
+      tag: 'Repositories',
+      summary: 'Upload files into <branch>/<directory>',
+      access: 'key',
+      description: '`path` is `<branch>/<directory...>`; each part\'s filename is its name in that directory.',
+      bodyType: 'multipart/form-data',
+      body: {
+        type: 'object',
+        properties: {
+          file: { type: 'string', contentMediaType: 'application/octet-stream' },
+          'files[]': { type: 'array', items: { type: 'string', contentMediaType: 'application/octet-stream' } },
+          message: { type: 'string' },
+        },
+      },
+      responses: { 200: ['The commit', 'Commit'] },
+    },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo/file/*',
+      tag: 'Repositories',
+      summary: 'Download a file (`path` is `<branch>/<file path>`)',
+      access: 'key',
+      responses: { 200: ['The bytes', { type: 'string', contentMediaType: 'application/octet-stream' }, 'application/octet-stream'] },
+    },
+    {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/fine_tunes',
+      tag: 'Fine-tunes',
+      summary: 'Create a fine-tune',
+      access: 'key',
+      description: 'Every problem is reported at once: 400 with `error.detail` = `[{field, message}]`. Defaults are filled in and returned.',
+      body: createFineTuneJsonSchema(),
+      responses: { 201: ['Created', 'FineTuneAnswer'] },
+    },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo/fine_tunes',
+      tag: 'Fine-tunes',
+      summary: 'List fine-tunes',
+      access: 'key',
+      query: [{ name: 'status', schema: { type: 'string', enum: [...FINE_TUNE_STATES] } }, ...page(100, 20)],
+      responses: { 200: ['Newest first', 'FineTuneList'] },
+    },
+    { method: 'get', route: '/api/repos/:namespace/:repo/fine_tunes/:id', tag: 'Fine-tunes', summary: 'A fine-tune', access: 'key', responses: { 200: ['The fine-tune', 'FineTuneAnswer'] } },
+    { method: 'delete', route: '/api/repos/:namespace/:repo/fine_tunes/:id', tag: 'Fine-tunes', summary: 'Delete a fine-tune (not while it runs)', access: 'key', responses: { 200: ['Deleted', 'FineTuneAnswer'] } },
+    {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/tokenize',
+      tag: 'Fine-tunes',
+      summary: 'Tokenize the dataset of a created fine-tune',
+      access: 'key',
+      responses: { 200: ['Tokenization started', 'FineTuneAnswer'] },
+    },
+    {
+      method: 'get',
+      route: '/files/*',
+      tag: 'Files',
+      summary: 'A result file behind a temporary signed link',
+      access: 'public',
+      query: [
+        { name: 'expires', schema: { type: 'integer' } },
+        { name: 'signature', schema: { type: 'string' } },
+      ],
+      responses: { 200: ['The bytes', { type: 'string', contentMediaType: 'application/octet-stream' }, 'application/octet-stream'] },
+    },
+    { method: 'post', route: '/api/admin/users', tag: 'Operator', summary: 'Create a user (with a key)', access: 'admin', body: fromZod(CreateUserRequest), responses: { 201: ['Created', 'CreatedUser'] } },
+    { method: 'post', route: '/api/admin/users/:username/api_keys', tag: 'Operator', summary: 'Issue another API key', access: 'admin', responses: { 201: ['Shown once', 'CreatedApiKey'] } },
+    { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
+    { method: 'post', route: '/api/admin/orgs', tag: 'Operator', summary: 'Create an organization', access: 'admin', body: fromZod(CreateOrgRequest), responses: { 201: ['Created', 'CreatedOrg'] } },
+    {
+      method: 'post',
+      route: '/api/admin/namespaces/:namespace/credits',
+      tag: 'Operator',
+      summary: 'Grant (or, negative, remove) credits',
+      access: 'admin',
+      body: fromZod(AdjustCreditsRequest),
+      responses: { 200: ['The new balance', { type: 'object', properties: { namespace: { type: 'string' }, credits: { type: 'string' } } }] },
+    },
+    { method: 'get', route: '/api/admin/namespaces/:namespace', tag: 'Operator', summary: 'A namespace with its credits', access: 'admin', responses: { 200: ['The namespace', 'Namespace'] } },
+    { method: 'get', route: '/health', tag: 'Operations', summary: 'Health of the service and its dependencies', access: 'public', responses: { 200: ['Healthy', 'Health'], 503: ['A dependency is down', 'Health'] } },
+    {
+      method: 'get',
+      route: '/health/live',
+      tag: 'Operations',
+      summary: 'Liveness: the process answers (no dependency checks)',
+      access: 'public',
+      responses: { 200: ['Alive', { type: 'object', properties: { status: { const: 'ok' }, service: { type: 'string' } } }] },
+    },
+    {
+      method: 'get',
+      route: '/metrics',
+      tag: 'Operations',
+      summary: 'Prometheus metrics',
+      access: 'public',
+      description: 'Needs `Authorization: Bearer <METRICS_TOKEN>` when METRICS_TOKEN is set.',
+      responses: { 200: ['Text exposition format', { type: 'string' }, 'text/plain'] },
+    },
+    {
+      method: 'get',
+      route: '/api/openapi.json',
+      tag: 'Operations',
+      summary: 'This document',
+      access: 'public',
+      responses: { 200: ['OpenAPI 3.1', { type: 'object' }] },
+    },
+  ];
+}
+
+const ERROR_STATUSES: Record<Access, number[]> = {
+  key: [400, 401, 402, 403, 404, 409, 413, 415, 422, 502, 503, 504],
+  admin: [400, 401, 404, 409],
+  public: [403, 404],
+};
+
+function content(schema: Schema | string | undefined, type = 'application/json'): Schema | undefined {
+  if (schema === undefined) return undefined;
+  return { [type]: { schema: typeof schema === 'string' ? { $ref: `#/components/schemas/${schema}` } : schema } };
+}
+
+export interface OpenApiOptions {
+  catalog: ModelCatalog;
+  /** The operator routes exist only when ADMIN_TOKEN is set. */
+  adminEnabled: boolean;
+  version: string;
+  serverUrl?: string;
+}
+
+/**
+ * The OpenAPI 3.1 description of the gateway. Request bodies come from the schemas the gateway
+ * validates with (zod contracts, each catalog model's json_request_schema, the fine-tune tables),
+ * so the description follows every change to them; a test checks that it lists every route.
+ */
+export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
+  const paths: Record<string, Record<string, Schema>> = {};
+  for (const op of operations(opts.catalog)) {
+    if (op.access === 'admin' && !opts.adminEnabled) continue;
+    const path = openApiPath(op.route);
+    const pathParams = [...path.matchAll(/\{(\w+)\}/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: { type: 'string' },
+      ...(m[1] === 'path' && { description: 'The rest of the path; may contain slashes' }),
+    }));
+    const responses: Record<string, Schema> = {};
+    for (const [status, [description, schema, type]] of Object.entries(op.responses))
+      responses[status] = { description, ...(schema !== undefined && { content: content(schema, type) }) };
+    for (const status of ERROR_STATUSES[op.access])
+      responses[String(status)] ??= { description: 'Error', content: content('Error') };
+    (paths[path] ??= {})[op.method] = {
+      operationId: `${op.method}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
+      tags: [op.tag],
+      summary: op.summary,
+      ...(op.description && { description: op.description }),
+      security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : 'apiKey']: [] }],
+      parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q }))],
+      ...(op.body && { requestBody: { required: true, content: content(op.body, op.bodyType) } }),
+      responses,
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    info: {
+      title: 'atelier API',
+      version: opts.version,
+      description: 'Chat completions, image and video generation, an asynchronous generation queue with completion events, models, repositories and fine-tunes.',
+    },
+    ...(opts.serverUrl && { servers: [{ url: opts.serverUrl }] }),
+    security: [{ apiKey: [] }],
+    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Files', 'Operator', 'Operations'].map((name) => ({ name })),
+    paths,
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API key>`' },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
+      },
+      schemas: RESPONSE_SCHEMAS,
+    },
+  };
+}

@@ -1,0 +1,158 @@
+import { ERROR_TYPES } from '@atelier/contracts';
+import { FINE_TUNE_STATES } from '@atelier/fine-tunes';
+
+/**
+ * Response shapes. Requests are described by the validators' own schemas (see
+ * openapi-document.ts); answers are written here from the records the services build.
+ */
+type Schema = Record<string, unknown>;
+
+const str: Schema = { type: 'string' };
+const int: Schema = { type: 'integer' };
+const decimal: Schema = { type: 'string', pattern: '^-?\\d+(\\.\\d+)?$', description: 'Exact decimal amount of credits' };
+const nullable = (s: Schema): Schema => ({ anyOf: [s, { type: 'null' }] });
+const obj = (properties: Record<string, Schema>, required: string[] = Object.keys(properties), extra: Schema = {}): Schema => ({
+  type: 'object',
+  required,
+  properties,
+  ...extra,
+});
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+
+const errorTypes = Object.keys(ERROR_TYPES);
+
+export const RESPONSE_SCHEMAS: Record<string, Schema> = {
+  Error: obj({
+    error: obj(
+      { type: { type: 'string', enum: errorTypes }, title: str, message: str, detail: { description: 'Per-field problems, when there are any' } },
+      ['type', 'title', 'message'],
+    ),
+    status: { const: 'error' },
+    status_message: { type: 'string', enum: errorTypes },
+  }),
+  Health: obj({
+    status: { type: 'string', enum: ['ok', 'error'] },
+    service: str,
+    checks: { type: 'object', additionalProperties: obj({ status: { type: 'string', enum: ['up', 'down'] }, latency_ms: int, error: str }, ['status']) },
+  }),
+  Credits: obj({ namespace: str, type: { type: 'string', enum: ['user', 'org'] }, credits: decimal, reserved: decimal, available: decimal }),
+  Model: obj(
+    {
+      id: str,
+      object: { const: 'model' },
+      created: int,
+      owned_by: str,
+      display_name: str,
+      description: str,
+      endpoint: { type: 'string', enum: ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'] },
+      capabilities: obj({ input: { type: 'array', items: str }, output: { type: 'array', items: str } }),
+      pricing: { type: 'object' },
+      request_schema: { type: 'object', description: 'Model parameters with UI hints (x-order, basic, renderType)' },
+      json_request_schema: { type: 'object', description: 'JSON Schema (2020-12) of the whole request body for this model' },
+    },
+    ['id', 'object', 'created', 'owned_by', 'endpoint', 'capabilities', 'pricing', 'request_schema', 'json_request_schema'],
+  ),
+  ModelList: obj({ object: { const: 'list' }, data: { type: 'array', items: ref('Model') } }),
+  MediaItem: { type: 'object', oneOf: [obj({ url: { type: 'string', format: 'uri', description: 'Temporary signed link' } }), obj({ b64_json: str })] },
+  ImageResult: obj({ model: str, created: int, images: { type: 'array', items: ref('MediaItem') }, seed: int }, ['model', 'created', 'images']),
+  VideoResult: obj({ model: str, created: int, videos: { type: 'array', items: ref('MediaItem') }, seed: int }, ['model', 'created', 'videos']),
+  ChatCompletion: obj(
+    {
+      id: str,
+      object: { const: 'chat.completion' },
+      created: int,
+      model: str,
+      choices: {
+        type: 'array',
+        items: obj(
+          {
+            index: int,
+            message: obj(
+              {
+                role: { const: 'assistant' },
+                content: nullable(str),
+                tool_calls: {
+                  type: 'array',
+                  items: obj({ id: str, index: int, type: { const: 'function' }, function: obj({ name: str, arguments: { type: 'string', description: 'JSON' } }) }, [
+                    'id',
+                    'type',
+                    'function',
+                  ]),
+                },
+              },
+              ['role', 'content'],
+            ),
+            finish_reason: nullable(str),
+          },
+          ['index', 'message', 'finish_reason'],
+        ),
+      },
+      usage: obj({ prompt_tokens: int, completion_tokens: int, total_tokens: int }),
+    },
+    ['id', 'object', 'created', 'model', 'choices', 'usage'],
+  ),
+  Generation: obj(
+    {
+      generation_id: { type: 'string', format: 'uuid' },
+      model_name: str,
+      prompt: str,
+      media_type: { type: 'string', enum: ['image', 'video'] },
+      status: { type: 'string', enum: ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] },
+      result_url: nullable({ type: 'string', format: 'uri' }),
+      error_message: nullable(str),
+      enqueued_at: int,
+      started_at: nullable(int),
+      completed_at: nullable(int),
+      target_namespace: str,
+      target_repo: nullable(str),
+      target_directory: nullable(str),
+      cost: nullable(decimal),
+    },
+    ['generation_id', 'model_name', 'prompt', 'media_type', 'status', 'result_url', 'error_message', 'enqueued_at', 'started_at', 'completed_at'],
+    { additionalProperties: { description: 'Every other submitted parameter, echoed' } },
+  ),
+  GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),
+  Enqueued: obj({ generations: { type: 'array', items: obj({ generation_id: { type: 'string', format: 'uuid' }, status: { const: 'queued' } }) } }),
+  Cancelled: obj({ status: { const: 'success' }, generation_id: { type: 'string', format: 'uuid' } }),
+  RepositoryFile: obj({ path: str, size: int, sha256: str, content_type: str, commit_id: str, updated_at: int }, ['path', 'size', 'sha256']),
+  Repository: obj(
+    {
+      namespace: str,
+      name: str,
+      description: nullable(str),
+      created_at: int,
+      branches: { type: 'array', items: str },
+      branch: str,
+      files: { type: 'array', items: ref('RepositoryFile') },
+    },
+    ['namespace', 'name'],
+  ),
+  RepositoryAnswer: obj({ repository: ref('Repository') }, ['repository']),
+  Branch: { type: 'object', properties: { name: str } },
+  BranchList: obj({ branches: { type: 'array', items: ref('Branch') } }),
+  Commit: obj({ commit: obj({ id: str, branch: str, message: nullable(str), author: str, timestamp: int, files: { type: 'array', items: ref('RepositoryFile') } }, ['id', 'branch', 'files']) }, ['commit']),
+  FineTune: obj(
+    {
+      id: str,
+      name: nullable(str),
+      namespace: str,
+      repo_name: str,
+      resource: str,
+      base_model: str,
+      script_type: str,
+      training_params: { type: 'object' },
+      status: { type: 'string', enum: [...FINE_TUNE_STATES] },
+      error: nullable(str),
+      tokenization: nullable({ type: 'object' }),
+      created_at: int,
+      updated_at: int,
+    },
+    ['id', 'namespace', 'repo_name', 'resource', 'base_model', 'script_type', 'training_params', 'status'],
+  ),
+  FineTuneAnswer: obj({ fine_tune: ref('FineTune'), status: str, status_message: str }, ['fine_tune']),
+  FineTuneList: obj({ fine_tunes: { type: 'array', items: ref('FineTune') }, total: int, limit: int, offset: int }, ['fine_tunes', 'total', 'limit', 'offset']),
+  CreatedUser: obj({ username: str, namespace: str, api_key: str }),
+  CreatedApiKey: obj({ api_key: str, prefix: str }),
+  CreatedOrg: obj({ name: str, namespace: str, members: { type: 'array', items: str }, credits: decimal }),
+  Namespace: obj({ namespace: str, type: { type: 'string', enum: ['user', 'org'] }, credits: decimal, reserved: decimal }),
+};

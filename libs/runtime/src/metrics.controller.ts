@@ -1,0 +1,78 @@
+import { timingSafeEqual } from 'node:crypto';
+import { Controller, Get, Headers, Inject, Injectable, type OnModuleDestroy, type OnModuleInit, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { ApiError, QUEUES, type QueueContract } from '@atelier/contracts';
+import { Metrics } from '@atelier/observability';
+import { PublicRoute } from './access-metadata';
+import { JobQueues } from './job-queues.service';
+
+/** The queues this app consumes (ServiceRuntimeOptions.consumes). */
+export const CONSUMED_QUEUES = Symbol('CONSUMED_QUEUES');
+
+const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
+/** A scrape must answer even when Redis does not. */
+const QUEUE_READ_TIMEOUT_MS = 1000;
+
+/**
+ * Queue depth at scrape time: a worker app reports the queues it consumes; an app that consumes
+ * none (the gateway, events) reports every queue, so one scrape target shows the whole backlog.
+ */
+@Injectable()
+export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
+  private unregister?: () => void;
+
+  constructor(
+    private readonly metrics: Metrics,
+    private readonly queues: JobQueues,
+    @Inject(CONSUMED_QUEUES) private readonly consumes: readonly QueueContract[],
+  ) {}
+
+  onModuleInit(): void {
+    const watched: readonly QueueContract[] = this.consumes.length > 0 ? this.consumes : QUEUES;
+    this.unregister = this.metrics.addCollector(async () => {
+      this.metrics.queueJobs.reset();
+      await Promise.all(
+        watched.map(async (contract) => {
+          let timer: NodeJS.Timeout | undefined;
+          const counts = await Promise.race([
+            this.queues.queue(contract).getJobCounts(...QUEUE_STATES),
+            new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), QUEUE_READ_TIMEOUT_MS))),
+          ])
+            .catch(() => undefined)
+            .finally(() => clearTimeout(timer));
+          if (!counts) return;
+          for (const state of QUEUE_STATES) this.metrics.queueJobs.set({ queue: contract.name, state }, counts[state] ?? 0);
+        }),
+      );
+    });
+  }
+
+  onModuleDestroy(): void {
+    this.unregister?.();
+  }
+}
+
+/** GET /metrics (Prometheus text format) on every app; behind METRICS_TOKEN when one is set. */
+@PublicRoute()
+@Controller()
+export class MetricsController {
+  constructor(
+    private readonly metrics: Metrics,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  @Get('metrics')
+  async scrape(@Headers('authorization') authorization: string | undefined, @Res() reply: FastifyReply): Promise<void> {
+    const token = this.config.METRICS_TOKEN;
+    if (token && !sameSecret(/^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '', token)) throw ApiError.unauthorized('Metrics need "Authorization: Bearer <METRICS_TOKEN>"');
+    const { contentType, body } = await this.metrics.scrape();
+    await reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
+  }
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
