@@ -6,11 +6,13 @@
 // prefix. The same requests are sent to the upstream directly and through the gateway (API-key
 // auth, validation, token counting, credit reservation and settlement, BullMQ hand-off to the
 // chat service, upstream call, usage record), and the difference is reported:
+//   0. one request at a time: the overhead itself, without any queueing;
 //   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming;
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
 //   3. sustained throughput through the gateway (closed loop), with auth and billing on, checked
 //      afterwards against the ledger (every request charged exactly once, nothing left reserved).
-// Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64).
+// Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
+// BENCH_PHASES (default 0,1,2,3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -23,7 +25,7 @@ import { root } from '../bootstrap.mjs';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const PHASES = (process.env.BENCH_PHASES ?? '1,2,3').split(',');
+const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3').split(',');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
 const API_KEY = 'sk-bench-upstream-key';
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -239,6 +241,26 @@ console.log(`atelier chat benchmark — ${machine()}; ${SECONDS}s per phase; gat
 // Warm-up: JIT, connection pools, the auth cache, BullMQ's worker loop.
 await closedLoop(targets.direct, 8, 2);
 await closedLoop(targets.gateway, 8, 3);
+
+/** One request at a time: the overhead itself, without any queueing. */
+async function sequential(target, stream, count) {
+  const ttfb = [];
+  const latency = [];
+  for (let i = 0; i < count; i++) {
+    const [first, all] = await once(target, stream);
+    ttfb.push(first);
+    latency.push(all);
+  }
+  return { ttfb: stats(ttfb), latency: stats(latency) };
+}
+
+if (PHASES.includes('0')) {
+  const n = 400;
+  const [dp, gp, ds, gs] = [await sequential(targets.direct, false, n), await sequential(targets.gateway, false, n), await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
+  console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
+  console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
+  console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
+}
 
 if (PHASES.includes('1')) {
 const directPlain = await fixedRate(targets.direct, false, RATE, SECONDS);

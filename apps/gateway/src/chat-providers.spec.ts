@@ -150,7 +150,10 @@ describe('openai-compatible provider against a fake upstream server (through the
 
     // Two failed streams, each billed for its prompt (local count) and the 2-3 tokens delivered.
     await waitFor(async () => (await balance(payer)).reserved === '0');
-    const rows = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } } });
+    const rows = await waitFor(async () => {
+      const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } } });
+      return found.length === 2 ? found : undefined;
+    }, { description: 'both usage records' });
     expect(rows.map((r) => r.status)).toEqual(['failed', 'failed']);
     const charged = rows.reduce((sum, r) => sum + r.cost.toNumber(), 0);
     expect(charged).toBeGreaterThan(0);

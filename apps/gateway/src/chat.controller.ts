@@ -22,6 +22,8 @@ export class ChatController {
       if (!reply.raw.writableFinished) gone.abort();
     };
     reply.raw.on('close', onClose);
+    // Gone already (while validating or reserving): do not start work nobody will receive.
+    if (req.raw.socket?.destroyed === true) gone.abort();
     try {
       if (prepared.request.stream) await this.stream(prepared, req, reply, gone.signal);
       else await this.complete(prepared, reply, gone.signal);

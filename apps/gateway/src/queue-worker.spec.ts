@@ -1,14 +1,12 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE, type GenerationCompletedEvent } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { BroadcastBus, JobQueues } from '@atelier/runtime';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway-test-app';
-
-const root = path.resolve(__dirname, '../../..');
 
 interface Gen {
   generation_id: string;
@@ -21,26 +19,21 @@ interface Gen {
 /** Queued generations end to end: the real gateway in-process, real queue-worker processes. */
 describe('queue worker processes', () => {
   let gw: GatewayHarness;
-  let dist: string;
+  let build: ReturnType<typeof buildAppsForTest>;
   let user: Tenant;
   const workers: ChildProcess[] = [];
   const events: GenerationCompletedEvent[] = [];
 
   const startWorker = (extraEnv: Record<string, string> = {}) => {
-    const child = spawn(process.execPath, [path.join(dist, 'apps/queue-worker/src/main.js')], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH,
-        DATABASE_URL: gw.env.databaseUrl,
-        REDIS_URL: gw.env.redisUrl,
-        REDIS_PREFIX: gw.env.prefix,
-        STORAGE_DIR: gw.env.config.STORAGE_DIR,
+    const child = spawn(process.execPath, [build.main('queue-worker')], {
+      cwd: repoRoot,
+      env: appProcessEnv(gw.env, {
         QUEUE_WORKER_PORT: '0',
         JOB_LOCK_DURATION_MS: '1500',
         GENERATION_SWEEP_INTERVAL_MS: '500',
         LOG_LEVEL: 'error',
         ...extraEnv,
-      },
+      }),
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     workers.push(child);
@@ -66,15 +59,7 @@ describe('queue worker processes', () => {
     );
 
   beforeAll(async () => {
-    // Inside the repo, so the compiled worker resolves node_modules like the real one.
-    mkdirSync(path.join(root, 'dist'), { recursive: true });
-    dist = mkdtempSync(path.join(root, 'dist', 'test-queue-worker-'));
-    const build = spawnSync(
-      process.execPath,
-      [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps/queue-worker/src', 'libs', '-d', dist, '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--quiet'],
-      { cwd: root, encoding: 'utf8' },
-    );
-    if (build.status !== 0) throw new Error(`building the worker failed: ${build.stderr}`);
+    build = buildAppsForTest(['queue-worker']);
     gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-worker-')) });
     user = await createTenant(gw.http, gw.adminToken, '1');
     await gw.app.get(BroadcastBus).subscribe(GENERATION_COMPLETED_CHANNEL, (e) => events.push(e));
@@ -82,7 +67,7 @@ describe('queue worker processes', () => {
   afterAll(async () => {
     for (const w of workers) w.kill('SIGKILL');
     await gw?.close();
-    rmSync(dist, { recursive: true, force: true });
+    build?.cleanup();
   });
 
   it('runs a queued image to succeeded: real PNG at a signed link, one charge, one event', async () => {

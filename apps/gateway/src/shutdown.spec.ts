@@ -1,5 +1,5 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,10 +9,8 @@ import { IMAGE_GENERATION_QUEUE, IMAGE_RENDER_QUEUE } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/engines';
 import { createService, JobQueues } from '@atelier/runtime';
-import { createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
+import { appProcessEnv, buildAppsForTest, createTenant, metricValue, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway-test-app';
-
-const root = path.resolve(__dirname, '../../..');
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -35,27 +33,22 @@ interface Proc {
  */
 describe('graceful shutdown on SIGTERM (real processes)', () => {
   let gw: GatewayHarness;
-  let dist: string;
+  let build: ReturnType<typeof buildAppsForTest>;
   let user: Tenant;
   const procs: ChildProcess[] = [];
 
   const start = async (app: 'queue-worker' | 'events' | 'gateway', portVar: string, extraEnv: Record<string, string> = {}): Promise<Proc> => {
     const port = await freePort();
-    const child = spawn(process.execPath, [path.join(dist, `apps/${app}/src/main.js`)], {
-      cwd: root,
-      env: {
-        PATH: process.env.PATH,
-        DATABASE_URL: gw.env.databaseUrl,
-        REDIS_URL: gw.env.redisUrl,
-        REDIS_PREFIX: gw.env.prefix,
-        STORAGE_DIR: gw.env.config.STORAGE_DIR,
+    const child = spawn(process.execPath, [build.main(app)], {
+      cwd: repoRoot,
+      env: appProcessEnv(gw.env, {
         ADMIN_TOKEN: gw.adminToken,
         HOST: '127.0.0.1',
         [portVar]: String(port),
         LOG_LEVEL: 'info',
         PRETTY_LOGS: 'false',
         ...extraEnv,
-      },
+      }),
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     procs.push(child);
@@ -88,25 +81,14 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
   const status = async (id: string) => (await gw.http.request<{ status: string }>('GET', `/api/ai/queue/${id}`, { token: user.apiKey })).body.status;
 
   beforeAll(async () => {
-    mkdirSync(path.join(root, 'dist'), { recursive: true });
-    dist = mkdtempSync(path.join(root, 'dist', 'test-shutdown-'));
-    const build = spawnSync(
-      process.execPath,
-      [
-        path.join(root, 'node_modules/@swc/cli/bin/swc.js'),
-        ...['apps/queue-worker/src', 'apps/events/src', 'apps/gateway/src', 'libs'],
-        ...['-d', dist, '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--quiet'],
-      ],
-      { cwd: root, encoding: 'utf8' },
-    );
-    if (build.status !== 0) throw new Error(`building the apps failed: ${build.stderr}`);
+    build = buildAppsForTest(['queue-worker', 'events', 'gateway']);
     gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-shutdown-')) });
     user = await createTenant(gw.http, gw.adminToken, '10');
   }, 120_000);
   afterAll(async () => {
     for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
     await gw?.close();
-    rmSync(dist, { recursive: true, force: true });
+    build?.cleanup();
   });
 
   it('a queue worker finishes its active job, logs it under the request id, and exits 0', async () => {

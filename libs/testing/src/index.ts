@@ -4,3 +4,4 @@ export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } fr
 export { bootHealthyAndClose } from './service-boot';
 export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
+export { appProcessEnv, buildAppsForTest, repoRoot } from './compiled-apps';

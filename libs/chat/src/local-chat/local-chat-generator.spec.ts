@@ -126,6 +126,18 @@ describe('local-chat generator', () => {
     expect(generateLocalChat(req({ seed: 1, messages, tools: [tool], toolChoice: 'required' })).toolCalls).toHaveLength(1);
   });
 
+  it('calls every matching tool in parallel unless parallel_tool_calls is false', () => {
+    const tool = (name: string, description: string): ChatTool => ({ type: 'function', function: { name, description, parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } });
+    const tools = [tool('get_weather', 'Current weather of a city'), tool('get_time', 'Local time of a city'), tool('get_stock', 'Stock quote')];
+    const messages: ChatRequest['messages'] = [{ role: 'user', content: 'What is the weather and the local time in Rome?' }];
+    const parallel = generateLocalChat(req({ seed: 3, messages, tools, toolChoice: 'auto' }));
+    expect(parallel.toolCalls.map((c) => c.function.name).sort()).toEqual(['get_time', 'get_weather']);
+    expect(parallel.toolCalls.map((c) => c.index)).toEqual([0, 1]);
+    expect(new Set(parallel.toolCalls.map((c) => c.id)).size).toBe(2);
+    const single = generateLocalChat(req({ seed: 3, messages, tools, toolChoice: 'auto', parallelToolCalls: false }));
+    expect(single.toolCalls).toHaveLength(1);
+  });
+
   it('answers json_object with an object and json_schema with a valid value', () => {
     expect(typeof JSON.parse(generateLocalChat(req({ seed: 1, responseFormat: { type: 'json_object' } })).content!)).toBe('object');
     const schemas = [
