@@ -126,6 +126,22 @@ export class CreditLedger {
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
   }
 
+  /**
+   * Releases reservations of `referencePrefix` still open after `olderThanMs`: their request
+   * can no longer be running (a crash between the call and its settle). Releasing, never
+   * charging, is the safe side: the user keeps credits, nothing is charged twice.
+   */
+  async releaseStale(referencePrefix: string, olderThanMs: number, limit = 500): Promise<number> {
+    const stale = await this.prisma.$queryRaw<{ id: string }[]>`
+      SELECT id::text FROM credit_reservations
+      WHERE status = 'open' AND starts_with(reference, ${referencePrefix})
+        AND created_at < now() - (${olderThanMs}::bigint * interval '1 millisecond')
+      ORDER BY created_at LIMIT ${limit}`;
+    let released = 0;
+    for (const r of stale) if (await this.release(r.id)) released++;
+    return released;
+  }
+
   /** Gives the reserved credits back (failure, cancel). Idempotent; one statement. */
   async release(reservationId: string, client: Db = this.prisma): Promise<boolean> {
     const rows = await client.$queryRaw<{ id: string }[]>`

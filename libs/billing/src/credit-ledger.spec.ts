@@ -93,4 +93,23 @@ describe('CreditLedger (real Postgres)', () => {
     await expect(ledger.adjust(ns, '-1', 'oops')).rejects.toMatchObject({ status: 400 });
     expect((await ledger.adjust(ns, '-0.5', 'fix')).credits).toBe('1.5');
   });
+
+  it('releases only stale reservations of the given kind', async () => {
+    const ns = await namespaceWith('10');
+    const old = await ledger.reserve(ns, '1', 'chat:old');
+    const fresh = await ledger.reserve(ns, '1', 'chat:fresh');
+    const otherKind = await ledger.reserve(ns, '1', 'generation:old');
+    await prisma.$executeRaw`UPDATE credit_reservations SET created_at = now() - interval '2 hours' WHERE id IN (${old.id}::uuid, ${otherKind.id}::uuid)`;
+    expect(await ledger.releaseStale('chat:', 3600_000)).toBe(1);
+    const statuses = await prisma.creditReservation.findMany({ where: { namespaceId: ns }, orderBy: { reference: 'asc' } });
+    expect(statuses.map((r) => [r.reference, r.status])).toEqual([
+      ['chat:fresh', 'open'],
+      ['chat:old', 'released'],
+      ['generation:old', 'open'],
+    ]);
+    expect(await row(ns)).toEqual({ credits: '10', reserved: '2' });
+    expect(await ledger.releaseStale('chat:', 3600_000)).toBe(0);
+    await ledger.release(fresh.id);
+    await ledger.release(otherKind.id);
+  });
 });

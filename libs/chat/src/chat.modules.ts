@@ -6,6 +6,7 @@ import { CHAT_COMPLETION_QUEUE } from '@atelier/contracts';
 import { ModelCatalogModule } from '@atelier/models';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { ChatCompletionProcessor } from './chat-completion.processor';
+import { StaleChatReservations } from './stale-chat-reservations.service';
 import { ChatCompletionRunner } from './chat-completion.runner';
 import { ChatCompletionsService } from './chat-completions.service';
 import { ChatUsageRecorder } from './chat-usage.recorder';
@@ -30,9 +31,10 @@ export class ChatServiceModule {
       module: ChatServiceModule,
       imports: [
         ServiceRuntimeModule.forRoot({ service: 'chat', config, consumes: [CHAT_COMPLETION_QUEUE] }),
+        BillingModule,
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
       ],
-      providers: [ChatCompletionRunner, ChatCompletionProcessor],
+      providers: [ChatCompletionRunner, ChatCompletionProcessor, StaleChatReservations],
     };
   }
 }
