@@ -1,3 +1,5 @@
+import { CreditLedger } from '@atelier/billing';
+import { PrismaService } from '@atelier/db';
 import { GenerationState } from '@atelier/generations';
 import { createTenant, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway-test-app';
@@ -165,5 +167,19 @@ describe('generation queue API', () => {
     expect(again.body).toEqual({ status: 'success', generation_id: id });
     expect((await get(t, id)).body.status).toBe('cancelled');
     expect(await balance(t)).toMatchObject({ credits: '1', reserved: '0' });
+  });
+
+  it('releases a reservation whose generation rows were never written (crash between the two steps)', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    const prisma = gw.app.get(PrismaService);
+    const ns = await prisma.namespace.findUniqueOrThrow({ where: { name: t.namespace } });
+    const orphan = await gw.app.get(CreditLedger).reserve(ns.id, '0.01', 'generation:00000000-0000-4000-8000-000000000001');
+    const id = (await enqueue(t, { model: 'local-image', prompt: 'kept' })).body.generations[0].generation_id;
+    await prisma.$executeRaw`UPDATE credit_reservations SET created_at = now() - interval '1 hour' WHERE namespace_id = ${ns.id}::uuid`;
+    expect(await gw.app.get(GenerationState).releaseOrphanReservations(60_000)).toBe(1);
+    expect((await prisma.creditReservation.findUniqueOrThrow({ where: { id: orphan.id } })).status).toBe('released');
+    // The enqueued generation keeps its reservation.
+    expect(await balance(t)).toMatchObject({ credits: '1', reserved: '0.01' });
+    expect((await get(t, id)).body.status).toBe('queued');
   });
 });

@@ -15,9 +15,9 @@ interface Pending<I, R> {
   reject: (err: unknown) => void;
 }
 
+/** One call: its reservations are taken all together or not at all. */
 interface ReserveInput {
-  amount: string;
-  reference: string;
+  items: { amount: string; reference: string }[];
 }
 
 interface SettleInput {
@@ -25,7 +25,7 @@ interface SettleInput {
   actual: string;
 }
 
-type PendingReserve = Pending<ReserveInput, Reservation>;
+type PendingReserve = Pending<ReserveInput, Reservation[]>;
 type PendingSettle = Pending<SettleInput, Settlement>;
 
 /** The calls of one namespace: at most one transaction in flight, the rest wait and go together. */
@@ -88,14 +88,18 @@ const SETTLE_SQL = `
 
 const RESERVE_SQL = `
   WITH req AS (
-    SELECT r.id, r.amount, r.reference, r.ord
-    FROM unnest($2::uuid[], $3::numeric[], $4::text[]) WITH ORDINALITY AS r(id, amount, reference, ord)
+    SELECT r.id, r.amount, r.reference, r.call
+    FROM unnest($2::uuid[], $3::numeric[], $4::text[], $5::int[]) AS r(id, amount, reference, call)
+  ), calls AS (
+    SELECT call, sum(amount) AS amount FROM req GROUP BY call
   ), ns AS (
     SELECT id, credits - reserved AS available FROM namespaces WHERE id = $1::uuid FOR UPDATE
+  ), accepted AS (
+    SELECT c.call
+    FROM (SELECT calls.*, sum(calls.amount) OVER (ORDER BY calls.call) AS running FROM calls) c, ns
+    WHERE c.running <= ns.available
   ), acc AS (
-    SELECT q.id, q.amount, q.reference
-    FROM (SELECT req.*, sum(req.amount) OVER (ORDER BY req.ord) AS running FROM req) q, ns
-    WHERE q.running <= ns.available
+    SELECT req.id, req.amount, req.reference FROM req JOIN accepted USING (call)
   ), upd AS (
     UPDATE namespaces n SET reserved = n.reserved + (SELECT sum(amount) FROM acc)
     WHERE n.id = $1::uuid AND EXISTS (SELECT 1 FROM acc)
@@ -141,10 +145,17 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'DATABASE_URL'>,
   ) {}
 
-  reserve(namespaceId: string, amount: string, reference: string): Promise<Reservation> {
-    if (!DECIMAL_PATTERN.test(amount)) return this.ledger.reserve(namespaceId, amount, reference);
+  async reserve(namespaceId: string, amount: string, reference: string): Promise<Reservation> {
+    const [reservation] = await this.reserveMany(namespaceId, [{ amount, reference }]);
+    return reservation;
+  }
+
+  /** Several reservations for one request (e.g. num_generations), all or nothing; 402 otherwise. */
+  reserveMany(namespaceId: string, items: { amount: string; reference: string }[]): Promise<Reservation[]> {
+    if (items.some((i) => !DECIMAL_PATTERN.test(i.amount)))
+      return this.ledger.reserveBatch(namespaceId, items.map((i) => ({ id: randomUUID(), ...i })));
     const lane = this.lane(namespaceId);
-    return lane.push(lane.reserves, { amount, reference });
+    return lane.push(lane.reserves, { items });
   }
 
   settle(reservation: Reservation, actual: string): Promise<Settlement> {
@@ -184,12 +195,13 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   private async flush(namespaceId: string, reserves: PendingReserve[], allSettles: PendingSettle[]): Promise<void> {
-    const reserveAlone = (p: PendingReserve) => this.one(p, () => this.ledger.reserve(namespaceId, p.input.amount, p.input.reference));
+    const reserveAlone = (p: PendingReserve) =>
+      this.one(p, () => this.ledger.reserveBatch(namespaceId, p.input.items.map((i) => ({ id: randomUUID(), ...i }))));
     const settleAlone = (p: PendingSettle) => this.one(p, () => this.ledger.settle(p.input.reservation.id, p.input.actual));
     // A charge above its reservation needs the ledger's cap at what the namespace can pay.
     const settles = allSettles.filter((p) => !new Prisma.Decimal(p.input.actual).greaterThan(p.input.reservation.amount));
     const beyond = allSettles.filter((p) => !settles.includes(p));
-    const ids = reserves.map(() => randomUUID());
+    const ids = reserves.map((p) => p.input.items.map(() => randomUUID()));
 
     let settled = new Map<string, string>();
     let accepted = new Set<string>();
@@ -213,9 +225,10 @@ export class BatchedCreditLedger implements OnModuleDestroy {
         if (reserves.length > 0) {
           const rows = await client.query<{ id: string }>(RESERVE_SQL, [
             namespaceId,
-            ids,
-            reserves.map((p) => p.input.amount),
-            reserves.map((p) => p.input.reference),
+            ids.flat(),
+            reserves.flatMap((p) => p.input.items.map((i) => i.amount)),
+            reserves.flatMap((p) => p.input.items.map((i) => i.reference)),
+            reserves.flatMap((p, call) => p.input.items.map(() => call)),
           ]);
           accepted = new Set(rows.rows.map((r) => r.id));
         }
@@ -245,10 +258,10 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       else alone.push(settleAlone(p));
     }
     const refused: PendingReserve[] = [];
-    reserves.forEach((p, i) => {
-      if (accepted.has(ids[i])) {
-        this.ledger.metrics?.creditsReserved.inc(creditAmount(p.input.amount));
-        p.resolve({ id: ids[i], namespaceId, amount: new Prisma.Decimal(p.input.amount).toFixed() });
+    reserves.forEach((p, call) => {
+      if (accepted.has(ids[call][0])) {
+        for (const item of p.input.items) this.ledger.metrics?.creditsReserved.inc(creditAmount(item.amount));
+        p.resolve(p.input.items.map((item, i) => ({ id: ids[call][i], namespaceId, amount: new Prisma.Decimal(item.amount).toFixed() })));
       } else refused.push(p);
     });
     await Promise.all(alone);

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Caller, NamespaceScope } from '@atelier/auth';
-import { CreditLedger } from '@atelier/billing';
+import { BatchedCreditLedger, CreditLedger } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
@@ -51,6 +51,7 @@ export class GenerationQueue {
   constructor(
     private readonly prisma: PrismaService,
     private readonly ledger: CreditLedger,
+    private readonly batched: BatchedCreditLedger,
     private readonly queues: JobQueues,
     private readonly bus: BroadcastBus,
     private readonly urls: SignedUrls,
@@ -81,10 +82,17 @@ export class GenerationQueue {
     // The same estimate the synchronous endpoints reserve: an upper bound of what one run costs.
     const price = usageCost(model as MediaModelDefinition, requestedUsage(model as MediaModelDefinition, params));
 
-    const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID(), reservationId: crypto.randomUUID() }));
-    await this.prisma.$transaction(async (tx) => {
-      await tx.generation.createMany({
-        data: items.map(({ id, reservationId }) => ({
+    // Credits first, through the per-namespace group commit (concurrent enqueues of a namespace
+    // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
+    // reservations without generations; the queue-worker sweeper releases them.
+    const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
+    const reservations = await this.batched.reserveMany(
+      scope.id,
+      items.map((i) => ({ amount: price, reference: `generation:${i.id}` })),
+    );
+    try {
+      await this.prisma.generation.createMany({
+        data: items.map(({ id }, k) => ({
           id,
           namespaceId: scope.id,
           ownerId: caller.userId,
@@ -92,18 +100,15 @@ export class GenerationQueue {
           mediaType,
           prompt,
           params: params as Prisma.InputJsonValue,
-          reservationId,
+          reservationId: reservations[k].id,
           targetRepo: targetRepo ?? null,
           targetDirectory: targetDirectory ?? null,
         })),
       });
-      // Last, so the namespace row is locked only for this statement and the commit.
-      await this.ledger.reserveBatch(
-        scope.id,
-        items.map((i) => ({ id: i.reservationId, amount: price, reference: `generation:${i.id}` })),
-        tx,
-      );
-    });
+    } catch (err) {
+      await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
+      throw err;
+    }
     const ids = items.map((i) => i.id);
 
     await this.dispatch(ids.map((id) => ({ id, mediaType })));

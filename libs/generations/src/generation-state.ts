@@ -122,6 +122,22 @@ export class GenerationState {
     });
   }
 
+  /**
+   * Releases generation reservations that no generation row refers to: enqueue reserves
+   * first and writes the rows after, so a crash in between leaves such a reservation.
+   */
+  async releaseOrphanReservations(olderThanMs: number, limit = 500): Promise<number> {
+    const orphans = await this.prisma.$queryRaw<{ id: string }[]>`
+      SELECT r.id::text FROM credit_reservations r
+      WHERE r.status = 'open' AND starts_with(r.reference, 'generation:')
+        AND r.created_at < now() - (${olderThanMs}::bigint * interval '1 millisecond')
+        AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.reservation_id = r.id)
+      ORDER BY r.created_at LIMIT ${limit}`;
+    let released = 0;
+    for (const o of orphans) if (await this.ledger.release(o.id)) released++;
+    return released;
+  }
+
   /** Queued generations whose job never reached Redis (crash between commit and add). */
   async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
     const rows = await this.prisma.generation.findMany({
