@@ -43,3 +43,40 @@ export async function benchDatabase() {
 export function machine() {
   return `node ${process.version}, ${(globalThis.navigator?.hardwareConcurrency ?? '?')} cpus`;
 }
+
+/** The p-th quantile (0..1) of a list of numbers, nearest rank. */
+export function percentile(list, p) {
+  const sorted = [...list].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))];
+}
+
+/** Production settings on the bench database; `overrides` adds what one benchmark needs. */
+export function benchConfig(db, overrides = {}) {
+  const { parseConfig } = dist('libs/config/src/index.js');
+  return parseConfig({
+    DATABASE_URL: db.databaseUrl,
+    REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_PREFIX: db.prefix,
+    ADMIN_TOKEN: 'bench-admin-token-0123456789',
+    URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
+    LOG_LEVEL: 'error',
+    NODE_ENV: 'production',
+    ...overrides,
+  });
+}
+
+/** The compiled gateway listening on a free local port, plus a user with `credits` to spend. */
+export async function startBenchGateway(config, credits) {
+  const { createService } = dist('libs/runtime/src/index.js');
+  const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
+  const app = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const base = await app.getUrl();
+  const res = await fetch(`${base}/api/admin/users`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'bench', credits }),
+  });
+  if (res.status !== 201) throw new Error(`creating the bench user failed: ${res.status} ${await res.text()}`);
+  return { app, base, user: await res.json() };
+}

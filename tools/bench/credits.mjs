@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // npm run bench:credits — reserve+settle cycles of the credit ledger against real Postgres,
 // all on ONE namespace (the contended case: every cycle locks the same row).
-import { benchDatabase, buildAll, dist, machine } from './bench-env.mjs';
+import { benchDatabase, buildAll, dist, machine, percentile } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -29,7 +29,7 @@ await Promise.all(
 );
 const seconds = (performance.now() - started) / 1000;
 latencies.sort((a, b) => a - b);
-const pct = (p) => latencies[Math.floor((latencies.length - 1) * p)].toFixed(2);
+const pct = (p) => percentile(latencies, p).toFixed(2);
 const balance = await ledger.balance(ns.id);
 console.log(`atelier credit ledger benchmark — ${machine()}, ${concurrency} concurrent clients, one namespace`);
 console.log(`${total} reserve+settle cycles in ${seconds.toFixed(2)} s = ${Math.round(total / seconds)} cycles/s; p50 ${pct(0.5)} ms, p99 ${pct(0.99)} ms`);

@@ -3,31 +3,12 @@
 // Measures the hot path every API call pays: Fastify, the access guard (API-key cache),
 // routing, the error envelope, and one Postgres read for /api/credits.
 import autocannon from 'autocannon';
-import { benchDatabase, buildAll, dist, machine } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, machine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
-const { parseConfig } = dist('libs/config/src/index.js');
-const { createService } = dist('libs/runtime/src/index.js');
-const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
-const config = parseConfig({
-  DATABASE_URL: db.databaseUrl,
-  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
-  REDIS_PREFIX: db.prefix,
-  ADMIN_TOKEN: 'bench-admin-token-0123456789',
-  LOG_LEVEL: 'error',
-  NODE_ENV: 'production',
-});
-const app = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
-await app.listen({ port: 0, host: '127.0.0.1' });
-const base = await app.getUrl();
-const user = await (
-  await fetch(`${base}/api/admin/users`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'bench', credits: 100 }),
-  })
-).json();
+const config = benchConfig(db);
+const { app, base, user } = await startBenchGateway(config, 100);
 
 const duration = Number(process.env.BENCH_SECONDS ?? 8);
 const cases = [

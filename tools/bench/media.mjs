@@ -10,35 +10,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
-import { benchDatabase, buildAll, dist, machine, require } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dist, machine, percentile, require, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
 const storageDir = mkdtempSync(path.join(tmpdir(), 'atelier-bench-media-'));
-const { parseConfig } = dist('libs/config/src/index.js');
-const { createService } = dist('libs/runtime/src/index.js');
 const { ModelCatalog } = dist('libs/models/src/index.js');
 const { createBlobStore } = dist('libs/storage/src/index.js');
 const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/engines/src/index.js');
 // Per-generation log lines would drown the table.
 require('@nestjs/common').Logger.overrideLogger(['error']);
-const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
 
-const config = parseConfig({
-  DATABASE_URL: db.databaseUrl,
-  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
-  REDIS_PREFIX: db.prefix,
-  ADMIN_TOKEN: 'bench-admin-token-0123456789',
-  URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
-  STORAGE_DIR: storageDir,
-  LOG_LEVEL: 'error',
-  NODE_ENV: 'production',
-});
+const config = benchConfig(db, { STORAGE_DIR: storageDir });
 
-const pct = (list, p) => {
-  const sorted = [...list].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))];
-};
 const ms = (n) => `${n.toFixed(1)} ms`.padStart(9);
 console.log(`atelier media benchmark — ${machine()}`);
 
@@ -64,7 +48,7 @@ for (const [label, extra] of sizes) {
     await renderer.render({ caller, model: 'local-image', params }, new AbortController().signal);
     if (i >= 3) times.push(performance.now() - t); // first runs warm up sharp/libvips
   }
-  console.log(`  ${label.padEnd(22)} p50 ${ms(pct(times, 0.5))}  p95 ${ms(pct(times, 0.95))}`);
+  console.log(`  ${label.padEnd(22)} p50 ${ms(percentile(times, 0.5))}  p95 ${ms(percentile(times, 0.95))}`);
 }
 
 // 2. local-video at 720p
@@ -101,16 +85,7 @@ const media = spawn(process.execPath, [path.join(root, 'dist/local/apps/media/sr
     NODE_ENV: 'production',
   },
 });
-const gateway = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
-await gateway.listen({ port: 0, host: '127.0.0.1' });
-const base = await gateway.getUrl();
-const user = await (
-  await fetch(`${base}/api/admin/users`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ username: 'bench', credits: 100000 }),
-  })
-).json();
+const { app: gateway, base, user } = await startBenchGateway(config, 100000);
 const syncRuns = Number(process.env.BENCH_SYNC_RUNS ?? 200);
 const overhead = [];
 const serverOverhead = [];
@@ -135,9 +110,9 @@ for (let i = 0; i < syncRuns + 20; i++) {
   }
 }
 console.log(`\nsync path POST /api/ai/images/generate (64x64 local-image, url response), ${syncRuns} sequential requests over HTTP`);
-console.log(`  end to end                                  p50 ${ms(pct(total, 0.5))}  p95 ${ms(pct(total, 0.95))}`);
-console.log(`  beyond engine, as the client sees it         p50 ${ms(pct(overhead, 0.5))}  p95 ${ms(pct(overhead, 0.95))}`);
-console.log(`  beyond engine, gateway request to reply     p50 ${ms(pct(serverOverhead, 0.5))}  p95 ${ms(pct(serverOverhead, 0.95))}   (target p50 <= 5 ms)`);
+console.log(`  end to end                                  p50 ${ms(percentile(total, 0.5))}  p95 ${ms(percentile(total, 0.95))}`);
+console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(overhead, 0.5))}  p95 ${ms(percentile(overhead, 0.95))}`);
+console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 5 ms)`);
 
 await gateway.close();
 media.kill('SIGTERM');

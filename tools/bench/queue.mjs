@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { benchDatabase, buildAll, dist, machine } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dist, machine, percentile, startBenchGateway } from './bench-env.mjs';
 
 if (process.argv[2] === 'sse-client') {
   // Child process: opens N idle event streams so the server's memory is measured alone.
@@ -30,34 +30,15 @@ if (process.argv[2] === 'sse-client') {
   await new Promise(() => {});
 }
 
-const pct = (arr, p) => {
-  const s = [...arr].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((s.length - 1) * p))];
-};
 
 buildAll();
 const db = await benchDatabase();
-const { parseConfig } = dist('libs/config/src/index.js');
 const { createService, BroadcastBus } = dist('libs/runtime/src/index.js');
 const { GENERATION_COMPLETED_CHANNEL } = dist('libs/contracts/src/index.js');
 const { PrismaService } = dist('libs/db/src/index.js');
-const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
 const { QueueWorkerModule } = dist('apps/queue-worker/src/queue-worker.module.js');
-const config = parseConfig({
-  DATABASE_URL: db.databaseUrl,
-  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
-  REDIS_PREFIX: db.prefix,
-  ADMIN_TOKEN: 'bench-admin-token-0123456789',
-  STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-bench-queue-')),
-  LOG_LEVEL: 'error',
-  NODE_ENV: 'production',
-  URL_SIGNING_SECRET: 'bench-signing-secret-0123456789',
-});
-const gateway = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
-await gateway.listen({ port: 0, host: '127.0.0.1' });
-const base = await gateway.getUrl();
-const admin = { authorization: `Bearer ${config.ADMIN_TOKEN}`, 'content-type': 'application/json' };
-const user = await (await fetch(`${base}/api/admin/users`, { method: 'POST', headers: admin, body: JSON.stringify({ username: 'bench', credits: 10000000 }) })).json();
+const config = benchConfig(db, { STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-bench-queue-')) });
+const { app: gateway, base, user } = await startBenchGateway(config, 10000000);
 const auth = { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' };
 const prisma = gateway.get(PrismaService);
 console.log(`atelier queue benchmark — ${machine()}`);
@@ -78,8 +59,8 @@ for (let i = 0; i < 150; i++) {
   // The outbox row is written in the terminal transaction; the event arrives after commit + publish.
   if (received.has(id)) delivery.push(received.get(id) - event.createdAt.getTime());
 }
-console.log(`enqueue -> processing (idle worker, n=${pickup.length}): p50 ${pct(pickup, 0.5)} ms, p99 ${pct(pickup, 0.99)} ms`);
-console.log(`terminal -> event received (n=${delivery.length}): p50 ${pct(delivery, 0.5)} ms, p99 ${pct(delivery, 0.99)} ms`);
+console.log(`enqueue -> processing (idle worker, n=${pickup.length}): p50 ${percentile(pickup, 0.5)} ms, p99 ${percentile(pickup, 0.99)} ms`);
+console.log(`terminal -> event received (n=${delivery.length}): p50 ${percentile(delivery, 0.5)} ms, p99 ${percentile(delivery, 0.99)} ms`);
 await worker.close();
 
 // 2. Sustained enqueue throughput (no worker, so the queue only grows).
