@@ -93,8 +93,6 @@ const schema = z.object({
   MODEL_CATALOG_DIR: z.string().optional(),
   DEMO_USER: z.string().default('demo'),
   DEMO_CREDITS: z.string().regex(/^\d+(\.\d+)?$/).default('100'),
-  JOB_RETENTION_FAILED: positiveInt.default(5000),
-  JOB_RETENTION_COMPLETED: positiveInt.default(1000),
   /** Largest single file accepted by a repository upload (multipart); larger files get 413. */
   REPO_UPLOAD_MAX_FILE_BYTES: positiveInt.default(2 * 1024 * 1024 * 1024),
   /** Most files one repository upload may carry. */
