@@ -27,11 +27,11 @@ export class QueueController {
 
   @Get(':id')
   get(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.generations.get(caller, id, (ns) => this.access.canAccess(caller, ns));
+    return this.generations.get(caller, id);
   }
 
   @Delete(':id')
   cancel(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.generations.cancel(caller, id, (ns) => this.access.canAccess(caller, ns));
+    return this.generations.cancel(caller, id);
   }
 }

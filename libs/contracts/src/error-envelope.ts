@@ -75,3 +75,6 @@ export function errorEnvelope(type: ErrorType, message: string, detail?: unknown
   if (detail !== undefined) error.detail = detail;
   return { error, status: 'error', status_message: type };
 }
+
+/** Ids of atelier resources (generations, fine-tunes); anything else is simply not found. */
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

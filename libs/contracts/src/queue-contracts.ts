@@ -134,24 +134,24 @@ export const CHAT_COMPLETION_QUEUE = defineQueue<ChatCompletionJob, ChatCompleti
  * ten-minute video never holds up an image. Attempts 1: the caller is waiting and a retry
  * would run (and bill) the generation twice; the gateway reports the failure instead.
  */
-export const IMAGE_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render-image', {
+const RENDER_SETTINGS = {
   kind: 'rpc',
   attempts: 1,
   backoff: { type: 'fixed', delay: 0 },
-  concurrency: 4,
   removeOnComplete: { count: 1000, age: 3600 },
   removeOnFail: { count: 5000, age: 7 * DAY },
+} as const;
+
+export const IMAGE_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render-image', {
+  ...RENDER_SETTINGS,
+  concurrency: 4,
   lockDurationMs: 30_000,
 });
 
 export const VIDEO_RENDER_QUEUE = defineQueue<MediaRenderJob, MediaRenderResult>()('media-render-video', {
-  kind: 'rpc',
-  attempts: 1,
-  backoff: { type: 'fixed', delay: 0 },
+  ...RENDER_SETTINGS,
   // Local video encoding is CPU-bound (ffmpeg); more in parallel would only slow each one down.
   concurrency: 2,
-  removeOnComplete: { count: 1000, age: 3600 },
-  removeOnFail: { count: 5000, age: 7 * DAY },
   // BullMQ renews the lock while the job runs (ffmpeg is a child process, the event loop stays free).
   lockDurationMs: 60_000,
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
-import { ApiError, FINE_TUNE_TOKENIZE_QUEUE } from '@atelier/contracts';
+import { ApiError, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repositories';
 import { JobQueues } from '@atelier/runtime';
@@ -34,7 +34,6 @@ export interface FineTuneView {
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
 
 const unix = (d: Date) => Math.floor(d.getTime() / 1000);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function toFineTuneView(ft: FineTuneRow, repo: { namespace: string; name: string }): FineTuneView {
   return {
@@ -170,7 +169,7 @@ export class FineTunesService {
   }
 
   private async find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
-    const ft = UUID.test(id) ? await this.prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
+    const ft = UUID_PATTERN.test(id) ? await this.prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
     if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
     return ft;
   }

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type { Caller, NamespaceScope } from '@atelier/auth';
+import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
 import { BatchedCreditLedger, CreditLedger } from '@atelier/billing';
-import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
+import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
 import { ModelCatalog, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
@@ -52,6 +52,7 @@ export class GenerationQueue {
     private readonly prisma: PrismaService,
     private readonly ledger: CreditLedger,
     private readonly batched: BatchedCreditLedger,
+    private readonly access: NamespaceAccess,
     private readonly queues: JobQueues,
     private readonly bus: BroadcastBus,
     private readonly urls: SignedUrls,
@@ -129,10 +130,16 @@ export class GenerationQueue {
     }
   }
 
-  async get(caller: Caller, id: string, canSee: (namespaceId: string) => Promise<boolean>): Promise<GenerationRecord> {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw notFound();
+  /** The generation if the caller may see it; unknown, malformed and foreign ids all look the same (404). */
+  private async findVisible(caller: Caller, id: string) {
+    if (!UUID_PATTERN.test(id)) throw notFound();
     const row = await this.prisma.generation.findUnique({ where: { id }, include: { namespace: { select: { name: true } } } });
-    if (!row || !(await canSee(row.namespaceId))) throw notFound();
+    if (!row || !(await this.access.canAccess(caller, row.namespaceId))) throw notFound();
+    return row;
+  }
+
+  async get(caller: Caller, id: string): Promise<GenerationRecord> {
+    const row = await this.findVisible(caller, id);
     return toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key));
   }
 
@@ -166,10 +173,8 @@ export class GenerationQueue {
    * Active -> cancelled with the reservation released; a queued job is removed, a running one
    * is told to abort. A terminal generation is left as it is. Never emits a completion event.
    */
-  async cancel(caller: Caller, id: string, canSee: (namespaceId: string) => Promise<boolean>): Promise<{ status: 'success'; generation_id: string }> {
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw notFound();
-    const row = await this.prisma.generation.findUnique({ where: { id }, select: { namespaceId: true, mediaType: true } });
-    if (!row || !(await canSee(row.namespaceId))) throw notFound();
+  async cancel(caller: Caller, id: string): Promise<{ status: 'success'; generation_id: string }> {
+    const row = await this.findVisible(caller, id);
     const cancelled = await this.prisma.$transaction(async (tx) => {
       const rows = await tx.$queryRaw<{ reservation_id: string | null }[]>`
         UPDATE generations SET status = 'cancelled', completed_at = now()
