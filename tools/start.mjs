@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ensureRuntime, reachable, root } from './bootstrap.mjs';
+import { supervise } from './supervisor.mjs';
 
 ensureRuntime();
 
@@ -67,16 +68,6 @@ function build() {
   if (r.status !== 0) fail('Building the services failed (see above).');
 }
 
-function prefixLines(stream, label, color, out) {
-  let buffered = '';
-  stream.on('data', (chunk) => {
-    buffered += chunk;
-    const lines = buffered.split('\n');
-    buffered = lines.pop();
-    for (const line of lines) out.write(`\x1b[${color}m${label.padEnd(12)}\x1b[0m| ${line}\n`);
-  });
-}
-
 async function waitHealthy(app, timeoutMs = 60_000) {
   const port = env[app.portVar] ?? app.port;
   const deadline = Date.now() + timeoutMs;
@@ -102,19 +93,27 @@ try {
 env.ADMIN_TOKEN = adminToken() ?? '';
 build();
 
-const children = new Map();
+// One crashed service is restarted (with backoff, its last lines printed); only a crash loop
+// (5 exits of one service within a minute) stops the whole stack. Ctrl-C stops everything.
+const colorOf = new Map(APPS.map((app, i) => [app.name, COLORS[i]]));
+const supervisor = supervise(APPS, {
+  spawnApp: (app) =>
+    spawn(process.execPath, ['--enable-source-maps', path.join(root, `dist/local/apps/${app.name}/src/main.js`)], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  onLine: (app, line, stream) =>
+    (stream === 'stderr' ? process.stderr : process.stdout).write(`\x1b[${colorOf.get(app.name)}m${app.name.padEnd(12)}\x1b[0m| ${line}\n`),
+  log: (message) => console.error(`\nsupervisor  | ${message}\n`),
+  onGiveUp: () => stopAll(1),
+});
 let stopping = false;
 function stopAll(code) {
   if (stopping) return;
   stopping = true;
   console.log('\nStopping atelier ...');
-  for (const child of children.values()) child.kill('SIGTERM');
-  const force = setTimeout(() => {
-    for (const child of children.values()) child.kill('SIGKILL');
-  }, 30_000);
-  force.unref();
-  const wait = () => (children.size === 0 ? process.exit(code) : setTimeout(wait, 100));
-  wait();
+  void supervisor.stop(code).then((c) => process.exit(c));
 }
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
@@ -125,24 +124,6 @@ const parent = process.ppid;
 setInterval(() => {
   if (process.ppid !== parent) stopAll(0);
 }, 1000).unref();
-
-APPS.forEach((app, i) => {
-  const child = spawn(process.execPath, ['--enable-source-maps', path.join(root, `dist/local/apps/${app.name}/src/main.js`)], {
-    cwd: root,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.set(app.name, child);
-  prefixLines(child.stdout, app.name, COLORS[i], process.stdout);
-  prefixLines(child.stderr, app.name, COLORS[i], process.stderr);
-  child.on('exit', (code, signal) => {
-    children.delete(app.name);
-    if (!stopping) {
-      console.error(`${app.name} exited (${signal ?? code}); stopping the others.`);
-      stopAll(1);
-    }
-  });
-});
 
 try {
   await Promise.all(APPS.map((app) => waitHealthy(app)));

@@ -92,3 +92,53 @@ describe('gateway error envelope', () => {
     expect(res.headers['x-request-id']).toBe('trace-123');
   });
 });
+
+/**
+ * Over real HTTP with Node's fetch (undici, which the OpenAI SDK uses): an answer sent while the
+ * client is still uploading used to reach it as EPIPE. Bodies must be larger than what loopback
+ * socket buffers absorb (a few MiB) for that to show.
+ */
+describe('413 over real HTTP', () => {
+  const LIMIT = 32 << 20;
+  let gw: GatewayHarness;
+  let user: Tenant;
+  let base: string;
+  const post = (body: string | ReadableStream<Uint8Array>, extra: RequestInit & { duplex?: 'half' } = {}) =>
+    fetch(`${base}/api/ai/chat/completions`, {
+      method: 'POST',
+      body,
+      ...extra,
+      headers: { authorization: `Bearer ${user.apiKey}`, 'content-type': 'application/json' },
+    });
+
+  beforeAll(async () => {
+    gw = await startGateway({ BODY_LIMIT_BYTES: String(LIMIT) });
+    user = await createTenant(gw.http, gw.adminToken);
+    await gw.app.listen({ port: 0, host: '127.0.0.1' });
+    base = await gw.app.getUrl();
+  });
+  afterAll(() => gw?.close());
+
+  it('reaches fetch as the 413 envelope, with a length or chunked, on a connection left open', async () => {
+    const body = JSON.stringify({ model: 'local-chat', messages: [{ role: 'user', content: 'x'.repeat(2 * LIMIT) }] });
+    const sized = await post(body);
+    expect(sized.status).toBe(413);
+    // The body was read to its end, so the server has no reason to close (it used to, and the
+    // close raced the client's upload: fetch then failed with EPIPE on a loaded machine).
+    expect(sized.headers.get('connection')).not.toBe('close');
+    expect(await sized.json()).toEqual(envelope('payload_too_large', /too large/));
+    const chunked = await post(new Blob([body]).stream(), { duplex: 'half' });
+    expect(chunked.status).toBe(413);
+    expect(await chunked.json()).toEqual(envelope('payload_too_large', /too large/));
+    expect(chunked.headers.get('connection')).not.toBe('close');
+  }, 30_000);
+
+  it('stops reading beyond 4x the limit and closes the connection', async () => {
+    const outcome = await post('x'.repeat(5 * LIMIT)).then(
+      (r) => (r.headers.get('connection') === 'close' ? r.status : `kept open (${r.status})`),
+      (err: Error) => (err.cause as { code?: string } | undefined)?.code ?? err.message,
+    );
+    // Either the client saw the 413 before the close, or the upload was cut: never a hang.
+    expect([413, 'EPIPE', 'ECONNRESET', 'UND_ERR_SOCKET']).toContain(outcome);
+  }, 30_000);
+});

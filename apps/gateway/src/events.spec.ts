@@ -22,6 +22,9 @@ function subscribe(base: string, t: Tenant) {
   return { es, events, opened };
 }
 
+/** Short enough for a test; the bound checked is the contract's (15 s +- 1 s) scaled down. */
+const KEEPALIVE_MS = 1000;
+
 describe('GET /api/events (Server-Sent Events)', () => {
   let gw: GatewayHarness;
   let base: string;
@@ -38,7 +41,7 @@ describe('GET /api/events (Server-Sent Events)', () => {
     ).body.generations[0].generation_id;
 
   beforeAll(async () => {
-    gw = await startGateway({ EVENTS_KEEPALIVE_MS: '300' });
+    gw = await startGateway({ EVENTS_KEEPALIVE_MS: String(KEEPALIVE_MS) });
     await gw.app.listen({ port: 0, host: '127.0.0.1' });
     base = await gw.app.getUrl();
     alice = await createTenant(gw.http, gw.adminToken);
@@ -88,21 +91,43 @@ describe('GET /api/events (Server-Sent Events)', () => {
     }
   });
 
-  it('sends ": keep-alive" comments while idle', async () => {
+  it('sends ": keep-alive" exactly one interval after the last write, also after an event', async () => {
     const res = await fetch(`${base}/api/events`, { headers: { authorization: `Bearer ${alice.apiKey}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const reader = res.body!.getReader();
-    let text = '';
-    const started = Date.now();
-    while (!text.includes(': keep-alive\n\n')) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += new TextDecoder().decode(value);
+    // Arrival time of every frame; the headers' arrival is the stream's first write.
+    const frames: { at: number; text: string }[] = [{ at: Date.now(), text: '(open)' }];
+    let pending = '';
+    const readFrames = async (until: () => boolean) => {
+      while (!until()) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error('stream ended');
+        pending += new TextDecoder().decode(value);
+        let end: number;
+        while ((end = pending.indexOf('\n\n')) >= 0) {
+          frames.push({ at: Date.now(), text: pending.slice(0, end) });
+          pending = pending.slice(end + 2);
+        }
+      }
+    };
+    try {
+      await readFrames(() => frames.length >= 3);
+      // An event resets the clock: the next keep-alive comes one interval after it, not after the last keep-alive.
+      const id = await enqueue(alice);
+      await state.start(id);
+      await state.fail(id, 'resets the keep-alive clock');
+      await readFrames(() => frames.some((f) => f.text.startsWith('event: media_generation_completed')) && frames.at(-1)!.text === ': keep-alive');
+      await readFrames(() => frames.length >= 6);
+    } finally {
+      await reader.cancel();
     }
-    await reader.cancel();
-    expect(text).toContain(': keep-alive\n\n');
-    // Configured at 300 ms: it arrives on an idle stream, not immediately and not after 15 s.
-    expect(Date.now() - started).toBeLessThan(5000);
-  });
+    const gaps = frames.slice(1).map((f, i) => ({ text: f.text.split('\n')[0], ms: f.at - frames[i].at }));
+    for (const gap of gaps.filter((g) => g.text === ': keep-alive')) {
+      // The old check ran every interval/3, so an idle stream waited up to 4/3 of the interval.
+      expect(gap.ms).toBeGreaterThanOrEqual(KEEPALIVE_MS - 20);
+      expect(gap.ms).toBeLessThanOrEqual(KEEPALIVE_MS + 150);
+    }
+    expect(gaps.filter((g) => g.text === ': keep-alive').length).toBeGreaterThanOrEqual(4);
+  }, 20_000);
 });

@@ -6,7 +6,7 @@ import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '
 import { requestedUsage, resolveMediaModel, usageCost, validateMediaParams } from '@atelier/engines';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { RpcClient } from '@atelier/runtime';
+import { backingServiceFault, retryThroughOutage, RpcClient } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 
 /** How often TCP keep-alive probes go out while a long render is waiting (NATs and load balancers drop silent connections). */
@@ -75,7 +75,7 @@ export class MediaController {
     } catch (err) {
       this.metrics.generations.inc({ model: model.id, outcome: gone.signal.aborted ? 'cancelled' : 'failed', mode: 'sync' });
       // Nothing was produced (or nobody is left to receive it): nothing is charged.
-      await this.ledger.release(reservation.id).catch((e: Error) => this.logger.error(`releasing reservation ${reservation.id} failed: ${e.message}`));
+      await this.closeReservation(reservation.id, () => this.ledger.release(reservation.id));
       throw err;
     } finally {
       reply.raw.off('close', onClose);
@@ -85,7 +85,7 @@ export class MediaController {
       Promise.all(
         result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),
       ),
-      this.ledger.settle(reservation.id, usageCost(model, result.usage)),
+      this.closeReservation(reservation.id, () => this.ledger.settle(reservation.id, usageCost(model, result.usage))),
     ]);
     // Lets clients (and bench:media) tell generation time from the service's own overhead.
     reply.header('server-timing', `engine;dur=${result.engineMs.toFixed(1)}, total;dur=${reply.elapsedTime.toFixed(1)}`);
@@ -95,6 +95,26 @@ export class MediaController {
       [endpoint === '/videos/generate' ? 'videos' : 'images']: items,
       ...(result.seed !== undefined && { seed: result.seed }),
     };
+  }
+
+  /**
+   * Settles or releases without failing the answer: the output exists, so an outage of Postgres
+   * must neither withhold it nor leave it unbilled. The (idempotent) step is retried in the
+   * background until the database is back.
+   */
+  private async closeReservation(id: string, close: () => Promise<unknown>): Promise<void> {
+    try {
+      await close();
+    } catch (err) {
+      if (!backingServiceFault(err)) {
+        this.logger.error(`closing reservation ${id} failed: ${(err as Error).message}`);
+        return;
+      }
+      void retryThroughOutage(close, {
+        maxWaitMs: 10 * 60_000,
+        onWait: (service) => this.logger.warn(`${service} unavailable; reservation ${id} will be closed when it is back`),
+      }).catch((e: Error) => this.logger.error(`gave up closing reservation ${id}: ${e.message}`));
+    }
   }
 
   /** b64_json answers read the stored output back: bytes never travel through Redis. */

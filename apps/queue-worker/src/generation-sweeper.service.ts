@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { GenerationQueue, GenerationState, queueFor } from '@atelier/generations';
-import { JobQueues } from '@atelier/runtime';
+import { errorSummary, JobQueues } from '@atelier/runtime';
 
 /**
  * Repairs what a crash between two steps can leave behind: queued rows whose job never reached
@@ -25,7 +25,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   onApplicationBootstrap(): void {
     this.timer = setInterval(() => {
       this.running ??= this.sweep()
-        .catch((err: Error) => this.logger.warn(`Sweep failed: ${err.message}`))
+        .catch((err: Error) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`))
         .finally(() => (this.running = undefined));
     }, this.config.GENERATION_SWEEP_INTERVAL_MS);
     this.timer.unref();

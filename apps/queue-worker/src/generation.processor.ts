@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
 import { GenerationRunner, GenerationState } from '@atelier/generations';
-import { HandlesQueue, type JobContext, type JobHandler } from '@atelier/runtime';
+import { HandlesQueue, retryThroughOutage, type JobContext, type JobHandler } from '@atelier/runtime';
 
 /** Shared by both pools: run the generation; after the last attempt, fail it for good. */
 @Injectable()
@@ -19,7 +19,11 @@ abstract class GenerationProcessor implements JobHandler<typeof IMAGE_GENERATION
     } catch (err) {
       const attempts = ctx.job.opts.attempts ?? 1;
       this.logger.warn(`Generation ${payload.generationId} attempt ${ctx.attempt}/${attempts} failed: ${(err as Error).message}`);
-      if (ctx.attempt >= attempts) await this.state.fail(payload.generationId, 'The generation failed because of an internal error; no credits were charged');
+      if (ctx.attempt >= attempts)
+        await retryThroughOutage(() => this.state.fail(payload.generationId, 'The generation failed because of an internal error; no credits were charged'), {
+          maxWaitMs: 10 * 60_000,
+          signal: ctx.signal,
+        });
       throw err;
     }
   }

@@ -4,12 +4,18 @@ import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth
 import { BatchedCreditLedger, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { RpcClient } from '@atelier/runtime';
+import { backingServiceFault, retryThroughOutage, RpcClient } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { ChatUsageRecorder } from './chat-usage.recorder';
 import { countTextTokens, toolCallTokens } from './token-count';
+
+/**
+ * How long a settle keeps retrying through an outage: well inside the stale-reservation sweep's
+ * margin (5 minutes past RPC_TIMEOUT_MS), so the sweep never releases what is about to be charged.
+ */
+const SETTLE_RETRY_MS = 4 * 60_000;
 
 /** A validated, paid-for (reserved) request, ready to hand to the chat service. */
 export interface PreparedChat {
@@ -76,16 +82,42 @@ export class ChatCompletionsService {
     );
   }
 
-  /** Charges the tokens used (or releases the reservation) and records the request. Never throws. */
+  /**
+   * Charges the tokens used (or releases the reservation) and records the request. Never throws,
+   * and never makes the caller wait for an outage: when Postgres is away, the same (idempotent)
+   * settle keeps being retried in the background until it lands, so an answer already delivered
+   * is still charged exactly once. Only a gateway that dies while waiting leaves the reservation
+   * open, for the stale-reservation sweep to release.
+   */
   async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
-    let cost = '0';
+    const close = async (): Promise<string> => {
+      if (!ending.usage) {
+        await this.ledger.release(prepared.reservation.id);
+        return '0';
+      }
+      const actual = tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens);
+      return (await this.ledger.settle(prepared.reservation, actual)).charged;
+    };
     try {
-      if (ending.usage) cost = (await this.ledger.settle(prepared.reservation, tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens))).charged;
-      else await this.ledger.release(prepared.reservation.id);
+      this.record(prepared, ending, await close());
     } catch (err) {
-      // The reservation stays open (credits held, nothing charged); logged for the operator.
-      this.logger.error(`Could not close credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${(err as Error).message}`);
+      if (!backingServiceFault(err)) {
+        // The reservation stays open (credits held, nothing charged); logged for the operator.
+        this.logger.error(`Could not close credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${(err as Error).message}`);
+        this.record(prepared, ending, '0');
+        return;
+      }
+      void retryThroughOutage(close, {
+        maxWaitMs: SETTLE_RETRY_MS,
+        onWait: (service) => this.logger.warn(`${service} unavailable; will close reservation ${prepared.reservation.id} of ${prepared.completionId} when it is back`),
+      }).then(
+        (cost) => this.record(prepared, ending, cost),
+        (e: Error) => this.logger.error(`Gave up closing credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${e.message}`),
+      );
     }
+  }
+
+  private record(prepared: PreparedChat, ending: ChatEnding, cost: string): void {
     this.usage.record({
       id: prepared.completionId,
       namespaceId: prepared.scope.id,

@@ -1,5 +1,6 @@
 import { Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { PrismaService } from '@atelier/db';
+import { backingServiceFault } from '@atelier/runtime';
 
 export interface ChatUsageRecord {
   id: string;
@@ -20,6 +21,10 @@ export interface ChatUsageRecord {
 
 const MAX_BATCH = 500;
 const FLUSH_DELAY_MS = 50;
+/** While Postgres is away rows are held, up to this many and this long (memory stays bounded). */
+const MAX_HELD = 100_000;
+const OUTAGE_HOLD_MS = 5 * 60_000;
+const OUTAGE_RETRY_MS = 500;
 
 /**
  * Writes one chat_usage row per request, off the response path. Rows are collected for 50 ms
@@ -32,6 +37,8 @@ export class ChatUsageRecorder implements OnModuleDestroy {
   private readonly logger = new Logger(ChatUsageRecorder.name);
   private pending: ChatUsageRecord[] = [];
   private flushing: Promise<void> | undefined;
+  private outageSince?: number;
+  private closing = false;
 
   constructor(private readonly prisma: PrismaService) {}
 
@@ -62,7 +69,17 @@ export class ChatUsageRecorder implements OnModuleDestroy {
             ${batch.map((r) => r.reservationId)}::uuid[], ${batch.map((r) => r.requestId)}::text[],
             ${batch.map((r) => r.errorMessage)}::text[], ${batch.map((r) => r.durationMs)}::int[])
           ON CONFLICT (id) DO NOTHING`;
+        this.outageSince = undefined;
       } catch (err) {
+        const outage = backingServiceFault(err);
+        const waited = Date.now() - (this.outageSince ??= Date.now());
+        if (outage && !this.closing && waited < OUTAGE_HOLD_MS && this.pending.length + batch.length <= MAX_HELD) {
+          // Held and written once Postgres is back: the usage rows are how spend is reported.
+          if (waited === 0) this.logger.warn(`${outage} unavailable; holding chat usage rows until it is back`);
+          this.pending.unshift(...batch);
+          await new Promise((resolve) => setTimeout(resolve, OUTAGE_RETRY_MS));
+          continue;
+        }
         this.logger.error(`Could not record usage of ${batch.length} chat request(s): ${(err as Error).message}`);
       }
     }
@@ -71,6 +88,8 @@ export class ChatUsageRecorder implements OnModuleDestroy {
 
   /** Runs before the (global) database module closes its pool. */
   async onModuleDestroy(): Promise<void> {
+    // A stopping process cannot wait out an outage; what cannot be written now is logged.
+    this.closing = true;
     await this.drain();
   }
 }

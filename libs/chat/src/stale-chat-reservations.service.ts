@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { CreditLedger } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { errorSummary } from '@atelier/runtime';
 
 /** Chat reservations are settled right after the response; a gateway that dies in between leaves one open. */
 export const CHAT_RESERVATION_PREFIX = 'chat:';
@@ -31,7 +32,7 @@ export class StaleChatReservations implements OnApplicationBootstrap, OnModuleDe
         .then((n) => {
           if (n) this.logger.warn(`Released ${n} chat credit reservation(s) left open by a crashed gateway`);
         })
-        .catch((err: Error) => this.logger.warn(`Stale reservation sweep failed: ${err.message}`))
+        .catch((err: Error) => this.logger.warn(`Stale reservation sweep failed: ${errorSummary(err)}`))
         .finally(() => (this.running = undefined));
     }, 60_000);
     this.timer.unref();

@@ -1,4 +1,7 @@
+import { Logger } from '@nestjs/common';
 import { Pool } from 'pg';
+
+const logger = new Logger('PgPool');
 
 /**
  * A plain node-postgres pool on the same database (and `?schema=`) as Prisma, for the few hot
@@ -8,10 +11,15 @@ export function createPgPool(databaseUrl: string, max: number, applicationName =
   const url = new URL(databaseUrl);
   const schema = url.searchParams.get('schema') ?? undefined;
   url.searchParams.delete('schema');
-  return new Pool({
+  const pool = new Pool({
     connectionString: url.toString(),
     max,
     application_name: applicationName,
     ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
   });
+  // An idle client whose server goes away (restart, failover) is emitted here; without a
+  // listener Node treats it as an unhandled 'error' and exits. The pool has already dropped the
+  // client and opens a new one on the next query.
+  pool.on('error', (err) => logger.warn(`idle connection of ${applicationName} lost: ${err.message}`));
+  return pool;
 }

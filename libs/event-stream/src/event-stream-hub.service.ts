@@ -30,8 +30,15 @@ export function eventPayload(event: GenerationCompletedEvent, url: (key: string)
 export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EventStreamHub.name);
   private readonly byUser = new Map<string, Set<Connection>>();
+  /**
+   * Every connection in order of its last write (a write moves it to the end), so the ones due
+   * a keep-alive are always at the front: one timer, armed for the oldest connection's due time,
+   * serves 10k streams and fires exactly EVENTS_KEEPALIVE_MS after each stream's last write.
+   */
+  private readonly byAge = new Set<Connection>();
   private unsubscribe?: () => Promise<void>;
   private keepAlive?: NodeJS.Timeout;
+  private stopped = false;
 
   constructor(
     private readonly bus: BroadcastBus,
@@ -49,10 +56,6 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
 
   async onModuleInit(): Promise<void> {
     this.unsubscribe = await this.bus.subscribe(GENERATION_COMPLETED_CHANNEL, (event) => this.deliver(event));
-    // One timer for all connections: 10k streams must not mean 10k timers.
-    const every = Math.max(50, Math.floor(this.config.EVENTS_KEEPALIVE_MS / 3));
-    this.keepAlive = setInterval(() => this.sendKeepAlives(), every);
-    this.keepAlive.unref();
     // A draining server waits for its connections to end, and a stream never ends by itself:
     // end them when the HTTP server starts closing (SIGTERM), before it waits.
     const fastify = this.adapterHost?.httpAdapter?.getInstance?.() as { addHook?: (name: 'preClose', hook: (done: () => void) => void) => void } | undefined;
@@ -75,12 +78,15 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     let set = this.byUser.get(userId);
     if (!set) this.byUser.set(userId, (set = new Set()));
     set.add(conn);
+    this.byAge.add(conn);
+    this.armKeepAlive();
     this.metrics?.sseConnections.inc();
     let closed = false;
     const close = () => {
       if (closed) return;
       closed = true;
       this.metrics?.sseConnections.dec();
+      this.byAge.delete(conn);
       const current = this.byUser.get(userId);
       current?.delete(conn);
       if (current?.size === 0) this.byUser.delete(userId);
@@ -96,24 +102,47 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     for (const conn of set) this.write(conn, frame);
   }
 
+  /** Arms the one timer for the oldest connection, unless it is already armed (it then re-arms itself). */
+  private armKeepAlive(): void {
+    if (this.keepAlive || this.stopped) return;
+    const oldest = this.byAge.values().next().value;
+    if (!oldest) return;
+    const wait = Math.max(0, oldest.lastWrite + this.config.EVENTS_KEEPALIVE_MS - Date.now());
+    this.keepAlive = setTimeout(() => {
+      this.keepAlive = undefined;
+      this.sendKeepAlives();
+      this.armKeepAlive();
+    }, wait);
+    this.keepAlive.unref();
+  }
+
   private sendKeepAlives(): void {
-    const due = Date.now() - this.config.EVENTS_KEEPALIVE_MS;
-    for (const set of this.byUser.values()) for (const conn of set) if (conn.lastWrite <= due) this.write(conn, ': keep-alive\n\n');
+    // Timers fire a little late, never early; a few ms of slack lets near-simultaneous streams share one wake-up.
+    const due = Date.now() - this.config.EVENTS_KEEPALIVE_MS + 5;
+    for (const conn of this.byAge) {
+      // Ordered by last write: the first one not due ends the scan (written ones move behind it).
+      if (conn.lastWrite > due) break;
+      this.write(conn, ': keep-alive\n\n');
+    }
   }
 
   /** A client that stops reading is cut off once its backlog passes the limit, so it cannot hold memory or slow others. */
   private write(conn: Connection, frame: string): void {
     if (conn.res.writableLength > this.config.EVENTS_MAX_BUFFER_BYTES) {
       this.logger.warn(`Disconnecting a slow event stream of user ${conn.userId}`);
+      this.byAge.delete(conn);
       conn.res.destroy();
       return;
     }
     conn.res.write(frame);
     conn.lastWrite = Date.now();
+    this.byAge.delete(conn);
+    this.byAge.add(conn);
   }
 
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.keepAlive);
+    this.stopped = true;
+    clearTimeout(this.keepAlive);
     await this.unsubscribe?.();
     this.endAll();
   }
@@ -125,5 +154,6 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   private endAll(): void {
     for (const set of this.byUser.values()) for (const conn of set) if (!conn.res.writableEnded) conn.res.end('retry: 1000\n\n');
     this.byUser.clear();
+    this.byAge.clear();
   }
 }

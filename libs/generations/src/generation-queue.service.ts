@@ -6,7 +6,7 @@ import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
 import { ModelCatalog, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { requestContext } from '@atelier/observability';
-import { BroadcastBus, JobQueues } from '@atelier/runtime';
+import { backingServiceFault, BroadcastBus, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
 
@@ -121,12 +121,17 @@ export class GenerationQueue {
     for (const mediaType of ['image', 'video'] as const) {
       const batch = items.filter((i) => i.mediaType === mediaType);
       if (batch.length === 0) continue;
-      const queue = this.queues.queue(queueFor(mediaType));
       // The enqueueing request's id follows the job into the worker's logs (re-dispatches have none).
       const requestId = requestContext.current()?.requestId;
-      await queue
-        .addBulk(batch.map((i) => ({ name: queue.name, data: { generationId: i.id, requestId: requestId ?? i.id }, opts: { jobId: i.id } })))
-        .catch((err: Error) => this.logger.warn(`Could not add ${batch.length} job(s) now (${err.message}); the dispatcher will retry`));
+      // The rows are already durable: with Redis away the enqueue still succeeds, and the
+      // queue-worker's sweeper adds these jobs once Redis is back.
+      await this.queues
+        .addBulk(queueFor(mediaType), batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id })))
+        .catch((err: Error) => {
+          // During a Redis outage every enqueue lands here; the 503s elsewhere already say Redis is away.
+          const log = backingServiceFault(err) ? 'debug' : 'warn';
+          this.logger[log](`Could not add ${batch.length} job(s) now (${err.message}); the dispatcher will retry`);
+        });
     }
   }
 
@@ -186,7 +191,7 @@ export class GenerationQueue {
     });
     if (cancelled) {
       const contract = queueFor(row.mediaType);
-      await this.queues.queue(contract).remove(id).catch(() => undefined);
+      await this.queues.remove(contract, id);
       await this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [id], reason: 'cancelled by the user' }).catch(() => undefined);
     }
     return { status: 'success', generation_id: id };

@@ -2,8 +2,12 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog, validateModelRequest } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
+import { retryThroughOutage } from '@atelier/runtime';
 import { GenerationRenderer } from './generation-renderer';
 import { GenerationState } from './generation-state';
+
+/** Longer than any failover; shorter than GENERATION_LOST_AFTER_MS, after which the sweeper fails the row. */
+const OUTAGE_WAIT_MS = 10 * 60_000;
 
 export type RunOutcome = 'succeeded' | 'failed' | 'skipped' | 'cancelled';
 
@@ -29,24 +33,38 @@ export class GenerationRunner {
     return outcome;
   }
 
+  /**
+   * Database steps wait out a Postgres outage instead of failing the attempt: a rendered result
+   * is never thrown away for a lost connection, and an outage never uses up a job's attempts.
+   * Every step is a conditional update or a read, so repeating it is harmless.
+   */
+  private durably<T>(id: string, signal: AbortSignal, op: () => Promise<T>): Promise<T> {
+    return retryThroughOutage(op, {
+      maxWaitMs: OUTAGE_WAIT_MS,
+      signal,
+      onWait: (service) => this.logger.warn(`${service} unavailable; generation ${id} waits for it`),
+    });
+  }
+
   private async runOnce(id: string, signal: AbortSignal, seen: { model?: string }): Promise<RunOutcome> {
-    const row = await this.state.start(id);
+    const durably = <T>(op: () => Promise<T>) => this.durably(id, signal, op);
+    const row = await durably(() => this.state.start(id));
     if (!row) return 'skipped';
     seen.model = row.modelName;
     const model = this.catalog.get(row.modelName);
     if (!model) {
-      await this.state.fail(id, `Model not found: ${row.modelName}`);
+      await durably(() => this.state.fail(id, `Model not found: ${row.modelName}`));
       return 'failed';
     }
     // Parameters are checked now, not at enqueue (the spec): a bad one fails this generation.
     const checked = validateModelRequest(model, { ...(row.params as Record<string, unknown>), model: model.id }, { mode: 'sync' });
     if (!checked.ok) {
-      await this.state.fail(id, checked.errors.map((e) => e.message).join('; '));
+      await durably(() => this.state.fail(id, checked.errors.map((e) => e.message).join('; ')));
       return 'failed';
     }
     const target = {
       generationId: id,
-      namespace: await this.state.namespaceName(row.namespaceId),
+      namespace: await durably(() => this.state.namespaceName(row.namespaceId)),
       namespaceId: row.namespaceId,
       userId: row.ownerId,
       repo: row.targetRepo,
@@ -59,18 +77,14 @@ export class GenerationRunner {
       if (signal.aborted) return 'cancelled';
       // Problems of the request itself (unreachable input, provider refusal) fail the generation;
       // anything else (database, storage) is retried by BullMQ.
-      if (err instanceof ApiError && err.status < 500) {
-        await this.state.fail(id, err.message);
-        return 'failed';
-      }
-      if (err instanceof ApiError && err.type === 'upstream_error') {
-        await this.state.fail(id, err.message);
+      if (err instanceof ApiError && (err.status < 500 || err.type === 'upstream_error')) {
+        await durably(() => this.state.fail(id, err.message));
         return 'failed';
       }
       throw err;
     }
     if (signal.aborted) return 'cancelled';
-    const done = await this.state.succeed(id, result.keys, result.cost);
+    const done = await durably(() => this.state.succeed(id, result.keys, result.cost));
     if (!done) this.logger.log(`Generation ${id} finished after it was cancelled; result discarded`);
     return done ? 'succeeded' : 'cancelled';
   }

@@ -27,6 +27,7 @@ export class Metrics {
   readonly creditReleases: Counter;
   readonly sseConnections: Gauge;
   readonly upstreamDuration: Histogram<'provider' | 'outcome'>;
+  readonly processFaults: Counter<'kind'>;
 
   constructor(service: string) {
     this.registry.setDefaultLabels({ service });
@@ -65,6 +66,12 @@ export class Metrics {
     this.creditsReserved = new Counter({ name: 'atelier_credits_reserved_total', help: 'Credits reserved before work started', registers });
     this.creditsSettled = new Counter({ name: 'atelier_credits_settled_total', help: 'Credits charged when reservations were settled', registers });
     this.creditReleases = new Counter({ name: 'atelier_credit_releases_total', help: 'Reservations released without a charge (failure, cancel)', registers });
+    this.processFaults = new Counter({
+      name: 'atelier_process_faults_total',
+      help: 'Errors that reached the process level (kind: backing_service, unhandled_rejection, uncaught_exception)',
+      labelNames: ['kind'],
+      registers,
+    });
     this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
     this.upstreamDuration = new Histogram({
       name: 'atelier_upstream_request_duration_seconds',

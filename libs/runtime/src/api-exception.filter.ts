@@ -1,6 +1,7 @@
 import { Catch, HttpException, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { ApiError, errorEnvelope, type ErrorEnvelope, type ErrorType } from '@atelier/contracts';
+import { backingServiceFault, errorSummary, outageError, OUTAGE_RETRY_AFTER_SECONDS, type BackingService } from './backing-service-fault';
 
 const TYPE_BY_STATUS: Record<number, ErrorType> = {
   400: 'invalid_request',
@@ -21,6 +22,16 @@ const TYPE_BY_STATUS: Record<number, ErrorType> = {
 
 const logger = new Logger('HttpErrors');
 
+/** During an outage every request fails the same way; one line per service every few seconds says enough. */
+const OUTAGE_LOG_INTERVAL_MS = 5_000;
+const lastOutageLog = new Map<BackingService, number>();
+function logOutage(service: BackingService, err: unknown): void {
+  const now = Date.now();
+  if (now - (lastOutageLog.get(service) ?? 0) < OUTAGE_LOG_INTERVAL_MS) return;
+  lastOutageLog.set(service, now);
+  logger.warn(`${service} unavailable; answering 503 (${errorSummary(err)})`);
+}
+
 /** Turns any thrown value into the one error envelope with a fitting status; only real bugs are 500. */
 export function toErrorResponse(err: unknown): { status: number; body: ErrorEnvelope } {
   if (err instanceof ApiError) return { status: err.status, body: err.toEnvelope() };
@@ -34,6 +45,12 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
           ? ((response as { message: string[] }).message).join('; ')
           : String((response as { message?: unknown }).message ?? err.message);
     return { status, body: errorEnvelope(TYPE_BY_STATUS[status] ?? (status >= 500 ? 'internal_error' : 'invalid_request'), message) };
+  }
+  const outage = backingServiceFault(err);
+  if (outage) {
+    logOutage(outage, err);
+    const unavailable = outageError(outage);
+    return { status: unavailable.status, body: unavailable.toEnvelope() };
   }
   const fastifyErr = err as { statusCode?: number; code?: string; message?: string };
   if (typeof fastifyErr.statusCode === 'number' && fastifyErr.statusCode >= 400 && fastifyErr.statusCode < 500) {
@@ -51,6 +68,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
     const { status, body } = toErrorResponse(exception);
     if (reply.sent) return;
+    // Every 503 is temporary (an outage, a draining replica): tell clients when to come back.
+    if (status === 503) void reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
     void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
   }
 }

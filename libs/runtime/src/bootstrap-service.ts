@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -8,6 +9,7 @@ import { ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
 import { ApiExceptionFilter } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
+import { installProcessFaultPolicy } from './process-fault-policy';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
@@ -27,6 +29,36 @@ const routeTables = new WeakMap<object, RegisteredRoute[]>();
 /** Every route the app's HTTP server serves (recorded as they are registered), e.g. for API-description coverage. */
 export function registeredRoutes(app: NestFastifyApplication): RegisteredRoute[] {
   return [...(routeTables.get(app.getHttpAdapter().getInstance()) ?? [])];
+}
+
+/** How much of an oversized body is read and discarded (times the limit), and for how long, before the 413 goes out anyway. */
+const OVERSIZED_BODY_DRAIN_FACTOR = 4;
+const OVERSIZED_BODY_DRAIN_MS = 30_000;
+
+/**
+ * Reads a request body to its end without keeping it. True when it ended within `maxBytes`
+ * and `maxMs`; false when it was cut short (the connection should then close).
+ */
+function discardBody(raw: IncomingMessage, maxBytes: number, maxMs: number): Promise<boolean> {
+  if (raw.complete || raw.readableEnded || raw.destroyed) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = (ended: boolean) => {
+      clearTimeout(timer);
+      raw.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onClose);
+      if (!ended) raw.pause();
+      resolve(ended);
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > maxBytes) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onClose = () => finish(false);
+    const timer = setTimeout(() => finish(false), maxMs);
+    raw.on('data', onData).once('end', onEnd).once('close', onClose).once('error', onClose);
+    raw.resume();
+  });
 }
 
 /** The Fastify adapter with atelier's HTTP rules: body limit, request ids, envelope for every error. */
@@ -66,6 +98,17 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   });
   fastify.addHook('onSend', async (req, reply) => {
     reply.header('x-request-id', req.id);
+  });
+  // Fastify refuses an oversized body before reading it. Answering while the client is still
+  // uploading makes fetch/undici (and so the OpenAI SDK) fail with EPIPE instead of showing the
+  // 413: read and discard the rest first, up to a bound, so every client can read the answer.
+  fastify.addHook('onError', async (req, reply, error) => {
+    if ((error as { code?: string }).code !== 'FST_ERR_CTP_BODY_TOO_LARGE') return;
+    const drained = await discardBody(req.raw, OVERSIZED_BODY_DRAIN_FACTOR * config.BODY_LIMIT_BYTES, OVERSIZED_BODY_DRAIN_MS);
+    // Fastify closes the connection after any body error, in case more data follows; a body
+    // read to its end leaves nothing behind, so the connection may serve the next request.
+    if (drained) reply.removeHeader('connection');
+    else void reply.header('connection', 'close');
   });
   return adapter;
 }
@@ -142,6 +185,7 @@ export async function runService(
     process.exit(1);
   }
   const logger = createLogger(config, opts.service);
+  installProcessFaultPolicy(opts.service, logger, app.get(Metrics));
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;

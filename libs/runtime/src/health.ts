@@ -3,6 +3,7 @@ import type { FastifyReply } from 'fastify';
 import type { HealthResponse } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { PublicRoute } from './access-metadata';
+import { errorSummary } from './backing-service-fault';
 import { RedisService } from './redis.module';
 
 export const SERVICE_NAME = Symbol('SERVICE_NAME');
@@ -34,7 +35,7 @@ export class HealthChecks {
           ]);
           return [name, { status: 'up' as const, latency_ms: Math.round(performance.now() - started) }] as const;
         } catch (err) {
-          return [name, { status: 'down' as const, error: summarize(err) }] as const;
+          return [name, { status: 'down' as const, error: errorSummary(err) }] as const;
         }
       }),
     );
@@ -73,10 +74,4 @@ export class LivenessController {
   live() {
     return { status: 'ok', service: this.service };
   }
-}
-
-/** Prisma wraps driver errors in multi-line invocation dumps; operators need the cause line. */
-function summarize(err: unknown): string {
-  const lines = String((err as Error)?.message ?? err).split('\n').map((l) => l.trim()).filter(Boolean);
-  return (lines.at(-1) ?? 'unknown error').slice(0, 200);
 }

@@ -39,7 +39,26 @@ export class JobQueues implements OnApplicationShutdown {
     payload: PayloadOf<Q>,
     opts: Pick<JobsOptions, 'jobId' | 'delay' | 'priority'> = {},
   ): Promise<Job> {
+    this.redis.assertAvailable();
     return this.queue(contract).add(contract.name, payload, opts);
+  }
+
+  /** Several jobs of one contract in one round trip (MULTI); jobIds make re-adding harmless. */
+  async addBulk<Q extends QueueContract>(contract: Q, jobs: { payload: PayloadOf<Q>; jobId: string }[]): Promise<Job[]> {
+    this.redis.assertAvailable();
+    return this.queue(contract).addBulk(jobs.map((j) => ({ name: contract.name, data: j.payload, opts: { jobId: j.jobId } })));
+  }
+
+  /**
+   * Best effort: takes a waiting job off its queue. Without Redis it returns at once (BullMQ
+   * would wait for the connection); callers only use it where the job, if it still runs, finds
+   * its work cancelled and does nothing.
+   */
+  async remove(contract: QueueContract, jobId: string): Promise<void> {
+    if (!this.redis.available()) return;
+    await this.queue(contract)
+      .remove(jobId)
+      .catch(() => undefined);
   }
 
   async onApplicationShutdown(): Promise<void> {

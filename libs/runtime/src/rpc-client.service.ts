@@ -46,6 +46,7 @@ export class RpcClient implements OnApplicationShutdown {
 
   async call<Q extends QueueContract>(contract: Q, payload: PayloadOf<Q>, opts: RpcCallOptions = {}): Promise<ResultOf<Q>> {
     if (contract.settings.kind !== 'rpc') throw new Error(`queue ${contract.name} is not a request/response queue`);
+    this.redis.assertAvailable();
     const jobId = `${this.instance}-${randomUUID()}`;
     const channel = this.redis.names.rpcReply(jobId);
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
@@ -62,7 +63,7 @@ export class RpcClient implements OnApplicationShutdown {
       };
       const cancelJob = (reason: string) => {
         void this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [jobId], reason }).catch(() => undefined);
-        void this.queues.queue(contract).remove(jobId).catch(() => undefined);
+        void this.queues.remove(contract, jobId);
       };
       const timer = setTimeout(() => {
         cancelJob('timed out');

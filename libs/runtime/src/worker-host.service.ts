@@ -3,6 +3,7 @@ import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { WaitingError, Worker, type Job } from 'bullmq';
 import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
 import { Metrics, requestContext } from '@atelier/observability';
+import { backingServiceFault, outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { JOB_HANDLER_METADATA, type JobContext, type JobHandler } from './job-handler';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
@@ -107,7 +108,19 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         ...(this.options.lockDurationMs ? { stalledInterval: this.options.lockDurationMs } : {}),
       },
     );
-    worker.on('error', (err) => this.logger.warn(`${contract.name} worker: ${err.message}`));
+    // While Redis is away every reconnect attempt errors; one line per worker every 10 s says it.
+    let lastLogged = 0;
+    let suppressed = 0;
+    worker.on('error', (err) => {
+      const now = Date.now();
+      if (now - lastLogged < 10_000) {
+        suppressed++;
+        return;
+      }
+      this.logger.warn(`${contract.name} worker: ${err.message}${suppressed ? ` (${suppressed} similar errors not shown)` : ''}`);
+      lastLogged = now;
+      suppressed = 0;
+    });
     return worker;
   }
 
@@ -223,6 +236,8 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 
 function toReplyError(err: unknown): Extract<RpcReply, { kind: 'error' }>['error'] {
   if (err instanceof ApiError) return { type: err.type, message: err.message, detail: err.detail };
+  const outage = backingServiceFault(err);
+  if (outage) return { type: 'service_unavailable', message: outageError(outage).message };
   return { type: 'internal_error', message: 'The service failed to process the request' };
 }
 

@@ -5,3 +5,4 @@ export { bootHealthyAndClose } from './service-boot';
 export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
 export { appProcessEnv, buildAppsForTest, repoRoot } from './compiled-apps';
+export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, type ThrowawayServer } from './throwaway-servers';

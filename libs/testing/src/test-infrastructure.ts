@@ -41,8 +41,10 @@ function repoRoot(): string {
  * A fresh, migrated database and a private Redis prefix for one suite, so suites (and
  * concurrent runs) never see each other's tenants, jobs or events.
  */
-export async function createTestEnvironment(overrides: Record<string, string> = {}): Promise<TestEnvironment> {
-  const servers = testServers();
+export async function createTestEnvironment(
+  overrides: Record<string, string> = {},
+  servers: { postgres: string; redis: string } = testServers(),
+): Promise<TestEnvironment> {
   const id = `${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
   const dbName = `atelier_test_${id}`;
   const base = new URL(servers.postgres);

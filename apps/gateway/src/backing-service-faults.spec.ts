@@ -1,0 +1,288 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client } from 'pg';
+import {
+  appProcessEnv,
+  buildAppsForTest,
+  canRunThrowawayServers,
+  createTestEnvironment,
+  freePort,
+  repoRoot,
+  startThrowawayPostgres,
+  startThrowawayRedis,
+  uniqueName,
+  waitFor,
+  type TestEnvironment,
+  type ThrowawayServer,
+} from '@atelier/testing';
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  port: number;
+  output: () => string;
+}
+
+interface Outcome {
+  kind: 'chat' | 'queue';
+  at: number;
+  status: number | 'network-error';
+  type?: string;
+  retryAfter?: string | null;
+  generationIds?: string[];
+}
+
+const support = canRunThrowawayServers();
+const suite = support.ok ? describe : describe.skip;
+if (!support.ok) console.warn(`backing-service fault tests skipped: ${support.why}`);
+
+/**
+ * The faults every deployment sees (a database restart or failover, a Redis restart) against
+ * compiled app processes, on a Postgres and a Redis of this suite's own that it stops and starts.
+ * No process may exit, requests that need the missing service get 503 + Retry-After while it is
+ * away, and everything serves again on its own once it is back, with the books intact.
+ */
+suite('backing-service faults (throwaway Postgres and Redis, real processes)', () => {
+  let pg: ThrowawayServer;
+  let redis: ThrowawayServer;
+  let env: TestEnvironment;
+  let build: ReturnType<typeof buildAppsForTest>;
+  let apiKey: string;
+  let base: string;
+  const procs: Proc[] = [];
+
+  const start = async (name: 'gateway' | 'chat' | 'queue-worker', portVar: string, extra: Record<string, string> = {}): Promise<Proc> => {
+    const port = await freePort();
+    const child = spawn(process.execPath, [build.main(name)], {
+      cwd: repoRoot,
+      env: appProcessEnv(env, {
+        ADMIN_TOKEN: env.config.ADMIN_TOKEN ?? '',
+        HOST: '127.0.0.1',
+        [portVar]: String(port),
+        LOG_LEVEL: 'warn',
+        PRETTY_LOGS: 'false',
+        GENERATION_SWEEP_INTERVAL_MS: '500',
+        JOB_LOCK_DURATION_MS: '5000',
+        ...extra,
+      }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
+    child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
+    const proc = { name, child, port, output: () => out };
+    procs.push(proc);
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`${name} exited early:\n${out}`);
+        return (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.ok;
+      },
+      { timeoutMs: 30_000, description: `${name} to be healthy` },
+    );
+    return proc;
+  };
+  const running = () => procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null);
+  const expectAllAlive = () => {
+    for (const p of procs.filter((q) => !running().includes(q)))
+      throw new Error(`${p.name} exited (${p.child.exitCode ?? p.child.signalCode}):\n${p.output().slice(-3000)}`);
+  };
+  const healthy = async () => (await Promise.all(running().map((p) => fetch(`http://127.0.0.1:${p.port}/health`).then((r) => r.status, () => 0)))).every((s) => s === 200);
+  const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => {
+    const client = new Client({ connectionString: env.databaseUrl });
+    await client.connect();
+    try {
+      return (await client.query<T>(text, params)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+
+  /** Chat and enqueue requests back to back until stopped, every outcome recorded. */
+  const traffic = () => {
+    const outcomes: Outcome[] = [];
+    let stopped = false;
+    const loop = async (kind: 'chat' | 'queue', pauseMs: number) => {
+      while (!stopped) {
+        const at = Date.now();
+        const res = await fetch(`${base}/api/ai/${kind === 'chat' ? 'chat/completions' : 'queue'}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify(
+            kind === 'chat' ? { model: 'local-chat', messages: [{ role: 'user', content: 'say something' }], max_tokens: 8 } : { model: 'local-image', prompt: 'fault' },
+          ),
+          signal: AbortSignal.timeout(20_000),
+        }).catch(() => undefined);
+        if (!res) outcomes.push({ kind, at, status: 'network-error' });
+        else {
+          const body = (await res.json().catch(() => ({}))) as { error?: { type?: string }; generations?: { generation_id: string }[] };
+          outcomes.push({
+            kind,
+            at,
+            status: res.status,
+            type: body.error?.type,
+            retryAfter: res.headers.get('retry-after'),
+            generationIds: body.generations?.map((g) => g.generation_id),
+          });
+        }
+        await new Promise((r) => setTimeout(r, pauseMs));
+      }
+    };
+    const done = Promise.all([loop('chat', 20), loop('queue', 100)]);
+    return {
+      outcomes,
+      ok: (kind: Outcome['kind'], after = 0) => outcomes.filter((o) => o.kind === kind && o.status === 200 && o.at >= after).length,
+      unavailable: (after = 0) => outcomes.filter((o) => o.status === 503 && o.at >= after).length,
+      stop: async () => {
+        stopped = true;
+        await done;
+      },
+    };
+  };
+
+  /** What the contract promises after any fault: every generation ends once, one event each, each charged at most once, no credits held. */
+  const expectBooksBalanced = async () => {
+    await waitFor(async () => (await sql(`SELECT 1 FROM generations WHERE status IN ('queued', 'processing')`)).length === 0, {
+      timeoutMs: 60_000,
+      description: 'every generation to finish',
+    });
+    await waitFor(async () => (await sql(`SELECT 1 FROM credit_reservations WHERE status = 'open'`)).length === 0, {
+      timeoutMs: 30_000,
+      description: 'no credit reservation left open',
+    });
+    const [gen] = await sql<{ finished: string; events: string; published: string; double_events: string }>(`
+      SELECT (SELECT count(*) FROM generations WHERE status IN ('succeeded', 'failed')) AS finished,
+             (SELECT count(*) FROM generation_events) AS events,
+             (SELECT count(*) FROM generation_events WHERE published_at IS NOT NULL) AS published,
+             (SELECT count(*) FROM (SELECT generation_id FROM generation_events GROUP BY 1 HAVING count(*) > 1) d) AS double_events`);
+    expect(Number(gen.events)).toBe(Number(gen.finished));
+    expect(gen.double_events).toBe('0');
+    await waitFor(async () => (await sql<{ n: string }>(`SELECT count(*) AS n FROM generation_events WHERE published_at IS NULL`))[0].n === '0', {
+      description: 'every event to be published',
+    });
+    const [charges] = await sql<{ twice: string; charged: string; recorded: string }>(`
+      SELECT (SELECT count(*) FROM (SELECT reservation_id FROM credit_ledger WHERE kind = 'charge' GROUP BY 1 HAVING count(*) > 1) d) AS twice,
+             (SELECT coalesce(sum(-amount), 0) FROM credit_ledger WHERE kind = 'charge')::text AS charged,
+             ((SELECT coalesce(sum(cost), 0) FROM chat_usage) + (SELECT coalesce(sum(cost), 0) FROM generations))::text AS recorded`);
+    expect(charges.twice).toBe('0');
+    expect(Number(charges.charged)).toBeGreaterThan(0);
+    expect(charges.charged).toBe(charges.recorded);
+  };
+
+  /** Every answer during a fault is a success or the outage 503 with Retry-After, never a 500 or a hang. */
+  const expectOnlySuccessOrOutage = (outcomes: Outcome[]) => {
+    const bad = outcomes.filter((o) => o.status !== 200 && !(o.status === 503 && o.type === 'service_unavailable' && o.retryAfter));
+    expect(bad).toEqual([]);
+  };
+
+  beforeAll(async () => {
+    [pg, redis] = await Promise.all([startThrowawayPostgres(), startThrowawayRedis()]);
+    env = await createTestEnvironment({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-faults-')) }, { postgres: pg.url, redis: redis.url });
+    build = buildAppsForTest(['gateway', 'chat', 'queue-worker']);
+    const gateway = await start('gateway', 'PORT');
+    await Promise.all([start('chat', 'CHAT_PORT'), start('queue-worker', 'QUEUE_WORKER_PORT')]);
+    base = `http://127.0.0.1:${gateway.port}`;
+    const res = await fetch(`${base}/api/admin/users`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ username: uniqueName(), credits: '1000' }),
+    });
+    expect(res.status).toBe(201);
+    apiKey = ((await res.json()) as { api_key: string }).api_key;
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+    build?.cleanup();
+    await Promise.all([pg?.destroy(), redis?.destroy()]);
+  });
+
+  it('a Postgres restart under chat and enqueue traffic: no process exits, 503 while it is down, serving again within 30 s', async () => {
+    const load = traffic();
+    try {
+      await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
+      await pg.stop();
+      const downAt = Date.now();
+      await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: '503s while Postgres is down' });
+      // Readiness says so too, so Kubernetes takes the pods out of rotation instead of restarting them.
+      expect((await fetch(`${base}/health`)).status).toBe(503);
+      expectAllAlive();
+      await pg.start();
+      const upAt = Date.now();
+      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: 'service after Postgres is back' });
+      await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
+    } finally {
+      await load.stop();
+    }
+    expectAllAlive();
+    expectOnlySuccessOrOutage(load.outcomes);
+    await expectBooksBalanced();
+  }, 120_000);
+
+  it('a Redis restart under traffic: no process exits, chat gets 503 while it is down, enqueues are kept and run after', async () => {
+    const load = traffic();
+    try {
+      await waitFor(() => load.ok('chat') >= 20, { timeoutMs: 20_000, description: 'traffic to flow' });
+      await redis.stop();
+      const downAt = Date.now();
+      await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: '503s while Redis is down' });
+      expect((await fetch(`${base}/health`)).status).toBe(503);
+      expectAllAlive();
+      await redis.start();
+      const upAt = Date.now();
+      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: 'service after Redis is back' });
+      await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
+    } finally {
+      await load.stop();
+    }
+    expectAllAlive();
+    expectOnlySuccessOrOutage(load.outcomes);
+    // Generations are durable in Postgres: those accepted while Redis was away were not refused, and they finish.
+    expect(load.outcomes.filter((o) => o.kind === 'queue' && o.status !== 200)).toEqual([]);
+    await expectBooksBalanced();
+  }, 120_000);
+
+  it('Postgres stopped for 20 s while generations render: each still ends once, succeeded, with one event and one charge', async () => {
+    // A worker whose renders take long enough for the outage to land in the middle of them.
+    const first = procs.find((p) => p.name === 'queue-worker')!;
+    first.child.kill('SIGTERM');
+    await new Promise((resolve) => first.child.once('exit', resolve));
+    procs.splice(procs.indexOf(first), 1);
+    const worker = await start('queue-worker', 'QUEUE_WORKER_PORT', { LOCAL_ENGINE_LATENCY_MS: '4000' });
+    const res = await fetch(`${base}/api/ai/queue`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'local-image', prompt: 'through the outage', num_generations: 4 }),
+    });
+    expect(res.status).toBe(200);
+    const ids = ((await res.json()) as { generations: { generation_id: string }[] }).generations.map((g) => g.generation_id);
+    await waitFor(async () => (await sql(`SELECT 1 FROM generations WHERE id = ANY($1::uuid[]) AND status = 'processing'`, [ids])).length === 4, {
+      timeoutMs: 20_000,
+      description: 'all four to be rendering',
+    });
+    await pg.stop();
+    // The outage itself lasts a fixed time; the renders (4 s) finish while Postgres is away.
+    await new Promise((r) => setTimeout(r, 20_000));
+    expectAllAlive();
+    await pg.start();
+    const rows = await waitFor(
+      async () => {
+        const r = await sql<{ id: string; status: string; cost: string | null; events: string; charges: string }>(
+          `SELECT g.id::text, g.status::text, g.cost::text,
+                  (SELECT count(*) FROM generation_events e WHERE e.generation_id = g.id) AS events,
+                  (SELECT count(*) FROM credit_ledger l WHERE l.reservation_id = g.reservation_id AND l.kind = 'charge') AS charges
+           FROM generations g WHERE g.id = ANY($1::uuid[])`,
+          [ids],
+        );
+        return r.every((g) => !['queued', 'processing'].includes(g.status)) ? r : undefined;
+      },
+      { timeoutMs: 60_000, description: 'the four generations to finish' },
+    );
+    expect(rows.map((g) => [g.status, g.events, g.charges])).toEqual(ids.map(() => ['succeeded', '1', '1']));
+    expect(rows.every((g) => Number(g.cost) > 0)).toBe(true);
+    expect(worker.child.exitCode).toBeNull();
+    expectAllAlive();
+    await expectBooksBalanced();
+  }, 150_000);
+});
