@@ -53,7 +53,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   let base: string;
   const procs: Proc[] = [];
 
-  const start = async (name: 'gateway' | 'chat' | 'queue-worker', portVar: string, extra: Record<string, string> = {}): Promise<Proc> => {
+  const start = async (name: 'gateway' | 'chat' | 'media' | 'queue-worker' | 'events' | 'fine-tune', portVar: string, extra: Record<string, string> = {}): Promise<Proc> => {
     const port = await freePort();
     const child = spawn(process.execPath, [build.main(name)], {
       cwd: repoRoot,
@@ -179,9 +179,16 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   beforeAll(async () => {
     [pg, redis] = await Promise.all([startThrowawayPostgres(), startThrowawayRedis()]);
     env = await createTestEnvironment({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-faults-')) }, { postgres: pg.url, redis: redis.url });
-    build = buildAppsForTest(['gateway', 'chat', 'queue-worker']);
+    build = buildAppsForTest(['gateway', 'chat', 'media', 'queue-worker', 'events', 'fine-tune']);
     const gateway = await start('gateway', 'PORT');
-    await Promise.all([start('chat', 'CHAT_PORT'), start('queue-worker', 'QUEUE_WORKER_PORT')]);
+    // All six, as `npm start` runs them: every one must live through the faults.
+    await Promise.all([
+      start('chat', 'CHAT_PORT'),
+      start('media', 'MEDIA_PORT'),
+      start('queue-worker', 'QUEUE_WORKER_PORT'),
+      start('events', 'EVENTS_PORT'),
+      start('fine-tune', 'FINE_TUNE_PORT'),
+    ]);
     base = `http://127.0.0.1:${gateway.port}`;
     const res = await fetch(`${base}/api/admin/users`, {
       method: 'POST',
