@@ -16,6 +16,8 @@ export interface RpcCallOptions {
 }
 
 interface Pending {
+  contract: QueueContract;
+  jobId: string;
   onReply: (reply: RpcReply) => void;
   /** Ends the call without a reply (this process is shutting down). */
   abandon: (err: ApiError) => void;
@@ -77,6 +79,8 @@ export class RpcClient implements OnApplicationShutdown {
       opts.signal?.addEventListener('abort', onAbort, { once: true });
 
       this.pending.set(channel, {
+        contract,
+        jobId,
         onReply: (reply) => {
           if (reply.kind === 'chunk') return opts.onChunk?.(reply.data);
           if (reply.kind === 'result') return finish(() => resolve(reply.data as ResultOf<Q>));
@@ -104,6 +108,17 @@ export class RpcClient implements OnApplicationShutdown {
         // A malformed reply is ignored; the caller's timeout still bounds the wait.
       }
     });
+    // Replies published while this connection was down are lost (pub/sub keeps nothing). Once
+    // it is back, calls whose job has already ended are answered from the job itself, so none
+    // waits for its timeout (up to RPC_TIMEOUT_MS) for a reply that will never come.
+    let lost = false;
+    sub.on('close', () => (lost = true));
+    sub.on('ready', () => {
+      if (!lost) return;
+      lost = false;
+      // Twice: a worker may still be retrying its publish just after the reconnect.
+      for (const delay of [500, 5_000]) setTimeout(() => void this.recoverLostReplies(), delay).unref();
+    });
     this.subscriber = sub;
     this.subscribed = sub.psubscribe(this.redis.names.rpcReply(`${this.instance}-*`)).catch((err: Error) => {
       // The next call tries again rather than failing forever.
@@ -113,6 +128,23 @@ export class RpcClient implements OnApplicationShutdown {
       throw err;
     });
     return this.subscribed;
+  }
+
+  private async recoverLostReplies(): Promise<void> {
+    for (const pending of [...this.pending.values()]) {
+      try {
+        const job = await this.queues.queue(pending.contract).getJob(pending.jobId);
+        const state = job ? await job.getState() : 'unknown';
+        if (state === 'completed') pending.onReply({ kind: 'result', data: job!.returnvalue });
+        else if (state === 'failed' || state === 'unknown')
+          pending.onReply({
+            kind: 'error',
+            error: { type: 'service_unavailable', message: 'The answer was lost while the job queue (Redis) was unavailable; retry the request' },
+          });
+      } catch {
+        // Redis is away again; the next reconnect checks again.
+      }
+    }
   }
 
   /**
