@@ -84,6 +84,22 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
     expect(u.total_tokens).toBe(u.prompt_tokens + u.completion_tokens);
   });
 
+  it('answers a 1 MiB message that is one unbroken run within a second, without holding up other requests', async () => {
+    // Token counting used to be quadratic in such a run: 1 MiB of "A" blocked the gateway for minutes.
+    for (const unit of ['A', '中', '😀']) {
+      const started = performance.now();
+      const [big, other] = await Promise.all([
+        stack.gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, body: { model: 'local-chat', messages: ask(unit.repeat((1 << 20) / unit.length)) } }),
+        stack.gw.http.request('GET', '/api/ai/models/local-chat', { token: user.apiKey }),
+      ]);
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(other.status).toBe(200);
+      // Far over local-chat's 8,192-token context window: refused, saying so.
+      expect(big.status).toBe(400);
+      expect(big.body).toMatchObject({ error: { message: expect.stringMatching(/more than the context window/) } });
+    }
+  });
+
   it('answers 200 with JSON, like the OpenAI API', async () => {
     const res = await stack.gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, body: { model: 'local-chat', messages: ask('hi'), seed: 1 } });
     expect(res.status).toBe(200);

@@ -64,6 +64,38 @@ describe('gateway error envelope', () => {
     expect(res.body).toEqual(envelope('payload_too_large', /too large/));
   });
 
+  it('refuses JSON nested deeper than the limit with 400 naming it, in any field', async () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    for (const field of ['response_format', 'max_tokens', 'messages', 'model']) {
+      const res = await gw.http.request('POST', '/api/ai/chat/completions', {
+        token: user.apiKey,
+        rawBody: `{"model":"local-chat","messages":[{"role":"user","content":"hi"}],"${field}":${deep(1000)}}`,
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(envelope('invalid_request', /nesting is limited to 64 levels/));
+    }
+    for (const [where, body] of [
+      ['role', `{"model":"local-chat","messages":[{"role":${deep(500)},"content":"hi"}]}`],
+      ['content', `{"model":"local-chat","messages":[{"role":"user","content":${'{"a":'.repeat(300)}1${'}'.repeat(300)}}]}`],
+    ]) {
+      const res = await gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, rawBody: body, headers: { 'content-type': 'application/json' } });
+      expect({ where, status: res.status }).toEqual({ where, status: 400 });
+    }
+    // Brackets inside strings are text, not nesting: this body fails on its name, not on depth.
+    const text = await gw.http.request('POST', '/api/admin/users', { token: gw.adminToken, body: { username: '['.repeat(1000) } });
+    expect(text.status).toBe(400);
+    expect(text.body).toMatchObject({ error: { type: 'invalid_request', message: expect.stringMatching(/^username must be/) } });
+  });
+
+  it('refuses __proto__ and constructor.prototype keys with a message that says so', async () => {
+    for (const raw of ['{"__proto__":{"admin":true},"username":"x"}', '{"username":"x","constructor":{"prototype":{"admin":true}}}']) {
+      const res = await gw.http.request('POST', '/api/admin/users', { token: gw.adminToken, rawBody: raw, headers: { 'content-type': 'application/json' } });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(envelope('invalid_request', /"__proto__" and "constructor.prototype" are not accepted/));
+    }
+  });
+
   it('answers an unsupported content type with 415', async () => {
     const res = await gw.http.request('POST', '/api/admin/users', {
       token: gw.adminToken,

@@ -96,6 +96,22 @@ describe('queue worker processes', () => {
     expect((await gw.http.request<{ reserved: string }>('GET', '/api/credits', { token: user.apiKey })).body.reserved).toBe('0');
   });
 
+  it('prices an enqueue from valid parameters only: a negative or absurd duration is accepted, then fails naming it', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    const prisma = gw.app.get(PrismaService);
+    for (const duration of [-5, 1e12]) {
+      const [id] = await enqueue({ model: 'local-video', prompt: 'x', duration }, t);
+      const reservation = await prisma.creditReservation.findFirstOrThrow({ where: { reference: `generation:${id}` } });
+      // Priced at the model's defaults, never negative and never the absurd amount asked for.
+      expect(reservation.amount.toNumber()).toBeGreaterThan(0);
+      expect(reservation.amount.toNumber()).toBeLessThan(1);
+      const done = await finished(id, t);
+      expect(done).toMatchObject({ status: 'failed', cost: null });
+      expect(done.error_message).toMatch(/duration/);
+    }
+    expect((await gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body).toMatchObject({ credits: '1', reserved: '0' });
+  }, 40_000);
+
   it('recovers a generation whose worker was killed: one terminal state, one event, one charge', async () => {
     for (const w of workers.splice(0)) w.kill('SIGKILL');
     const t = await createTenant(gw.http, gw.adminToken, '1');

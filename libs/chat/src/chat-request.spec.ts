@@ -68,6 +68,8 @@ describe('parseChatRequest', () => {
 
   it('never forwards atelier-only fields to a provider', () => {
     expect(providerBody({ model: 'm', target_namespace: 'acme', user: 'u' })).toEqual({ model: 'm', user: 'u' });
+    // Unknown fields are accepted from clients but never forwarded.
+    expect(providerBody({ model: 'm', messages: [], pad: 'x'.repeat(1000), store: false })).toEqual({ model: 'm', messages: [], store: false });
   });
 });
 

@@ -4,9 +4,6 @@ import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } f
 import { countPromptTokens } from './token-count';
 import { compileUserSchema, UserSchemaError } from './user-schema';
 
-/** Body fields atelier itself interprets; they are never sent to a provider. */
-export const GATEWAY_ONLY_FIELDS = ['target_namespace'] as const;
-
 const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
   '/images/generate': 'POST /api/ai/images/generate',
   '/images/edit': 'POST /api/ai/images/edit',
@@ -155,9 +152,20 @@ function resolveToolChoice(choice: ToolChoice | undefined, tools: ChatTool[]): T
   return choice;
 }
 
-/** The body a provider receives: the caller's fields minus atelier's own. */
+/**
+ * The parameters of OpenAI's chat completions API. Unknown top-level fields are accepted, as
+ * OpenAI SDKs send new ones before every gateway knows them, but only these travel on to a
+ * provider: a field nobody defined (a 5 MB `pad`) is dropped here, not forwarded.
+ */
+export const OPENAI_CHAT_FIELDS: ReadonlySet<string> = new Set([
+  'model', 'messages', 'audio', 'frequency_penalty', 'function_call', 'functions', 'logit_bias', 'logprobs',
+  'max_completion_tokens', 'max_tokens', 'metadata', 'modalities', 'n', 'parallel_tool_calls', 'prediction',
+  'presence_penalty', 'prompt_cache_key', 'reasoning_effort', 'response_format', 'safety_identifier', 'seed',
+  'service_tier', 'stop', 'store', 'stream', 'stream_options', 'temperature', 'tool_choice', 'tools', 'top_logprobs',
+  'top_p', 'user', 'verbosity', 'web_search_options',
+]);
+
+/** The body a provider receives: the caller's OpenAI fields, without atelier's own or unknown ones. */
 export function providerBody(body: Record<string, unknown>): Record<string, unknown> {
-  const copy = { ...body };
-  for (const field of GATEWAY_ONLY_FIELDS) delete copy[field];
-  return copy;
+  return Object.fromEntries(Object.entries(body).filter(([field]) => OPENAI_CHAT_FIELDS.has(field)));
 }

@@ -40,16 +40,19 @@ function maxDuration(model: MediaModelDefinition): number {
  * video (num_frames/fps, the sum of multi_prompt durations, duration, `auto` at its maximum).
  */
 export function requestedUsage(model: MediaModelDefinition, params: Readonly<Record<string, unknown>>): MediaUsage {
+  // Callers price validated parameters; this guard only keeps a price from ever coming out
+  // negative, NaN or absurd should an unvalidated one slip through.
+  const positive = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v > 0 && v < 1e6;
   if (model.endpoint !== '/videos/generate') {
     const n = params.num_images ?? params.n;
-    return { images: typeof n === 'number' && n > 0 ? n : 1, videoSeconds: 0 };
+    return { images: positive(n) ? n : 1, videoSeconds: 0 };
   }
-  const fps = typeof params.fps === 'number' ? params.fps : 24;
+  const fps = positive(params.fps) ? params.fps : 24;
   let seconds: number;
-  if (typeof params.num_frames === 'number') seconds = params.num_frames / fps;
+  if (positive(params.num_frames)) seconds = params.num_frames / fps;
   else if (Array.isArray(params.multi_prompt))
-    seconds = (params.multi_prompt as { duration?: unknown }[]).reduce((sum, s) => sum + (typeof s.duration === 'number' ? s.duration : DEFAULT_VIDEO_SECONDS), 0);
-  else if (typeof params.duration === 'number') seconds = params.duration;
+    seconds = (params.multi_prompt as { duration?: unknown }[]).reduce((sum, s) => sum + (positive(s?.duration) ? s.duration : DEFAULT_VIDEO_SECONDS), 0);
+  else if (positive(params.duration)) seconds = params.duration;
   else if (params.duration === 'auto') seconds = maxDuration(model);
   else seconds = DEFAULT_VIDEO_SECONDS;
   return { images: 0, videoSeconds: seconds };

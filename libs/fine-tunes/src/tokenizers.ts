@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { TokenizerFamily } from './base-models';
+import { countInSlices } from '@atelier/chat';
 
 /**
  * Counts tokens of texts in which special-token markers (`<|im_start|>`, ...) are single
@@ -104,7 +105,9 @@ async function loadHarmony(): Promise<TokenCounter> {
     engine: 'javascript',
     bos: '',
     eos: '<|return|>',
-    countBatch: async (texts) => texts.map((t) => (t === '' ? 0 : harmony.countTokens(t, options))),
+    // Sliced: the BPE is quadratic in one long run (a row of one unbroken word would block the service).
+    // Sliced: the BPE is quadratic in one long run (a row of one unbroken word would block the service).
+    countBatch: async (texts) => texts.map((t) => countInSlices(t, (piece) => harmony.countTokens(piece, options))),
   };
 }
 

@@ -4,7 +4,7 @@ import { BatchedCreditLedger, CreditLedger } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
-import { ModelCatalog, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
+import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { requestContext } from '@atelier/observability';
 import { backingServiceFault, BroadcastBus, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
@@ -80,8 +80,13 @@ export class GenerationQueue {
     const shadowing = Object.keys(params).filter((k) => k !== 'prompt' && (RECORD_FIELDS as readonly string[]).includes(k));
     if (shadowing.length) throw ApiError.badRequest(`Reserved field(s) cannot be submitted: ${shadowing.join(', ')}`);
     const prompt = typeof params.prompt === 'string' ? params.prompt : '';
-    // The same estimate the synchronous endpoints reserve: an upper bound of what one run costs.
-    const price = usageCost(model as MediaModelDefinition, requestedUsage(model as MediaModelDefinition, params));
+    // The same estimate the synchronous endpoints reserve: an upper bound of what one run costs,
+    // from parameters that passed the model's schema. Parameters are only checked when the
+    // generation runs (the contract), so one that fails now is priced at the model's defaults:
+    // the generation fails at run time naming it, and its reservation is released.
+    const checked = validateModelRequest(model, { ...params, model: model.id }, { mode: 'sync' });
+    const priced = checked.ok ? (checked.value as Record<string, unknown>) : {};
+    const price = usageCost(model as MediaModelDefinition, requestedUsage(model as MediaModelDefinition, priced));
 
     // Credits first, through the per-namespace group commit (concurrent enqueues of a namespace
     // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves

@@ -9,6 +9,7 @@ import { ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
 import { ApiExceptionFilter } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
+import { parseJsonBody } from './json-body';
 import { installProcessFaultPolicy } from './process-fault-policy';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
@@ -91,6 +92,9 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
       throw new ApiError('unsupported_media_type', `Content-Type ${type} is not supported; send application/json`);
     });
   }
+  // Our own JSON parser: nesting depth and prototype keys are refused with a 400 that says so,
+  // before any validator recurses over the body (async: Nest completes sync parsers only via done).
+  adapter.useBodyParser('application/json', false, { bodyLimit: config.BODY_LIMIT_BYTES }, async (_req: unknown, body: Buffer) => parseJsonBody(body));
   // multipart/form-data is parsed lazily: handlers stream parts (repository uploads) straight
   // to storage, bounded per file; routes that never read the parts simply see no JSON body.
   void fastify.register(multipart, {

@@ -1,0 +1,71 @@
+import { ApiError } from '@atelier/contracts';
+
+/**
+ * Deepest nesting a JSON body may have. Validators, schema compilers and serializers recurse
+ * over the body; 10,000 levels overflowed their stacks (a 500). No request atelier serves needs
+ * more than a dozen levels (a JSON Schema in response_format or tools, tool-call arguments).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Parses a JSON request body. Runs before anything recursive sees the body: nesting is measured
+ * by one linear scan of the text, and keys that would reach an object's prototype (`__proto__`,
+ * `constructor.prototype`) are refused, each with a 400 that names the rule. An empty body is
+ * no body (clients that always send `Content-Type: application/json` send one on bodiless POSTs).
+ */
+export function parseJsonBody(raw: Buffer | string): unknown {
+  const text = typeof raw === 'string' ? raw : raw.toString('utf8');
+  if (text.trim() === '') return undefined;
+  const depth = nestingDepth(text);
+  if (depth > MAX_JSON_DEPTH) throw ApiError.badRequest(`JSON nesting is limited to ${MAX_JSON_DEPTH} levels; this body has more`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw ApiError.badRequest(`Body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (text.includes('__proto__') || text.includes('constructor')) refusePrototypeKeys(value);
+  return value;
+}
+
+/** Deepest [ / { nesting outside strings; stops counting once past the limit. */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) {
+        max = depth;
+        if (max > MAX_JSON_DEPTH) return max;
+      }
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}
+
+/** Iterative (the depth is already bounded, but nothing here needs the stack). */
+function refusePrototypeKeys(root: unknown): void {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      stack.push(...node);
+      continue;
+    }
+    for (const key of Object.keys(node)) {
+      const child = (node as Record<string, unknown>)[key];
+      if (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && 'prototype' in child))
+        throw ApiError.badRequest(`JSON keys "__proto__" and "constructor.prototype" are not accepted (found "${key}")`);
+      stack.push(child);
+    }
+  }
+}
