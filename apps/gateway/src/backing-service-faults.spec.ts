@@ -1,29 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import {
-  appProcessEnv,
   buildAppsForTest,
   canRunThrowawayServers,
   createTestEnvironment,
-  freePort,
-  repoRoot,
+  startAppProcess,
   startThrowawayPostgres,
   startThrowawayRedis,
   uniqueName,
   waitFor,
+  type AppProcess,
   type TestEnvironment,
   type ThrowawayServer,
 } from '@atelier/testing';
-
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  port: number;
-  output: () => string;
-}
 
 interface Outcome {
   kind: 'chat' | 'queue';
@@ -51,36 +42,11 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   let build: ReturnType<typeof buildAppsForTest>;
   let apiKey: string;
   let base: string;
-  const procs: Proc[] = [];
+  const procs: AppProcess[] = [];
 
-  const start = async (name: 'gateway' | 'chat' | 'media' | 'queue-worker' | 'events' | 'fine-tune', portVar: string, extra: Record<string, string> = {}): Promise<Proc> => {
-    const port = await freePort();
-    const child = spawn(process.execPath, [build.main(name)], {
-      cwd: repoRoot,
-      env: appProcessEnv(env, {
-        ADMIN_TOKEN: env.config.ADMIN_TOKEN ?? '',
-        HOST: '127.0.0.1',
-        [portVar]: String(port),
-        LOG_LEVEL: 'warn',
-        PRETTY_LOGS: 'false',
-        GENERATION_SWEEP_INTERVAL_MS: '500',
-        JOB_LOCK_DURATION_MS: '5000',
-        ...extra,
-      }),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
-    child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
-    const proc = { name, child, port, output: () => out };
+  const start = async (name: string, portVar: string, extra: Record<string, string> = {}): Promise<AppProcess> => {
+    const proc = await startAppProcess(build, env, name, portVar, { GENERATION_SWEEP_INTERVAL_MS: '500', JOB_LOCK_DURATION_MS: '5000', ...extra });
     procs.push(proc);
-    await waitFor(
-      async () => {
-        if (child.exitCode !== null) throw new Error(`${name} exited early:\n${out}`);
-        return (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.ok;
-      },
-      { timeoutMs: 30_000, description: `${name} to be healthy` },
-    );
     return proc;
   };
   const running = () => procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null);

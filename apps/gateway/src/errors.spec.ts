@@ -96,6 +96,25 @@ describe('gateway error envelope', () => {
     }
   });
 
+  it('answers what the fuzzer found with the envelope and a 4xx, never a framework body or a 500', async () => {
+    const cases: [string, string, string | undefined, RegExp][] = [
+      ['GET', '/api/repos/x/%ED%A0%80/fine_tunes', undefined, /not a valid url/],
+      ['GET', `/api/repos/${user.namespace}/%00/branches`, undefined, /NUL/],
+      ['GET', '/api/ai/queue?offset=9223372036854776000', undefined, /offset must be an integer between 0 and 1000000/],
+      ['POST', '/api/ai/queue', '{"model":"local-image","prompt":"a\\ud83dz"}', /unpaired surrogate/],
+      ['POST', '/api/ai/queue', '{"model":"local-image","prompt":"a\\u0000b"}', /NUL/],
+    ];
+    for (const [method, url, rawBody, message] of cases) {
+      const res = await gw.http.request(method as 'GET', url, { token: user.apiKey, rawBody, headers: rawBody ? { 'content-type': 'application/json' } : {} });
+      expect({ url, status: res.status, body: res.body }).toEqual({ url, status: 400, body: envelope('invalid_request', message) });
+    }
+    // Refused by Node's HTTP parser before Fastify sees it: still the envelope.
+    await gw.app.listen({ port: 0, host: '127.0.0.1' });
+    const long = await fetch(`${await gw.app.getUrl()}/api/ai/queue/${'A'.repeat(20_000)}`, { headers: { authorization: `Bearer ${user.apiKey}` } });
+    expect(long.status).toBe(431);
+    expect(await long.json()).toEqual(envelope('headers_too_large', /16 KiB/));
+  });
+
   it('answers an unsupported content type with 415', async () => {
     const res = await gw.http.request('POST', '/api/admin/users', {
       token: gw.adminToken,

@@ -22,6 +22,8 @@ export const ERROR_TYPES = {
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   unprocessable_entity: { status: 422, title: 'The request cannot be processed' },
   rate_limited: { status: 429, title: 'Too many requests' },
+  headers_too_large: { status: 431, title: 'The request line or headers are too large' },
+  request_timeout: { status: 408, title: 'The request did not arrive in time' },
   internal_error: { status: 500, title: 'Internal server error' },
   upstream_error: { status: 502, title: 'The model provider failed' },
   service_unavailable: { status: 503, title: 'Service unavailable' },

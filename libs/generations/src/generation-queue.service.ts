@@ -14,6 +14,9 @@ export const MAX_PAGE_SIZE = 100;
 const STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
 const CONTROL_FIELDS = new Set(['model', 'num_generations', 'target_namespace', 'target_repo', 'target_directory']);
 
+/** Far past any real listing; beyond it Postgres's OFFSET overflows (a 500 before). */
+const MAX_OFFSET = 1_000_000;
+
 export function queueFor(mediaType: 'image' | 'video') {
   return mediaType === 'image' ? IMAGE_GENERATION_QUEUE : VIDEO_GENERATION_QUEUE;
 }
@@ -163,7 +166,7 @@ export class GenerationQueue {
     const offset = query.offset === undefined ? 0 : Number(query.offset);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
       throw ApiError.badRequest(`limit must be an integer between 1 and ${MAX_PAGE_SIZE}`);
-    if (!Number.isInteger(offset) || offset < 0) throw ApiError.badRequest('offset must be a non-negative integer');
+    if (!Number.isInteger(offset) || offset < 0 || offset > MAX_OFFSET) throw ApiError.badRequest(`offset must be an integer between 0 and ${MAX_OFFSET}`);
     const where: Prisma.GenerationWhereInput = {
       namespaceId: scope.id,
       status: status ? (status as (typeof STATUSES)[number]) : { in: ['queued', 'processing'] },

@@ -46,6 +46,8 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
           : String((response as { message?: unknown }).message ?? err.message);
     return { status, body: errorEnvelope(TYPE_BY_STATUS[status] ?? (status >= 500 ? 'internal_error' : 'invalid_request'), message) };
   }
+  if (isNulRejection(err))
+    return { status: 400, body: errorEnvelope('invalid_request', 'Text must not contain NUL characters (\\u0000), in the body or in the path') };
   const outage = backingServiceFault(err);
   if (outage) {
     logOutage(outage, err);
@@ -59,6 +61,20 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
   }
   logger.error((err as Error)?.stack ?? String(err));
   return { status: 500, body: errorEnvelope('internal_error', 'An unexpected error occurred') };
+}
+
+/**
+ * Postgres stores no NUL character in text or JSON (SQLSTATE 22021 / 22P05); a caller's string
+ * that contains one reaches it as a query parameter, so its refusal is the request's fault.
+ */
+function isNulRejection(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown; meta?: { code?: unknown } } | undefined;
+  const text = typeof e?.message === 'string' ? e.message : '';
+  return (
+    e?.code === '22021' ||
+    e?.code === '22P05' ||
+    /invalid byte sequence for encoding "UTF8": 0x00|unsupported Unicode escape sequence|Code: `(22021|22P05)`/.test(text)
+  );
 }
 
 @Catch()

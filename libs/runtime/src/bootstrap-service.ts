@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -7,7 +9,7 @@ import multipart from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
-import { ApiExceptionFilter } from './api-exception.filter';
+import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
 import { parseJsonBody } from './json-body';
 import { installProcessFaultPolicy } from './process-fault-policy';
@@ -62,6 +64,24 @@ function discardBody(raw: IncomingMessage, maxBytes: number, maxMs: number): Pro
   });
 }
 
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (a URL or headers over 16 KiB,
+ * malformed request lines) get the one error envelope too, not Fastify's own body.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const error =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new ApiError('headers_too_large', 'The request line and headers must fit in 16 KiB; send long values in the body')
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new ApiError('request_timeout', 'The request did not arrive in time')
+        : ApiError.badRequest('The request is not valid HTTP');
+  const body = JSON.stringify(error.toEnvelope());
+  if (socket.writable)
+    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.destroy();
+}
+
 /** The Fastify adapter with atelier's HTTP rules: body limit, request ids, envelope for every error. */
 export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   const adapter = new FastifyAdapter({
@@ -78,6 +98,13 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
       return typeof incoming === 'string' && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    clientErrorHandler: answerClientError,
+    // Errors Fastify raises before routing (a URL whose percent-encoding is not UTF-8, a bad
+    // content-type header) otherwise answer in Fastify's own body, not the envelope.
+    frameworkErrors: (error: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
+      const { status, body } = toErrorResponse(error);
+      void reply.code(status).header('content-type', 'application/json; charset=utf-8').send(body);
+    },
   });
   const fastify = adapter.getInstance();
   const routes: RegisteredRoute[] = [];

@@ -25,7 +25,26 @@ export function parseJsonBody(raw: Buffer | string): unknown {
     throw ApiError.badRequest(`Body is not valid JSON: ${(err as Error).message}`);
   }
   if (text.includes('__proto__') || text.includes('constructor')) refusePrototypeKeys(value);
+  // Only a \uD800-\uDFFF escape can produce a lone surrogate (raw bytes are decoded as UTF-8);
+  // Postgres, and every provider, refuse such text, so it is refused here with the reason.
+  if (/\\u[dD][89a-fA-F]/.test(text)) refuseLoneSurrogates(value);
   return value;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function refuseLoneSurrogates(root: unknown): void {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (typeof node === 'string') {
+      if (LONE_SURROGATE.test(node)) throw ApiError.badRequest('Strings must be valid Unicode: an unpaired surrogate escape (\\ud800-\\udfff) is not accepted');
+    } else if (Array.isArray(node)) stack.push(...node);
+    else if (node !== null && typeof node === 'object')
+      for (const [key, child] of Object.entries(node)) {
+        stack.push(key, child);
+      }
+  }
 }
 
 /** Deepest [ / { nesting outside strings; stops counting once past the limit. */

@@ -1,7 +1,9 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { TestEnvironment } from './test-infrastructure';
+import { freePort } from './throwaway-servers';
+import { waitFor } from './wait-for';
 
 const root = path.resolve(__dirname, '../../..');
 
@@ -43,3 +45,44 @@ export function appProcessEnv(env: TestEnvironment, extra: Record<string, string
 }
 
 export const repoRoot = root;
+
+export interface AppProcess {
+  name: string;
+  child: ChildProcess;
+  port: number;
+  /** The last 20 kB it wrote (stdout and stderr), for failure messages. */
+  output: () => string;
+  alive: () => boolean;
+}
+
+/**
+ * Starts one compiled app as a real process of a test environment on a free port and waits
+ * until its /health answers 200.
+ */
+export async function startAppProcess(
+  build: { main: (app: string) => string },
+  env: TestEnvironment,
+  name: string,
+  portVar: string,
+  extra: Record<string, string> = {},
+): Promise<AppProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [build.main(name)], {
+    cwd: root,
+    env: appProcessEnv(env, { ADMIN_TOKEN: env.config.ADMIN_TOKEN ?? '', HOST: '127.0.0.1', [portVar]: String(port), LOG_LEVEL: 'warn', PRETTY_LOGS: 'false', ...extra }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const keep = (d: Buffer) => (out = (out + d.toString()).slice(-20_000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const proc: AppProcess = { name, child, port, output: () => out, alive: () => child.exitCode === null && child.signalCode === null };
+  await waitFor(
+    async () => {
+      if (!proc.alive()) throw new Error(`${name} exited early:\n${out}`);
+      return (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.ok;
+    },
+    { timeoutMs: 30_000, description: `${name} to be healthy` },
+  );
+  return proc;
+}

@@ -1,0 +1,262 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client } from 'pg';
+import { parquetWriteBuffer } from 'hyparquet-writer';
+import {
+  buildAppsForTest,
+  createTestEnvironment,
+  envelopeProblem,
+  fc,
+  requestArbitrary,
+  startAppProcess,
+  uniqueName,
+  waitFor,
+  type AppProcess,
+  type FuzzContext,
+  type FuzzRequest,
+  type FuzzRoute,
+  type JsonSchema,
+  type TestEnvironment,
+} from '@atelier/testing';
+
+/**
+ * Schema-driven fuzzing of every route over real HTTP, against all six apps as compiled
+ * processes. Requests come from the gateway's own OpenAPI document and each model's
+ * json_request_schema: mostly valid, with one field made hostile, dropped or invented, broken
+ * JSON, wrong content types and keys, hostile path segments and query values. fast-check shrinks
+ * a failure to a minimal request and prints the seed to replay it.
+ *
+ * In `npm test` it runs FUZZ_RUNS (4,000) requests with a fixed seed; `npm run fuzz` runs it for
+ * FUZZ_SECONDS with a random seed it prints.
+ */
+const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
+const RUNS = Number(process.env.FUZZ_RUNS ?? 4000);
+const SECONDS = Number(process.env.FUZZ_SECONDS ?? 0);
+
+describe('fuzzing every route (real processes)', () => {
+  let env: TestEnvironment;
+  let build: ReturnType<typeof buildAppsForTest>;
+  const procs: AppProcess[] = [];
+  let base: string;
+  let ctx: FuzzContext;
+  let routes: FuzzRoute[];
+  let sandbox: string;
+  let secret: string;
+  let namespace: string;
+
+  const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => {
+    const client = new Client({ connectionString: env.databaseUrl });
+    await client.connect();
+    try {
+      return (await client.query<T>(text, params)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  const api = async <T>(method: string, url: string, token: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${base}${url}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined && !Buffer.isBuffer(body) ? { 'content-type': 'application/json' } : {}), ...headers },
+      body: body === undefined ? undefined : Buffer.isBuffer(body) ? new Uint8Array(body) : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json().catch(() => undefined)) as T };
+  };
+
+  beforeAll(async () => {
+    sandbox = mkdtempSync(path.join(tmpdir(), 'atelier-fuzz-'));
+    secret = `fuzz-secret-${randomBytes(12).toString('hex')}`;
+    writeFileSync(path.join(sandbox, 'secret.txt'), secret);
+    mkdirSync(path.join(sandbox, 'storage'));
+    env = await createTestEnvironment({ STORAGE_DIR: path.join(sandbox, 'storage') });
+    build = buildAppsForTest(['gateway', 'chat', 'media', 'queue-worker', 'events', 'fine-tune']);
+    const ports: [string, string][] = [
+      ['gateway', 'PORT'],
+      ['chat', 'CHAT_PORT'],
+      ['media', 'MEDIA_PORT'],
+      ['queue-worker', 'QUEUE_WORKER_PORT'],
+      ['events', 'EVENTS_PORT'],
+      ['fine-tune', 'FINE_TUNE_PORT'],
+    ];
+    for (const p of await Promise.all(ports.map(([name, v]) => startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage') })))) procs.push(p);
+    base = `http://127.0.0.1:${procs[0].port}`;
+    const admin = env.config.ADMIN_TOKEN ?? '';
+
+    // The tenant the fuzzer acts as, with real things for path parameters to point at.
+    const username = uniqueName('fz');
+    const user = await api<{ namespace: string; api_key: string }>('POST', '/api/admin/users', admin, { username, credits: '100000' });
+    namespace = user.body.namespace;
+    const key = user.body.api_key;
+    const other = await api<{ namespace: string }>('POST', '/api/admin/users', admin, { username: uniqueName('fz'), credits: '1' });
+    await api('POST', '/api/repos', key, { namespace, name: 'fz' });
+    const parquet = Buffer.from(parquetWriteBuffer({ columnData: [{ name: 'question', data: ['q1', 'q2'], type: 'STRING' }, { name: 'answer', data: ['a1', 'a2'], type: 'STRING' }] }));
+    const boundary = 'fzsetup';
+    const multipart = Buffer.concat([
+      Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="qa.parquet"\r\n\r\n`),
+      parquet,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    expect((await api('PUT', `/api/repos/${namespace}/fz/file/main/`, key, multipart, { 'content-type': `multipart/form-data; boundary=${boundary}` })).status).toBe(200);
+    const ft = await api<{ fine_tune: { id: string } }>('POST', `/api/repos/${namespace}/fz/fine_tunes`, key, {
+      resource: 'main/qa.parquet',
+      base_model: 'Qwen/Qwen3-0.6B',
+      script_type: 'text_generation',
+      training_params: { question_column: 'question', answer_column: 'answer' },
+    });
+    const gen = await api<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', key, { model: 'local-image', prompt: 'seed' });
+
+    const doc = (await (await fetch(`${base}/api/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: JsonSchema }> }; parameters?: { name: string; in: string }[] }>>;
+      components?: { schemas?: Record<string, JsonSchema> };
+    };
+    const models = (await api<{ data: { id: string; endpoint: string; json_request_schema: JsonSchema }[] }>('GET', '/api/ai/models', key)).body.data;
+    const modelBodies = (endpoint: string) => models.filter((m) => m.endpoint === endpoint).map((m) => m.json_request_schema);
+    routes = [];
+    for (const [p, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (!['get', 'post', 'put', 'delete', 'patch'].includes(method)) continue;
+        const content = op.requestBody?.content ?? {};
+        const endpoint = p.replace('/api/ai', '');
+        const bodies =
+          endpoint === '/queue' && method === 'post'
+            ? [...modelBodies('/images/generate'), ...modelBodies('/images/edit'), ...modelBodies('/videos/generate')]
+            : models.some((m) => m.endpoint === endpoint)
+              ? modelBodies(endpoint)
+              : Object.values(content).map((c) => c.schema);
+        routes.push({
+          method: method.toUpperCase(),
+          path: p,
+          bodies,
+          auth: p.startsWith('/api/admin') ? 'admin' : p.startsWith('/api/') ? 'key' : 'public',
+          query: (op.parameters ?? []).filter((q) => q.in === 'query').map((q) => q.name),
+          multipart: 'multipart/form-data' in content,
+          // Paid routes and the queue are where bugs cost money: sent more often.
+          weight: /chat|images|videos|queue|fine_tunes|tokenize/.test(p) ? 3 : 1,
+        });
+      }
+    }
+    ctx = {
+      apiKey: key,
+      adminToken: admin,
+      pathValues: {
+        namespace: [namespace],
+        // The operator's routes act on another namespace: a credit grant to the fuzzed tenant would be a legitimate balance change.
+        'admin:namespace': [other.body.namespace],
+        'admin:username': [other.body.namespace],
+        repo: ['fz'],
+        id: [gen.body.generations[0].generation_id, ft.body.fine_tune.id, 'local-image', 'local-chat'],
+        path: ['main/qa.parquet', 'main', `${namespace}/repos/fz/main/qa.parquet`, '..%2Fsecret.txt', '..%2F..%2Fsecret.txt'],
+        username: [other.body.namespace],
+        prefix: ['nope'],
+      },
+      resolve: (_schema, ref) => doc.components?.schemas?.[ref.split('/').pop() ?? ''],
+    };
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const p of procs) if (p.alive()) p.child.kill('SIGKILL');
+    build?.cleanup();
+    await env?.cleanup();
+  });
+
+  it('no request gets a 5xx, a malformed error, a stall, a file outside storage, or money it should not', async () => {
+    expect(routes.length).toBeGreaterThan(25);
+    const [{ credits: before }] = await sql<{ credits: string }>('SELECT credits::text FROM namespaces WHERE name = $1', [namespace]);
+    const started = new Date();
+    const accepted = new Set<string>();
+    const byRoute = new Map<string, Record<string, number>>();
+
+    // A probe alongside: an ordinary request must keep its normal latency while the fuzzer runs.
+    const probes: number[] = [];
+    let probing = true;
+    // Warm first, so the first (cold) answer does not count.
+    await fetch(`${base}/api/ai/models/local-chat`, { headers: { authorization: `Bearer ${ctx.apiKey}` } }).then((r) => r.arrayBuffer());
+    const probe = (async () => {
+      while (probing) {
+        const t = performance.now();
+        await fetch(`${base}/api/ai/models/local-chat`, { headers: { authorization: `Bearer ${ctx.apiKey}` } }).then((r) => r.arrayBuffer());
+        probes.push(performance.now() - t);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+
+    const send = async (req: FuzzRequest) => {
+      const started = performance.now();
+      const res = await fetch(`${base}${req.path}`, {
+        method: req.method,
+        headers: req.headers,
+        body: req.body,
+        signal: AbortSignal.timeout(60_000),
+        redirect: 'manual',
+      }).catch((err: Error) => {
+        throw new Error(`${req.method} ${req.path}: no answer (${(err.cause as { code?: string })?.code ?? err.message}) after ${Math.round(performance.now() - started)} ms`);
+      });
+      // Event streams never end by themselves: their headers are the answer.
+      const text = res.headers.get('content-type')?.startsWith('text/event-stream') ? (await res.body?.cancel(), '') : await res.text();
+      return { status: res.status, contentType: res.headers.get('content-type'), text };
+    };
+
+    let sent = 0;
+    const property = fc.asyncProperty(requestArbitrary(routes, ctx), async (req) => {
+      sent++;
+      const res = await send(req);
+      const counts = byRoute.get(req.route) ?? {};
+      counts[res.status] = (counts[res.status] ?? 0) + 1;
+      byRoute.set(req.route, counts);
+      if (res.status >= 500) throw new Error(`${res.status} for ${req.method} ${req.path}: ${res.text.slice(0, 300)}`);
+      const problem = envelopeProblem(res.status, res.contentType, res.text);
+      if (problem) throw new Error(`${problem}: ${res.status} ${req.method} ${req.path}: ${res.text.slice(0, 200)}`);
+      if (res.text.includes(secret)) throw new Error(`${req.method} ${req.path} served a file outside the storage root`);
+      if (req.route === 'POST /api/ai/queue' && res.status === 200)
+        for (const g of (JSON.parse(res.text) as { generations: { generation_id: string }[] }).generations) accepted.add(g.generation_id);
+    });
+    try {
+      await fc.assert(property, {
+        seed: SEED,
+        numRuns: SECONDS > 0 ? Number.MAX_SAFE_INTEGER : RUNS,
+        ...(SECONDS > 0 ? { interruptAfterTimeLimit: SECONDS * 1000, markInterruptAsFailure: false } : {}),
+        endOnFailure: false,
+      });
+    } finally {
+      probing = false;
+      await probe;
+      const summary = [...byRoute].sort().map(([route, counts]) => `  ${route.padEnd(62)} ${JSON.stringify(counts)}`);
+      const sorted = [...probes].sort((a, b) => a - b);
+      process.stdout.write(
+        `\nfuzz: seed ${SEED}, ${sent} requests; probe p50 ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)} ms, max ${sorted.at(-1)?.toFixed(1)} ms\n${summary.join('\n')}\n`,
+      );
+    }
+
+    // Every process is still up.
+    expect(procs.filter((p) => !p.alive()).map((p) => `${p.name}: ${p.output().slice(-2000)}`)).toEqual([]);
+    // The probe kept answering promptly (ffmpeg may share the cores: seconds, not minutes, are the bound).
+    const sorted = [...probes].sort((a, b) => a - b);
+    expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(100);
+    expect(sorted.at(-1)).toBeLessThan(3_000);
+    // Every accepted enqueue ends in a terminal state.
+    await waitFor(async () => (await sql(`SELECT 1 FROM generations WHERE id = ANY($1::uuid[]) AND status IN ('queued','processing')`, [[...accepted]])).length === 0, {
+      timeoutMs: 120_000,
+      description: 'accepted generations to finish',
+    });
+    // Money: nothing reserved is left behind, and the balance moved only by charges (never up).
+    await waitFor(async () => (await sql(`SELECT 1 FROM credit_reservations r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = $1 AND r.status = 'open'`, [namespace])).length === 0, {
+      timeoutMs: 60_000,
+      description: 'no reservation left open',
+    });
+    const [books] = await sql<{ credits: string; reserved: string; other_kinds: string; charged: string }>(
+      `SELECT n.credits::text, n.reserved::text,
+              (SELECT count(*) FROM credit_ledger l WHERE l.namespace_id = n.id AND l.created_at >= $2 AND l.kind <> 'charge')::text AS other_kinds,
+              (SELECT coalesce(sum(l.amount), 0) FROM credit_ledger l WHERE l.namespace_id = n.id AND l.created_at >= $2)::text AS charged
+       FROM namespaces n WHERE n.name = $1`,
+      [namespace, started],
+    );
+    expect(books.reserved).toBe('0.000000');
+    expect(books.other_kinds).toBe('0');
+    expect(Number(books.credits)).toBeLessThanOrEqual(Number(before));
+    expect((Number(books.credits) - Number(before)).toFixed(6)).toBe(Number(books.charged).toFixed(6));
+    // Nothing was written next to the storage root, and the file there is untouched.
+    expect(readdirSync(sandbox).sort()).toEqual(['secret.txt', 'storage']);
+    expect(readFileSync(path.join(sandbox, 'secret.txt'), 'utf8')).toBe(secret);
+  }, Math.max(600, SECONDS + 400) * 1000);
+});
