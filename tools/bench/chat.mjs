@@ -304,6 +304,34 @@ if (!billingOk) {
   console.error('   BILLING MISMATCH');
   process.exitCode = 1;
 }
+
+// 4. Pathological input (issue 11): one 1 MiB message that is a single unbroken run used to make
+// the gateway's token count quadratic (minutes of a blocked event loop). Measured beside 1 MiB of
+// prose, with a probe request sent while each is being handled.
+{
+  const prose = 'The quick brown fox jumps over the lazy dog, and the dog does not mind at all. '.repeat(14_000).slice(0, 1 << 20);
+  const probeOnce = async () => {
+    const t = performance.now();
+    await (await fetch(`${gatewayUrl}/api/ai/models/bench-remote`, { headers: { authorization: `Bearer ${user.api_key}` } })).arrayBuffer();
+    return performance.now() - t;
+  };
+  const alone = [];
+  for (let i = 0; i < 20; i++) alone.push(await probeOnce());
+  const idle = stats(alone);
+  console.log(`\n4. Pathological input: 1 MiB chat messages (the bench model's context is 8,192 tokens, so each is refused with 400 after counting)`);
+  console.log(`   probe alone          p50 ${ms(idle.p50)}`);
+  for (const [name, content] of [['prose', prose], ['one run of "A"', 'A'.repeat(1 << 20)], ['one run of CJK', '中'.repeat(1 << 20)], ['one run of spaces', ' '.repeat(1 << 20)]]) {
+    const started = performance.now();
+    const answer = fetch(`${gatewayUrl}/api/ai/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'bench-remote', messages: [{ role: 'user', content }] }),
+    }).then(async (r) => ({ status: r.status, ms: (await r.arrayBuffer(), performance.now() - started) }));
+    const probe = await probeOnce();
+    const { status, ms: took } = await answer;
+    console.log(`   ${name.padEnd(20)} answered ${status} in ${ms(took)}; probe sent meanwhile ${ms(probe)}`);
+  }
+}
 await pool.end();
 }
 agent.destroy();
