@@ -13,7 +13,7 @@ export type {
   ToolChoice,
 } from './chat-types';
 export { parseChatRequest, resolveChatModel, providerBody, type ParsedChatRequest } from './chat-request';
-export { countInSlices, countPromptTokens, countTextTokens } from './token-count';
+export { countPromptTokens, countTextTokens } from './token-count';
 export { tokenCost } from './chat-pricing';
 export { generateLocalChat, type LocalChatOutput, type MediaDescription } from './local-chat/local-chat-generator';
 export { LocalChatProvider, PROVIDER_LOCAL_CHAT, type MediaInspector } from './local-chat/local-chat.provider';

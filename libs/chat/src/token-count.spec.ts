@@ -1,5 +1,6 @@
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { countTextTokens, MAX_RUN_CHARS } from './token-count';
+import { MAX_RUN_CHARS } from '@atelier/bpe';
+import { countTextTokens } from './token-count';
 
 const PROSE =
   'The lighthouse keeper climbed the spiral stairs at dusk, counting each of the 114 steps as he had done for thirty years. ' +

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { TokenizerFamily } from './base-models';
-import { countInSlices } from '@atelier/chat';
+import { countInSlices } from '@atelier/bpe';
 
 /**
  * Counts tokens of texts in which special-token markers (`<|im_start|>`, ...) are single

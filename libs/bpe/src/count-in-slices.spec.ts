@@ -1,0 +1,31 @@
+import { countInSlices, MAX_RUN_CHARS } from './count-in-slices';
+
+describe('countInSlices', () => {
+  /** A counter that records what it was asked to count. */
+  const recording = () => {
+    const pieces: string[] = [];
+    return { pieces, count: (piece: string) => (pieces.push(piece), piece.length) };
+  };
+
+  it('hands ordinary text to the counter whole', () => {
+    const r = recording();
+    const text = 'short words only, '.repeat(100);
+    expect(countInSlices(text, r.count)).toBe(text.length);
+    expect(r.pieces).toEqual([text]);
+  });
+
+  it('never hands the counter a run longer than the slice, and loses no character', () => {
+    for (const text of [`intro ${'A'.repeat(1000)} outro`, ' '.repeat(500), `${'中'.repeat(300)}x`, '😀'.repeat(400)]) {
+      const r = recording();
+      expect(countInSlices(text, r.count)).toBe(text.length);
+      expect(r.pieces.join('')).toBe(text);
+      expect(Math.max(...r.pieces.map((p) => (/\s/.test(p) && /\S/.test(p) ? 0 : p.length)))).toBeLessThanOrEqual(MAX_RUN_CHARS);
+    }
+  });
+
+  it('keeps surrogate pairs together', () => {
+    const r = recording();
+    countInSlices('😀'.repeat(400), r.count);
+    for (const piece of r.pieces) expect(piece).toMatch(/^(?:[\ud800-\udbff][\udc00-\udfff])+$/);
+  });
+});

@@ -1,0 +1,1 @@
+export { countInSlices, MAX_RUN_CHARS } from './count-in-slices';
