@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -44,8 +45,9 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   let base: string;
   const procs: AppProcess[] = [];
 
+  const spawned: ChildProcess[] = [];
   const start = async (name: string, portVar: string, extra: Record<string, string> = {}): Promise<AppProcess> => {
-    const proc = await startAppProcess(build, env, name, portVar, { GENERATION_SWEEP_INTERVAL_MS: '500', JOB_LOCK_DURATION_MS: '5000', ...extra });
+    const proc = await startAppProcess(build, env, name, portVar, { GENERATION_SWEEP_INTERVAL_MS: '500', JOB_LOCK_DURATION_MS: '5000', ...extra }, (c) => spawned.push(c));
     procs.push(proc);
     return proc;
   };
@@ -166,7 +168,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   }, 120_000);
 
   afterAll(async () => {
-    for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
+    for (const c of spawned) if (c.exitCode === null) c.kill('SIGKILL');
     build?.cleanup();
     await Promise.all([pg?.destroy(), redis?.destroy()]);
   });

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,7 +39,8 @@ const SECONDS = Number(process.env.FUZZ_SECONDS ?? 0);
 describe('fuzzing every route (real processes)', () => {
   let env: TestEnvironment;
   let build: ReturnType<typeof buildAppsForTest>;
-  const procs: AppProcess[] = [];
+  const procs: ChildProcess[] = [];
+  const apps: AppProcess[] = [];
   let base: string;
   let ctx: FuzzContext;
   let routes: FuzzRoute[];
@@ -79,8 +81,15 @@ describe('fuzzing every route (real processes)', () => {
       ['events', 'EVENTS_PORT'],
       ['fine-tune', 'FINE_TUNE_PORT'],
     ];
-    for (const p of await Promise.all(ports.map(([name, v]) => startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage') })))) procs.push(p);
-    base = `http://127.0.0.1:${procs[0].port}`;
+    // Each kept as soon as it runs, so a sibling that fails to start does not leave it behind.
+    const started = await Promise.all(
+      ports.map(async ([name, v]) => {
+        const proc = await startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage') }, (child) => procs.push(child));
+        return proc;
+      }),
+    );
+    apps.push(...started);
+    base = `http://127.0.0.1:${started[0].port}`;
     const admin = env.config.ADMIN_TOKEN ?? '';
 
     // The tenant the fuzzer acts as, with real things for path parameters to point at.
@@ -155,7 +164,7 @@ describe('fuzzing every route (real processes)', () => {
   }, 180_000);
 
   afterAll(async () => {
-    for (const p of procs) if (p.alive()) p.child.kill('SIGKILL');
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
     build?.cleanup();
     await env?.cleanup();
   });
@@ -229,7 +238,7 @@ describe('fuzzing every route (real processes)', () => {
     }
 
     // Every process is still up.
-    expect(procs.filter((p) => !p.alive()).map((p) => `${p.name}: ${p.output().slice(-2000)}`)).toEqual([]);
+    expect(apps.filter((p) => !p.alive()).map((p) => `${p.name}: ${p.output().slice(-2000)}`)).toEqual([]);
     // The probe kept answering promptly (ffmpeg may share the cores: seconds, not minutes, are the bound).
     const sorted = [...probes].sort((a, b) => a - b);
     expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(100);

@@ -65,6 +65,8 @@ export async function startAppProcess(
   name: string,
   portVar: string,
   extra: Record<string, string> = {},
+  /** Called with the child right after it is spawned, before it is healthy (for cleanup on failure). */
+  onSpawn?: (child: ChildProcess) => void,
 ): Promise<AppProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [build.main(name)], {
@@ -72,6 +74,7 @@ export async function startAppProcess(
     env: appProcessEnv(env, { ADMIN_TOKEN: env.config.ADMIN_TOKEN ?? '', HOST: '127.0.0.1', [portVar]: String(port), LOG_LEVEL: 'warn', PRETTY_LOGS: 'false', ...extra }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  onSpawn?.(child);
   let out = '';
   const keep = (d: Buffer) => (out = (out + d.toString()).slice(-20_000));
   child.stdout!.on('data', keep);
