@@ -2,11 +2,11 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client } from 'pg';
 import {
   buildAppsForTest,
   canRunThrowawayServers,
   createTestEnvironment,
+  queryOnce,
   startAppProcess,
   startThrowawayPostgres,
   startThrowawayRedis,
@@ -57,15 +57,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
       throw new Error(`${p.name} exited (${p.child.exitCode ?? p.child.signalCode}):\n${p.output().slice(-3000)}`);
   };
   const healthy = async () => (await Promise.all(running().map((p) => fetch(`http://127.0.0.1:${p.port}/health`).then((r) => r.status, () => 0)))).every((s) => s === 200);
-  const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => {
-    const client = new Client({ connectionString: env.databaseUrl });
-    await client.connect();
-    try {
-      return (await client.query<T>(text, params)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => queryOnce<T>(env.databaseUrl, text, params);
 
   /** Chat and enqueue requests back to back until stopped, every outcome recorded. */
   const traffic = () => {

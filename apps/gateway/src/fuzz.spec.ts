@@ -3,11 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Client } from 'pg';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import {
   buildAppsForTest,
   createTestEnvironment,
+  queryOnce,
   envelopeProblem,
   fc,
   requestArbitrary,
@@ -48,15 +48,7 @@ describe('fuzzing every route (real processes)', () => {
   let secret: string;
   let namespace: string;
 
-  const sql = async <T extends Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => {
-    const client = new Client({ connectionString: env.databaseUrl });
-    await client.connect();
-    try {
-      return (await client.query<T>(text, params)).rows;
-    } finally {
-      await client.end();
-    }
-  };
+  const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => queryOnce<T>(env.databaseUrl, text, params);
   const api = async <T>(method: string, url: string, token: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(`${base}${url}`, {
       method,

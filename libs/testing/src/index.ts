@@ -1,4 +1,4 @@
-export { createTestEnvironment, testServers, type TestEnvironment } from './test-infrastructure';
+export { createTestEnvironment, queryOnce, testServers, type TestEnvironment } from './test-infrastructure';
 export { waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
 export { bootHealthyAndClose } from './service-boot';

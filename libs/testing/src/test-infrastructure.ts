@@ -100,3 +100,17 @@ async function deleteKeys(redisUrl: string, prefix: string): Promise<void> {
     redis.disconnect();
   }
 }
+
+/**
+ * One query on a fresh connection: for suites that stop and start their database server, where
+ * a pooled connection would be stale.
+ */
+export async function queryOnce<T extends Record<string, unknown>>(databaseUrl: string, text: string, params: unknown[] = []): Promise<T[]> {
+  const client = new Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
