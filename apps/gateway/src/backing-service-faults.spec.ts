@@ -165,48 +165,42 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
     await Promise.all([pg?.destroy(), redis?.destroy()]);
   });
 
-  it('a Postgres restart under chat and enqueue traffic: no process exits, 503 while it is down, serving again within 30 s', async () => {
+  /**
+   * Stops `server` under chat and enqueue traffic, requires 503s (and a 503 readiness) while it is
+   * down and no process to exit, starts it again and requires service and every health check
+   * back within 30 s. Returns every answer the traffic got.
+   */
+  const restartUnderTraffic = async (server: ThrowawayServer, name: string): Promise<Outcome[]> => {
     const load = traffic();
     try {
       await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
-      await pg.stop();
+      await server.stop();
       const downAt = Date.now();
-      await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: '503s while Postgres is down' });
+      await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: `503s while ${name} is down` });
       // Readiness says so too, so Kubernetes takes the pods out of rotation instead of restarting them.
       expect((await fetch(`${base}/health`)).status).toBe(503);
       expectAllAlive();
-      await pg.start();
+      await server.start();
       const upAt = Date.now();
-      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: 'service after Postgres is back' });
+      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: `service after ${name} is back` });
       await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
     } finally {
       await load.stop();
     }
     expectAllAlive();
     expectOnlySuccessOrOutage(load.outcomes);
+    return load.outcomes;
+  };
+
+  it('a Postgres restart under chat and enqueue traffic: no process exits, 503 while it is down, serving again within 30 s', async () => {
+    await restartUnderTraffic(pg, 'Postgres');
     await expectBooksBalanced();
   }, 120_000);
 
   it('a Redis restart under traffic: no process exits, chat gets 503 while it is down, enqueues are kept and run after', async () => {
-    const load = traffic();
-    try {
-      await waitFor(() => load.ok('chat') >= 20, { timeoutMs: 20_000, description: 'traffic to flow' });
-      await redis.stop();
-      const downAt = Date.now();
-      await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: '503s while Redis is down' });
-      expect((await fetch(`${base}/health`)).status).toBe(503);
-      expectAllAlive();
-      await redis.start();
-      const upAt = Date.now();
-      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: 'service after Redis is back' });
-      await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
-    } finally {
-      await load.stop();
-    }
-    expectAllAlive();
-    expectOnlySuccessOrOutage(load.outcomes);
+    const outcomes = await restartUnderTraffic(redis, 'Redis');
     // Generations are durable in Postgres: those accepted while Redis was away were not refused, and they finish.
-    expect(load.outcomes.filter((o) => o.kind === 'queue' && o.status !== 200)).toEqual([]);
+    expect(outcomes.filter((o) => o.kind === 'queue' && o.status !== 200)).toEqual([]);
     await expectBooksBalanced();
   }, 120_000);
 

@@ -6,7 +6,7 @@ import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '
 import { requestedUsage, resolveMediaModel, usageCost, validateMediaParams } from '@atelier/engines';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { backingServiceFault, retryThroughOutage, RpcClient } from '@atelier/runtime';
+import { nowOrOnceBack, RpcClient } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 
 /** How often TCP keep-alive probes go out while a long render is waiting (NATs and load balancers drop silent connections). */
@@ -103,18 +103,12 @@ export class MediaController {
    * background until the database is back.
    */
   private async closeReservation(id: string, close: () => Promise<unknown>): Promise<void> {
-    try {
-      await close();
-    } catch (err) {
-      if (!backingServiceFault(err)) {
-        this.logger.error(`closing reservation ${id} failed: ${(err as Error).message}`);
-        return;
-      }
-      void retryThroughOutage(close, {
-        maxWaitMs: 10 * 60_000,
-        onWait: (service) => this.logger.warn(`${service} unavailable; reservation ${id} will be closed when it is back`),
-      }).catch((e: Error) => this.logger.error(`gave up closing reservation ${id}: ${e.message}`));
-    }
+    await nowOrOnceBack(close, {
+      maxWaitMs: 10 * 60_000,
+      onWait: (service) => this.logger.warn(`${service} unavailable; reservation ${id} will be closed when it is back`),
+      onLater: () => undefined,
+      onFailure: (err) => this.logger.error(`closing reservation ${id} failed: ${(err as Error).message}`),
+    });
   }
 
   /** b64_json answers read the stored output back: bytes never travel through Redis. */

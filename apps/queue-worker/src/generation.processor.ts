@@ -1,17 +1,14 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
-import { GenerationRunner, GenerationState } from '@atelier/generations';
-import { HandlesQueue, retryThroughOutage, type JobContext, type JobHandler } from '@atelier/runtime';
+import { GenerationRunner } from '@atelier/generations';
+import { HandlesQueue, type JobContext, type JobHandler } from '@atelier/runtime';
 
 /** Shared by both pools: run the generation; after the last attempt, fail it for good. */
 @Injectable()
 abstract class GenerationProcessor implements JobHandler<typeof IMAGE_GENERATION_QUEUE | typeof VIDEO_GENERATION_QUEUE> {
   private readonly logger = new Logger('GenerationProcessor');
 
-  constructor(
-    private readonly runner: GenerationRunner,
-    private readonly state: GenerationState,
-  ) {}
+  constructor(private readonly runner: GenerationRunner) {}
 
   async handle(payload: GenerationJob, ctx: JobContext): Promise<void> {
     try {
@@ -20,10 +17,7 @@ abstract class GenerationProcessor implements JobHandler<typeof IMAGE_GENERATION
       const attempts = ctx.job.opts.attempts ?? 1;
       this.logger.warn(`Generation ${payload.generationId} attempt ${ctx.attempt}/${attempts} failed: ${(err as Error).message}`);
       if (ctx.attempt >= attempts)
-        await retryThroughOutage(() => this.state.fail(payload.generationId, 'The generation failed because of an internal error; no credits were charged'), {
-          maxWaitMs: 10 * 60_000,
-          signal: ctx.signal,
-        });
+        await this.runner.failDurably(payload.generationId, 'The generation failed because of an internal error; no credits were charged', ctx.signal);
       throw err;
     }
   }

@@ -4,7 +4,7 @@ import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth
 import { BatchedCreditLedger, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { backingServiceFault, retryThroughOutage, RpcClient } from '@atelier/runtime';
+import { nowOrOnceBack, RpcClient } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
@@ -98,23 +98,18 @@ export class ChatCompletionsService {
       const actual = tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens);
       return (await this.ledger.settle(prepared.reservation, actual)).charged;
     };
-    try {
-      this.record(prepared, ending, await close());
-    } catch (err) {
-      if (!backingServiceFault(err)) {
+    const reservation = `${prepared.reservation.id} of ${prepared.completionId}`;
+    const cost = await nowOrOnceBack(close, {
+      maxWaitMs: SETTLE_RETRY_MS,
+      onWait: (service) => this.logger.warn(`${service} unavailable; will close reservation ${reservation} when it is back`),
+      onLater: (charged) => this.record(prepared, ending, charged),
+      onFailure: (err) => {
         // The reservation stays open (credits held, nothing charged); logged for the operator.
-        this.logger.error(`Could not close credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${(err as Error).message}`);
+        this.logger.error(`Could not close credit reservation ${reservation}: ${(err as Error).message}`);
         this.record(prepared, ending, '0');
-        return;
-      }
-      void retryThroughOutage(close, {
-        maxWaitMs: SETTLE_RETRY_MS,
-        onWait: (service) => this.logger.warn(`${service} unavailable; will close reservation ${prepared.reservation.id} of ${prepared.completionId} when it is back`),
-      }).then(
-        (cost) => this.record(prepared, ending, cost),
-        (e: Error) => this.logger.error(`Gave up closing credit reservation ${prepared.reservation.id} of ${prepared.completionId}: ${e.message}`),
-      );
-    }
+      },
+    });
+    if (cost !== undefined) this.record(prepared, ending, cost);
   }
 
   private record(prepared: PreparedChat, ending: ChatEnding, cost: string): void {

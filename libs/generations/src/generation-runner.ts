@@ -46,6 +46,11 @@ export class GenerationRunner {
     });
   }
 
+  /** Fails a generation for good (its job is out of attempts), waiting out a Postgres outage. */
+  failDurably(id: string, message: string, signal: AbortSignal): Promise<boolean> {
+    return this.durably(id, signal, () => this.state.fail(id, message));
+  }
+
   private async runOnce(id: string, signal: AbortSignal, seen: { model?: string }): Promise<RunOutcome> {
     const durably = <T>(op: () => Promise<T>) => this.durably(id, signal, op);
     const row = await durably(() => this.state.start(id));

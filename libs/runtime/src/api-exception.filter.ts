@@ -68,7 +68,7 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
  * that contains one reaches it as a query parameter, so its refusal is the request's fault.
  */
 function isNulRejection(err: unknown): boolean {
-  const e = err as { code?: unknown; message?: unknown; meta?: { code?: unknown } } | undefined;
+  const e = err as { code?: unknown; message?: unknown } | undefined;
   const text = typeof e?.message === 'string' ? e.message : '';
   return (
     e?.code === '22021' ||

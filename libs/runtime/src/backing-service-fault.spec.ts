@@ -3,7 +3,8 @@ import { Pool } from 'pg';
 import { ApiError } from '@atelier/contracts';
 import { createPrismaClient } from '@atelier/db';
 import { freePort, testServers } from '@atelier/testing';
-import { backingServiceFault, retryThroughOutage } from './backing-service-fault';
+import { backingServiceFault, nowOrOnceBack, retryThroughOutage } from './backing-service-fault';
+import { waitFor } from '@atelier/testing';
 
 /** Errors as the real clients raise them, against a port nobody listens on and against the real test servers. */
 describe('backingServiceFault', () => {
@@ -85,5 +86,46 @@ describe('retryThroughOutage', () => {
       ),
     ).rejects.toThrow('ECONNREFUSED');
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('nowOrOnceBack', () => {
+  const outage = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  const handlers = () => {
+    const later: unknown[] = [];
+    const failures: unknown[] = [];
+    return { later, failures, onLater: (v: unknown) => later.push(v), onFailure: (e: unknown) => failures.push(e) };
+  };
+
+  it('answers at once when the operation succeeds, and retries in the background through an outage', async () => {
+    const now = handlers();
+    expect(await nowOrOnceBack(async () => 'charged', { maxWaitMs: 1_000, ...now })).toBe('charged');
+    expect(now.later).toEqual([]);
+
+    let calls = 0;
+    const back = handlers();
+    const result = await nowOrOnceBack(
+      async () => {
+        if (++calls < 3) throw outage();
+        return 'charged later';
+      },
+      { maxWaitMs: 5_000, ...back },
+    );
+    // The caller is not held up by the outage...
+    expect(result).toBeUndefined();
+    // ...and the operation lands once the service is back.
+    await waitFor(() => back.later.length === 1, { description: 'the background retry' });
+    expect(back.later).toEqual(['charged later']);
+    expect(back.failures).toEqual([]);
+  });
+
+  it('reports any other error, and an outage longer than the wait, as failures', async () => {
+    const bug = handlers();
+    expect(await nowOrOnceBack(async () => Promise.reject(new Error('bug')), { maxWaitMs: 1_000, ...bug })).toBeUndefined();
+    expect(bug.failures.map((e) => (e as Error).message)).toEqual(['bug']);
+    const long = handlers();
+    await nowOrOnceBack(async () => Promise.reject(outage()), { maxWaitMs: 300, ...long });
+    await waitFor(() => long.failures.length === 1, { description: 'the retry to give up' });
+    expect(long.later).toEqual([]);
   });
 });

@@ -57,7 +57,6 @@ export function backingServiceFault(err: unknown, depth = 0): BackingService | u
   const message = typeof e.message === 'string' ? e.message : '';
   if (name === 'MaxRetriesPerRequestError' || REDIS_MESSAGES.some((r) => r.test(message))) return 'redis';
   if (PRISMA_CODES.has(code) || SQLSTATE.test(code) || POSTGRES_MESSAGES.some((r) => r.test(message))) return 'postgres';
-  if (name.startsWith('PrismaClient') && /Database error|connection/i.test(message) && /Code: `(08|57P)/.test(message)) return 'postgres';
   // ioredis turns its socket errors into MaxRetriesPerRequestError for callers, so a raw one
   // reaching a caller comes from the pg driver.
   if (SOCKET_CODES.has(code)) return /redis/i.test(message) ? 'redis' : 'postgres';
@@ -108,6 +107,26 @@ export async function retryThroughOutage<T>(op: () => Promise<T>, opts: OutageRe
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 2_000);
     }
+  }
+}
+
+/**
+ * Runs `op` now; when it fails because a backing service is away, keeps retrying it in the
+ * background (not awaited) and hands the result to `onLater`. For work that must happen but must
+ * not hold up an answer already given: the settle of a delivered chat answer or sync image.
+ * Resolves with the result when it succeeded at once, undefined otherwise; any other error, or
+ * an outage longer than `maxWaitMs`, goes to `onFailure`.
+ */
+export async function nowOrOnceBack<T>(
+  op: () => Promise<T>,
+  opts: Pick<OutageRetryOptions, 'maxWaitMs' | 'onWait'> & { onLater: (value: T) => void; onFailure: (err: unknown) => void },
+): Promise<T | undefined> {
+  try {
+    return await op();
+  } catch (err) {
+    if (!backingServiceFault(err)) opts.onFailure(err);
+    else void retryThroughOutage(op, opts).then(opts.onLater, opts.onFailure);
+    return undefined;
   }
 }
 

@@ -14,4 +14,4 @@ export { parseBody } from './parse-body';
 export { MetricsController, QueueDepthMetrics } from './metrics.controller';
 export { createLogger, drainAndClose, registeredRoutes, type RegisteredRoute } from './bootstrap-service';
 export { instrumentHttp } from './http-instrumentation';
-export { backingServiceFault, errorSummary, outageError, retryThroughOutage, OUTAGE_RETRY_AFTER_SECONDS, type BackingService, type OutageRetryOptions } from './backing-service-fault';
+export { backingServiceFault, errorSummary, nowOrOnceBack, outageError, retryThroughOutage, OUTAGE_RETRY_AFTER_SECONDS, type BackingService, type OutageRetryOptions } from './backing-service-fault';

@@ -31,22 +31,6 @@ export function parseJsonBody(raw: Buffer | string): unknown {
   return value;
 }
 
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
-function refuseLoneSurrogates(root: unknown): void {
-  const stack: unknown[] = [root];
-  while (stack.length > 0) {
-    const node = stack.pop();
-    if (typeof node === 'string') {
-      if (LONE_SURROGATE.test(node)) throw ApiError.badRequest('Strings must be valid Unicode: an unpaired surrogate escape (\\ud800-\\udfff) is not accepted');
-    } else if (Array.isArray(node)) stack.push(...node);
-    else if (node !== null && typeof node === 'object')
-      for (const [key, child] of Object.entries(node)) {
-        stack.push(key, child);
-      }
-  }
-}
-
 /** Deepest [ / { nesting outside strings; stops counting once past the limit. */
 function nestingDepth(text: string): number {
   let depth = 0;
@@ -70,21 +54,32 @@ function nestingDepth(text: string): number {
   return max;
 }
 
-/** Iterative (the depth is already bounded, but nothing here needs the stack). */
-function refusePrototypeKeys(root: unknown): void {
-  const stack: unknown[] = [root];
+/**
+ * Visits every key and value of a parsed body, iteratively (the depth is already bounded, but
+ * nothing here needs the stack); `visit` throws to refuse the body.
+ */
+function forEachEntry(root: unknown, visit: (key: string | undefined, value: unknown) => void): void {
+  const stack: [string | undefined, unknown][] = [[undefined, root]];
   while (stack.length > 0) {
-    const node = stack.pop();
-    if (node === null || typeof node !== 'object') continue;
-    if (Array.isArray(node)) {
-      stack.push(...node);
-      continue;
-    }
-    for (const key of Object.keys(node)) {
-      const child = (node as Record<string, unknown>)[key];
-      if (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && 'prototype' in child))
-        throw ApiError.badRequest(`JSON keys "__proto__" and "constructor.prototype" are not accepted (found "${key}")`);
-      stack.push(child);
-    }
+    const [key, node] = stack.pop()!;
+    visit(key, node);
+    if (Array.isArray(node)) for (const item of node) stack.push([undefined, item]);
+    else if (node !== null && typeof node === 'object') for (const entry of Object.entries(node)) stack.push(entry);
   }
+}
+
+function refusePrototypeKeys(root: unknown): void {
+  forEachEntry(root, (key, value) => {
+    if (key === '__proto__' || (key === 'constructor' && value !== null && typeof value === 'object' && 'prototype' in value))
+      throw ApiError.badRequest(`JSON keys "__proto__" and "constructor.prototype" are not accepted (found "${key}")`);
+  });
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function refuseLoneSurrogates(root: unknown): void {
+  forEachEntry(root, (key, value) => {
+    if ((key !== undefined && LONE_SURROGATE.test(key)) || (typeof value === 'string' && LONE_SURROGATE.test(value)))
+      throw ApiError.badRequest('Strings must be valid Unicode: an unpaired surrogate escape (\\ud800-\\udfff) is not accepted');
+  });
 }
