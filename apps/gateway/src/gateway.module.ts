@@ -5,6 +5,7 @@ import { BillingModule } from '@atelier/billing';
 import { ChatGatewayModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
 import { EventStreamModule } from '@atelier/event-stream';
+import { MediaGatewayModule } from '@atelier/engines';
 import { GenerationsModule } from '@atelier/generations';
 import { ModelCatalogModule } from '@atelier/models';
 import { FineTunesModule } from '@atelier/fine-tunes';
@@ -34,7 +35,8 @@ export class GatewayModule {
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR), AuthModule, AccountsModule, BillingModule, StorageModule, GenerationsModule, EventStreamModule,
         RepositoriesModule,
         FineTunesModule,
-        ChatGatewayModule],
+        ChatGatewayModule,
+        MediaGatewayModule],
       controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
       providers: [QueueBoard],
     };

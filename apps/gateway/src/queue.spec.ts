@@ -1,6 +1,6 @@
 import { CreditLedger } from '@atelier/billing';
 import { PrismaService } from '@atelier/db';
-import { GenerationState } from '@atelier/generations';
+import { GenerationState, generationReservationRule } from '@atelier/generations';
 import { createTenant, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway-test-app';
 
@@ -176,7 +176,7 @@ describe('generation queue API', () => {
     const orphan = await gw.app.get(CreditLedger).reserve(ns.id, '0.01', 'generation:00000000-0000-4000-8000-000000000001');
     const id = (await enqueue(t, { model: 'local-image', prompt: 'kept' })).body.generations[0].generation_id;
     await prisma.$executeRaw`UPDATE credit_reservations SET created_at = now() - interval '1 hour' WHERE namespace_id = ${ns.id}::uuid`;
-    expect(await gw.app.get(GenerationState).releaseOrphanReservations(60_000)).toBe(1);
+    expect(await gw.app.get(CreditLedger).releaseStale(generationReservationRule(gw.app.get(GenerationState), 60_000))).toBe(1);
     expect((await prisma.creditReservation.findUniqueOrThrow({ where: { id: orphan.id } })).status).toBe('released');
     // The enqueued generation keeps its reservation.
     expect(await balance(t)).toMatchObject({ credits: '1', reserved: '0.01' });

@@ -6,6 +6,7 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { CreditLedger, type Reservation, type Settlement } from './credit-ledger.service';
+import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
 
 const MAX_BATCH = 256;
 
@@ -62,53 +63,6 @@ class Lane {
   }
 }
 
-const SETTLE_SQL = `
-  WITH req AS (
-    SELECT r.id, r.actual, r.ord
-    FROM unnest($2::uuid[], $3::numeric[]) WITH ORDINALITY AS r(id, actual, ord)
-  ), cur AS (
-    SELECT c.id AS rid, c.amount, LEAST(GREATEST(req.actual, 0), c.amount) AS charge, req.ord
-    FROM credit_reservations c JOIN req ON req.id = c.id
-    WHERE c.status = 'open' AND c.namespace_id = $1::uuid
-    FOR UPDATE OF c
-  ), closed AS (
-    UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = cur.charge
-    FROM cur WHERE c.id = cur.rid
-    RETURNING c.id
-  ), upd AS (
-    UPDATE namespaces n SET reserved = n.reserved - t.amount, credits = n.credits - t.charge
-    FROM (SELECT sum(amount) AS amount, sum(charge) AS charge FROM cur) t
-    WHERE n.id = $1::uuid AND t.amount IS NOT NULL
-    RETURNING n.credits
-  )
-  INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
-  SELECT gen_random_uuid(), $1::uuid, 'charge'::"LedgerKind", -w.charge, upd.credits + (w.total - w.running), w.rid
-  FROM (SELECT rid, charge, sum(charge) OVER (ORDER BY ord) AS running, sum(charge) OVER () AS total FROM cur) w, upd
-  RETURNING reservation_id::text AS id, (-amount)::text AS charged`;
-
-const RESERVE_SQL = `
-  WITH req AS (
-    SELECT r.id, r.amount, r.reference, r.call
-    FROM unnest($2::uuid[], $3::numeric[], $4::text[], $5::int[]) AS r(id, amount, reference, call)
-  ), calls AS (
-    SELECT call, sum(amount) AS amount FROM req GROUP BY call
-  ), ns AS (
-    SELECT id, credits - reserved AS available FROM namespaces WHERE id = $1::uuid FOR UPDATE
-  ), accepted AS (
-    SELECT c.call
-    FROM (SELECT calls.*, sum(calls.amount) OVER (ORDER BY calls.call) AS running FROM calls) c, ns
-    WHERE c.running <= ns.available
-  ), acc AS (
-    SELECT req.id, req.amount, req.reference FROM req JOIN accepted USING (call)
-  ), upd AS (
-    UPDATE namespaces n SET reserved = n.reserved + (SELECT sum(amount) FROM acc)
-    WHERE n.id = $1::uuid AND EXISTS (SELECT 1 FROM acc)
-    RETURNING n.id
-  )
-  INSERT INTO credit_reservations (id, namespace_id, amount, reference, status)
-  SELECT acc.id, upd.id, acc.amount, acc.reference, 'open' FROM acc, upd
-  RETURNING id::text AS id`;
-
 /**
  * CreditLedger with group commit for hot namespaces. Every reserve and settle of a namespace
  * locks its one row, so on their own they run one Postgres commit at a time (bench:credits:
@@ -117,7 +71,7 @@ const RESERVE_SQL = `
  * holding one statement for all the settles and one for all the reservations (settles first,
  * so the credits they free can be reserved again), ONE commit.
  *
- * The guarantees are CreditLedger's, statement for statement:
+ * The guarantees are CreditLedger's, statement for statement (both run credit-statements.ts):
  * - never overspend: a batch of reservations is accepted in arrival order as long as the
  *   running total fits what the namespace can spend, read on the row the statement locked;
  *   anything refused is retried alone through CreditLedger.reserve (its exact 402);
@@ -194,13 +148,10 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     }
   }
 
-  private async flush(namespaceId: string, reserves: PendingReserve[], allSettles: PendingSettle[]): Promise<void> {
+  private async flush(namespaceId: string, reserves: PendingReserve[], settles: PendingSettle[]): Promise<void> {
     const reserveAlone = (p: PendingReserve) =>
       this.one(p, () => this.ledger.reserveBatch(namespaceId, p.input.items.map((i) => ({ id: randomUUID(), ...i }))));
     const settleAlone = (p: PendingSettle) => this.one(p, () => this.ledger.settle(p.input.reservation.id, p.input.actual));
-    // A charge above its reservation needs the ledger's cap at what the namespace can pay.
-    const settles = allSettles.filter((p) => !new Prisma.Decimal(p.input.actual).greaterThan(p.input.reservation.amount));
-    const beyond = allSettles.filter((p) => !settles.includes(p));
     const ids = reserves.map((p) => p.input.items.map(() => randomUUID()));
 
     let settled = new Map<string, string>();
@@ -216,7 +167,6 @@ export class BatchedCreditLedger implements OnModuleDestroy {
         if (both) await client.query('BEGIN');
         if (settles.length > 0) {
           const rows = await client.query<{ id: string; charged: string }>(SETTLE_SQL, [
-            namespaceId,
             settles.map((p) => p.input.reservation.id),
             settles.map((p) => p.input.actual),
           ]);
@@ -240,14 +190,14 @@ export class BatchedCreditLedger implements OnModuleDestroy {
         this.logger.warn(`Batched credit transaction of ${settles.length + reserves.length} calls failed (${(err as Error).message}); retrying them one by one`);
         client?.release(err as Error);
         client = undefined;
-        await Promise.all([...reserves.map(reserveAlone), ...allSettles.map(settleAlone)]);
+        await Promise.all([...reserves.map(reserveAlone), ...settles.map(settleAlone)]);
         return;
       } finally {
         client?.release();
       }
     }
 
-    const alone: Promise<void>[] = beyond.map(settleAlone);
+    const alone: Promise<void>[] = [];
     for (const p of settles) {
       const amount = settled.get(p.input.reservation.id);
       if (amount !== undefined) {

@@ -96,6 +96,32 @@ describe('BatchedCreditLedger (real Postgres)', () => {
     expect(await row(ns)).toEqual({ credits: '0', reserved: '0' });
   });
 
+  it('charges a cost above the estimate by one rule, whichever ledger settles it', async () => {
+    // Per ledger: 10 credits, two reservations of 2 (6 left free), actual costs 5 and 7.
+    // The first is charged fully (2 + 3 of the free 6); the second gets its 2 plus the 3 left.
+    const outcome = async (settle: (r: { id: string; namespaceId: string; amount: string }, actual: string) => Promise<{ charged: string }>) => {
+      const ns = await namespaceWith('10');
+      const [a, b] = await batched.reserveMany(ns, [
+        { amount: '2', reference: 'above:a' },
+        { amount: '2', reference: 'above:b' },
+      ]);
+      const charged = [(await settle(a, '5')).charged, (await settle(b, '7')).charged];
+      const ledgerRows = await prisma.creditLedgerEntry.findMany({ where: { namespaceId: ns }, orderBy: { createdAt: 'asc' } });
+      return { charged, balance: await row(ns), balances: ledgerRows.map((e) => e.balanceAfter.toFixed()) };
+    };
+    const plain = await outcome((r, actual) => ledger.settle(r.id, actual));
+    const grouped = await outcome((r, actual) => batched.settle(r, actual));
+    expect(plain).toEqual({ charged: ['5', '5'], balance: { credits: '0', reserved: '0' }, balances: ['5', '0'] });
+    expect(grouped).toEqual(plain);
+
+    // Settled together in one statement, arrival order decides who gets the free credits.
+    const ns = await namespaceWith('4');
+    const rs = await batched.reserveMany(ns, [1, 2, 3].map((i) => ({ amount: '1', reference: `together:${i}` })));
+    const together = await Promise.all(rs.map((r) => batched.settle(r, '2')));
+    expect(together.map((s) => s.charged)).toEqual(['2', '1', '1']);
+    expect(await row(ns)).toEqual({ credits: '0', reserved: '0' });
+  });
+
   it('does not let settle and release of the same reservation both apply', async () => {
     const ns = await namespaceWith('5');
     const rs = await Promise.all(Array.from({ length: 10 }, (_, i) => batched.reserve(ns, '0.5', `x${i}`)));

@@ -3,6 +3,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
+import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
 
 export interface CreditBalance {
   credits: string;
@@ -15,6 +16,16 @@ export interface Reservation {
   id: string;
   namespaceId: string;
   amount: string;
+}
+
+/** Which reservations a stale sweep may release (see releaseStale). */
+export interface StaleReservationRule {
+  /** The reference prefix of one kind of paid request (PAID_REQUEST_KINDS). */
+  prefix: string;
+  /** Past this age the request that reserved can no longer settle. */
+  maxAgeMs: number;
+  /** Of the given ids, those still owned by live work (a queued generation): never released. */
+  inUse?: (ids: string[]) => Promise<Set<string>>;
 }
 
 export interface Settlement {
@@ -72,16 +83,14 @@ export class CreditLedger {
       total = total.plus(item.amount);
     }
     const amount = total.toFixed();
-    const rows = await client.$queryRaw<{ id: string }[]>`
-      WITH ns AS (
-        UPDATE namespaces SET reserved = reserved + ${amount}::numeric
-        WHERE id = ${namespaceId}::uuid AND credits - reserved >= ${amount}::numeric
-        RETURNING id
-      )
-      INSERT INTO credit_reservations (id, namespace_id, amount, reference, status)
-      SELECT t.id, ns.id, t.amount, t.reference, 'open'
-      FROM ns, unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.amount)}::numeric[], ${items.map((i) => i.reference)}::text[]) AS t(id, amount, reference)
-      RETURNING id::text AS id`;
+    const rows = await client.$queryRawUnsafe<{ id: string }[]>(
+      RESERVE_SQL,
+      namespaceId,
+      items.map((i) => i.id),
+      items.map((i) => i.amount),
+      items.map((i) => i.reference),
+      items.map(() => 0),
+    );
     if (rows.length === 0) {
       const balance = await this.balance(namespaceId, client);
       throw ApiError.insufficientCredits(
@@ -94,51 +103,32 @@ export class CreditLedger {
   }
 
   /**
-   * Charges the actual cost and closes the reservation, in one statement (one round trip, row
-   * locks held only for its duration). The charge is capped at what the namespace can pay (the
-   * reservation plus any unreserved credits), so balances never go negative even when the
-   * actual cost exceeds the estimate. Under READ COMMITTED, a concurrent settle of the same
-   * reservation re-checks `status = 'open'` after the lock and finds nothing: no double charge.
+   * Charges the actual cost and closes the reservation, in one statement (SETTLE_SQL, the one
+   * settle rule: a cost above the reservation is charged as far as unreserved credits reach).
+   * A retried or concurrent settle finds the reservation closed: no double charge.
    */
   async settle(reservationId: string, actual: string, client: Db = this.prisma): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    const rows = await client.$queryRaw<{ charged: string }[]>`
-      WITH cur AS (
-        SELECT c.id AS rid, c.namespace_id, c.amount,
-               LEAST(GREATEST(${actual}::numeric, 0), c.amount + GREATEST(n.credits - n.reserved, 0)) AS charge
-        FROM credit_reservations c JOIN namespaces n ON n.id = c.namespace_id
-        WHERE c.id = ${reservationId}::uuid AND c.status = 'open'
-        FOR UPDATE OF c, n
-      ), closed AS (
-        UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = cur.charge
-        FROM cur WHERE c.id = cur.rid
-        RETURNING c.id
-      ), ns AS (
-        UPDATE namespaces n SET reserved = n.reserved - cur.amount, credits = n.credits - cur.charge
-        FROM cur WHERE n.id = cur.namespace_id
-        RETURNING n.id, n.credits
-      )
-      INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
-      SELECT gen_random_uuid(), ns.id, 'charge'::"LedgerKind", -cur.charge, ns.credits, cur.rid FROM ns, cur, closed
-      RETURNING (-amount)::text AS charged`;
+    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_SQL, [reservationId], [actual]);
     if (rows.length === 0) return this.alreadyClosed(reservationId, client);
     this.metrics?.creditsSettled.inc(creditAmount(fmt(rows[0].charged)));
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
   }
 
   /**
-   * Releases reservations of `referencePrefix` still open after `olderThanMs`: their request
-   * can no longer be running (a crash between the call and its settle). Releasing, never
-   * charging, is the safe side: the user keeps credits, nothing is charged twice.
+   * Releases the open reservations of `rule.prefix` older than `rule.maxAgeMs` that nothing
+   * still owns: their request can no longer settle them (a crash between reserve and settle).
+   * Releasing, never charging, is the safe side: the user keeps the credits.
    */
-  async releaseStale(referencePrefix: string, olderThanMs: number, limit = 500): Promise<number> {
+  async releaseStale(rule: StaleReservationRule, limit = 500): Promise<number> {
     const stale = await this.prisma.$queryRaw<{ id: string }[]>`
       SELECT id::text FROM credit_reservations
-      WHERE status = 'open' AND starts_with(reference, ${referencePrefix})
-        AND created_at < now() - (${olderThanMs}::bigint * interval '1 millisecond')
+      WHERE status = 'open' AND starts_with(reference, ${rule.prefix})
+        AND created_at < now() - (${rule.maxAgeMs}::bigint * interval '1 millisecond')
       ORDER BY created_at LIMIT ${limit}`;
+    const owned = rule.inUse && stale.length > 0 ? await rule.inUse(stale.map((r) => r.id)) : new Set<string>();
     let released = 0;
-    for (const r of stale) if (await this.release(r.id)) released++;
+    for (const r of stale) if (!owned.has(r.id) && (await this.release(r.id))) released++;
     return released;
   }
 

@@ -100,7 +100,7 @@ describe('CreditLedger (real Postgres)', () => {
     const fresh = await ledger.reserve(ns, '1', 'chat:fresh');
     const otherKind = await ledger.reserve(ns, '1', 'generation:old');
     await prisma.$executeRaw`UPDATE credit_reservations SET created_at = now() - interval '2 hours' WHERE id IN (${old.id}::uuid, ${otherKind.id}::uuid)`;
-    expect(await ledger.releaseStale('chat:', 3600_000)).toBe(1);
+    expect(await ledger.releaseStale({ prefix: 'chat:', maxAgeMs: 3600_000 })).toBe(1);
     const statuses = await prisma.creditReservation.findMany({ where: { namespaceId: ns }, orderBy: { reference: 'asc' } });
     expect(statuses.map((r) => [r.reference, r.status])).toEqual([
       ['chat:fresh', 'open'],
@@ -108,7 +108,7 @@ describe('CreditLedger (real Postgres)', () => {
       ['generation:old', 'open'],
     ]);
     expect(await row(ns)).toEqual({ credits: '10', reserved: '2' });
-    expect(await ledger.releaseStale('chat:', 3600_000)).toBe(0);
+    expect(await ledger.releaseStale({ prefix: 'chat:', maxAgeMs: 3600_000 })).toBe(0);
     await ledger.release(fresh.id);
     await ledger.release(otherKind.id);
   });

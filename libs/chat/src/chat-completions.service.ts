@@ -1,21 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
-import { BatchedCreditLedger, type Reservation } from '@atelier/billing';
+import { PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { nowOrOnceBack, RpcClient } from '@atelier/runtime';
+import { RpcClient } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { ChatUsageRecorder } from './chat-usage.recorder';
 import { countTextTokens, toolCallTokens } from './token-count';
-
-/**
- * How long a settle keeps retrying through an outage: well inside the stale-reservation sweep's
- * margin (5 minutes past RPC_TIMEOUT_MS), so the sweep never releases what is about to be charged.
- */
-const SETTLE_RETRY_MS = 4 * 60_000;
 
 /** A validated, paid-for (reserved) request, ready to hand to the chat service. */
 export interface PreparedChat {
@@ -47,12 +41,10 @@ export interface ChatEnding {
  */
 @Injectable()
 export class ChatCompletionsService {
-  private readonly logger = new Logger(ChatCompletionsService.name);
-
   constructor(
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     private readonly access: NamespaceAccess,
-    private readonly ledger: BatchedCreditLedger,
+    private readonly paid: PaidRequests,
     private readonly rpc: RpcClient,
     private readonly usage: ChatUsageRecorder,
   ) {}
@@ -63,7 +55,7 @@ export class ChatCompletionsService {
     const scope = await this.access.resolve(caller, body.target_namespace);
     const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    const reservation = await this.ledger.reserve(scope.id, estimate, `chat:${completionId}`);
+    const reservation = await this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId));
     return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
   }
 
@@ -84,32 +76,12 @@ export class ChatCompletionsService {
 
   /**
    * Charges the tokens used (or releases the reservation) and records the request. Never throws,
-   * and never makes the caller wait for an outage: when Postgres is away, the same (idempotent)
-   * settle keeps being retried in the background until it lands, so an answer already delivered
-   * is still charged exactly once. Only a gateway that dies while waiting leaves the reservation
-   * open, for the stale-reservation sweep to release.
+   * and never makes the caller wait for an outage (PaidRequests.close): an answer already
+   * delivered is still charged exactly once, and recorded when the charge lands.
    */
   async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
-    const close = async (): Promise<string> => {
-      if (!ending.usage) {
-        await this.ledger.release(prepared.reservation.id);
-        return '0';
-      }
-      const actual = tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens);
-      return (await this.ledger.settle(prepared.reservation, actual)).charged;
-    };
-    const reservation = `${prepared.reservation.id} of ${prepared.completionId}`;
-    const cost = await nowOrOnceBack(close, {
-      maxWaitMs: SETTLE_RETRY_MS,
-      onWait: (service) => this.logger.warn(`${service} unavailable; will close reservation ${reservation} when it is back`),
-      onLater: (charged) => this.record(prepared, ending, charged),
-      onFailure: (err) => {
-        // The reservation stays open (credits held, nothing charged); logged for the operator.
-        this.logger.error(`Could not close credit reservation ${reservation}: ${(err as Error).message}`);
-        this.record(prepared, ending, '0');
-      },
-    });
-    if (cost !== undefined) this.record(prepared, ending, cost);
+    const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
+    await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged));
   }
 
   private record(prepared: PreparedChat, ending: ChatEnding, cost: string): void {

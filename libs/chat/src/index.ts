@@ -25,4 +25,5 @@ export { ChatCompletionRunner, type ChatRunContext } from './chat-completion.run
 export { ChatCompletionProcessor } from './chat-completion.processor';
 export { ChatCompletionsService, type ChatEnding, type PreparedChat } from './chat-completions.service';
 export { ChatUsageRecorder, type ChatUsageRecord } from './chat-usage.recorder';
-export { ChatGatewayModule, ChatServiceModule } from './chat.modules';
+export { ChatGatewayModule } from './chat-gateway.module';
+export { ChatServiceModule } from './chat-service.module';

@@ -89,6 +89,14 @@ const schema = z.object({
   AUTH_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
   /** Time a synchronous gateway call waits for its service before answering 504. */
   RPC_TIMEOUT_MS: positiveInt.default(15 * 60 * 1000),
+  /**
+   * How long past RPC_TIMEOUT_MS a synchronous request's credit reservation may stay open before
+   * the stale-reservation sweep releases it (its gateway died before settling). A settle that
+   * meets a database outage keeps retrying for 80 % of this, so the sweep never races it.
+   */
+  RESERVATION_GRACE_MS: positiveInt.default(5 * 60_000),
+  /** How often each service sweeps the stale reservations of its kind of paid request. */
+  RESERVATION_SWEEP_INTERVAL_MS: positiveInt.default(60_000),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
   MODEL_CATALOG_DIR: z.string().optional(),
   DEMO_USER: z.string().default('demo'),

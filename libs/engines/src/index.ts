@@ -16,3 +16,5 @@ export { OpenAiImagesEngine } from './remote/openai-images.engine';
 export { PredictionEngine, predictionInput } from './remote/prediction.engine';
 export { MediaServiceModule } from './media-service.module';
 export { ImageRenderProcessor, VideoRenderProcessor } from './media-render.processor';
+export { MediaGenerations, type MediaAnswer, type MediaEndpoint } from './media-generation.service';
+export { MediaGatewayModule } from './media-gateway.module';

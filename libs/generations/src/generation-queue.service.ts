@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
-import { BatchedCreditLedger, CreditLedger } from '@atelier/billing';
+import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/engines';
@@ -54,7 +54,7 @@ export class GenerationQueue {
   constructor(
     private readonly prisma: PrismaService,
     private readonly ledger: CreditLedger,
-    private readonly batched: BatchedCreditLedger,
+    private readonly paid: PaidRequests,
     private readonly access: NamespaceAccess,
     private readonly queues: JobQueues,
     private readonly bus: BroadcastBus,
@@ -95,9 +95,9 @@ export class GenerationQueue {
     // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
     // reservations without generations; the queue-worker sweeper releases them.
     const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
-    const reservations = await this.batched.reserveMany(
+    const reservations = await this.paid.reserveMany(
       scope.id,
-      items.map((i) => ({ amount: price, reference: `generation:${i.id}` })),
+      items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
     );
     try {
       await this.prisma.generation.createMany({

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { ModelCatalog, validateModelRequest } from '@atelier/models';
+import { MediaRenderer, usageCost } from '@atelier/engines';
+import { ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { retryThroughOutage } from '@atelier/runtime';
-import { GenerationRenderer } from './generation-renderer';
 import { GenerationState } from './generation-state';
 
 /** Longer than any failover; shorter than GENERATION_LOST_AFTER_MS, after which the sweeper fails the row. */
@@ -21,7 +21,7 @@ export class GenerationRunner {
 
   constructor(
     private readonly state: GenerationState,
-    private readonly renderer: GenerationRenderer,
+    private readonly media: MediaRenderer,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     @Optional() private readonly metrics?: Metrics,
   ) {}
@@ -67,17 +67,12 @@ export class GenerationRunner {
       await durably(() => this.state.fail(id, checked.errors.map((e) => e.message).join('; ')));
       return 'failed';
     }
-    const target = {
-      generationId: id,
-      namespace: await durably(() => this.state.namespaceName(row.namespaceId)),
-      namespaceId: row.namespaceId,
-      userId: row.ownerId,
-      repo: row.targetRepo,
-      directory: row.targetDirectory,
-    };
+    const caller = await durably(() => this.state.runFor(row));
+    const target = { ...(row.targetRepo ? { repo: row.targetRepo } : {}), ...(row.targetDirectory ? { directory: row.targetDirectory } : {}) };
     let result;
     try {
-      result = await this.renderer.render(model, checked.value as Record<string, unknown>, target, signal);
+      // The same engines and storage layout as the synchronous endpoints.
+      result = await this.media.render({ caller, model: model.id, params: checked.value as Record<string, unknown>, target }, signal);
     } catch (err) {
       if (signal.aborted) return 'cancelled';
       // Problems of the request itself (unreachable input, provider refusal) fail the generation;
@@ -89,7 +84,8 @@ export class GenerationRunner {
       throw err;
     }
     if (signal.aborted) return 'cancelled';
-    const done = await durably(() => this.state.succeed(id, result.keys, result.cost));
+    const cost = usageCost(model as MediaModelDefinition, result.usage);
+    const done = await durably(() => this.state.succeed(id, result.outputs.map((o) => o.key), cost));
     if (!done) this.logger.log(`Generation ${id} finished after it was cancelled; result discarded`);
     return done ? 'succeeded' : 'cancelled';
   }

@@ -1,7 +1,8 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { CreditLedger } from '@atelier/billing';
-import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { CreditLedger, PAID_REQUEST_KINDS, type StaleReservationRule } from '@atelier/billing';
+import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationCompletedEvent } from '@atelier/contracts';
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
+import { requestContext } from '@atelier/observability';
 import { BroadcastBus } from '@atelier/runtime';
 
 /**
@@ -109,8 +110,13 @@ export class GenerationState {
     });
   }
 
-  async namespaceName(namespaceId: string): Promise<string> {
-    return (await this.prisma.namespace.findUniqueOrThrow({ where: { id: namespaceId }, select: { name: true } })).name;
+  /** Who a queued generation runs for: its owner's name and the billed namespace's, as a job caller. */
+  async runFor(row: GenerationModel): Promise<CallerContext> {
+    const [names] = await this.prisma.$queryRaw<{ namespace: string; username: string }[]>`
+      SELECT n.name AS namespace, u.username FROM namespaces n, users u
+      WHERE n.id = ${row.namespaceId}::uuid AND u.id = ${row.ownerId}::uuid`;
+    if (!names) throw new Error(`generation ${row.id}: its namespace or owner no longer exists`);
+    return { userId: row.ownerId, username: names.username, namespaceId: row.namespaceId, namespace: names.namespace, requestId: requestContext.current()?.requestId ?? row.id };
   }
 
   /** Processing generations started long ago: candidates for a lost worker (checked against BullMQ). */
@@ -123,19 +129,14 @@ export class GenerationState {
   }
 
   /**
-   * Releases generation reservations that no generation row refers to: enqueue reserves
-   * first and writes the rows after, so a crash in between leaves such a reservation.
+   * Of these reservation ids, those a generation row refers to. Enqueue reserves first and
+   * writes the rows after, so a crash in between leaves reservations nothing refers to: those
+   * are the stale ones (generationReservationRule).
    */
-  async releaseOrphanReservations(olderThanMs: number, limit = 500): Promise<number> {
-    const orphans = await this.prisma.$queryRaw<{ id: string }[]>`
-      SELECT r.id::text FROM credit_reservations r
-      WHERE r.status = 'open' AND starts_with(r.reference, 'generation:')
-        AND r.created_at < now() - (${olderThanMs}::bigint * interval '1 millisecond')
-        AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.reservation_id = r.id)
-      ORDER BY r.created_at LIMIT ${limit}`;
-    let released = 0;
-    for (const o of orphans) if (await this.ledger.release(o.id)) released++;
-    return released;
+  async reservationsInUse(ids: string[]): Promise<Set<string>> {
+    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+      SELECT reservation_id::text AS id FROM generations WHERE reservation_id = ANY(${ids}::uuid[])`;
+    return new Set(rows.map((r) => r.id));
   }
 
   /** Queued generations whose job never reached Redis (crash between commit and add). */
@@ -148,4 +149,13 @@ export class GenerationState {
     });
     return rows;
   }
+}
+
+/**
+ * Generation reservations are owned by their generation row for as long as it lives (its
+ * terminal transition settles or releases them), so only those no row refers to are stale;
+ * `maxAgeMs` only has to be far longer than an enqueue takes between reservation and rows.
+ */
+export function generationReservationRule(state: GenerationState, maxAgeMs: number): StaleReservationRule {
+  return { prefix: PAID_REQUEST_KINDS.generation, maxAgeMs, inUse: (ids) => state.reservationsInUse(ids) };
 }

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
-import { GenerationRunner } from '@atelier/generations';
 import { HandlesQueue, type JobContext, type JobHandler } from '@atelier/runtime';
+import { GenerationRunner } from './generation-runner';
 
 /** Shared by both pools: run the generation; after the last attempt, fail it for good. */
 @Injectable()

@@ -1,13 +1,15 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { GenerationQueue, GenerationState, queueFor } from '@atelier/generations';
 import { errorSummary, JobQueues } from '@atelier/runtime';
+import { GenerationQueue, queueFor } from './generation-queue.service';
+import { GenerationState } from './generation-state';
 
 /**
  * Repairs what a crash between two steps can leave behind: queued rows whose job never reached
  * Redis (re-added; jobId = generation id makes that idempotent), committed events never
- * published (outbox), credit reservations whose generation rows were never written
- * (released), and processing rows whose job BullMQ has given up on (failed as lost).
+ * published (outbox), and processing rows whose job BullMQ has given up on (failed as lost).
+ * Reservations whose rows were never written are released by the stale-reservation sweep
+ * (generationReservationRule).
  */
 @Injectable()
 export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestroy {
@@ -35,8 +37,6 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
     const stranded = await this.state.strandedQueued(this.config.GENERATION_SWEEP_INTERVAL_MS * 2);
     if (stranded.length) await this.generations.dispatch(stranded);
     await this.state.publishStranded(this.config.GENERATION_SWEEP_INTERVAL_MS);
-    // Far older than any enqueue takes between its reservation and its rows.
-    await this.state.releaseOrphanReservations(Math.max(60_000, this.config.GENERATION_SWEEP_INTERVAL_MS * 10));
     for (const g of await this.state.longProcessing(this.config.GENERATION_LOST_AFTER_MS)) {
       const jobState = await this.queues.queue(queueFor(g.mediaType)).getJobState(g.id);
       if (jobState === 'failed' || jobState === 'unknown' || jobState === 'completed')

@@ -1,0 +1,82 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { NamespaceAccess, type Caller } from '@atelier/auth';
+import { PaidRequests, reservationReference } from '@atelier/billing';
+import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
+import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
+import { RpcClient } from '@atelier/runtime';
+import { BlobStore, SignedUrls } from '@atelier/storage';
+import { requestedUsage, usageCost } from './pricing';
+import { resolveMediaModel, validateMediaParams } from './media-request';
+
+export type MediaEndpoint = Exclude<ModelEndpoint, '/chat/completions'>;
+
+export interface MediaAnswer {
+  body: Record<string, unknown>;
+  /** Time the engine took, so the overhead of the synchronous path can be told apart. */
+  engineMs: number;
+}
+
+/**
+ * The gateway's side of a synchronous generation (images/generate, images/edit,
+ * videos/generate): validation with the spec's texts, the paid-request lifecycle around the
+ * hand-off to the media service, and the answer with temporary links or base64.
+ */
+@Injectable()
+export class MediaGenerations {
+  constructor(
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    private readonly access: NamespaceAccess,
+    private readonly paid: PaidRequests,
+    private readonly rpc: RpcClient,
+    private readonly urls: SignedUrls,
+    private readonly blobs: BlobStore,
+    private readonly metrics: Metrics,
+  ) {}
+
+  /** Validates, reserves, renders and settles; `signal` aborts the render wherever it runs. */
+  async render(endpoint: MediaEndpoint, caller: Caller, body: unknown, requestId: string, signal: AbortSignal): Promise<MediaAnswer> {
+    const model = resolveMediaModel(this.catalog, body, endpoint);
+    const params = validateMediaParams(model, body);
+    const scope = await this.access.resolve(caller, params.target_namespace);
+    const reservation = await this.paid.reserve(scope.id, usageCost(model, requestedUsage(model, params)), reservationReference('media', endpoint, model.id, requestId));
+    let result: MediaRenderResult;
+    try {
+      result = await this.rpc.call(
+        endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
+        { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
+        { signal },
+      );
+    } catch (err) {
+      this.metrics.generations.inc({ model: model.id, outcome: signal.aborted ? 'cancelled' : 'failed', mode: 'sync' });
+      // Nothing was produced (or nobody is left to receive it): nothing is charged.
+      await this.paid.close(reservation, null);
+      throw err;
+    }
+    this.metrics.generations.inc({ model: model.id, outcome: 'succeeded', mode: 'sync' });
+    const [items] = await Promise.all([
+      Promise.all(
+        result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),
+      ),
+      this.paid.close(reservation, usageCost(model, result.usage)),
+    ]);
+    return {
+      engineMs: result.engineMs,
+      body: {
+        model: result.model,
+        created: result.created,
+        [endpoint === '/videos/generate' ? 'videos' : 'images']: items,
+        ...(result.seed !== undefined && { seed: result.seed }),
+      },
+    };
+  }
+
+  /** b64_json answers read the stored output back: bytes never travel through Redis. */
+  private async base64(key: string): Promise<string> {
+    const blob = await this.blobs.get(key);
+    if (!blob) throw new Error(`stored output ${key} is missing`);
+    const chunks: Buffer[] = [];
+    for await (const chunk of blob.body as AsyncIterable<Buffer>) chunks.push(chunk);
+    return Buffer.concat(chunks).toString('base64');
+  }
+}
