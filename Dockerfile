@@ -38,7 +38,7 @@ COPY libs ./libs
 COPY apps/${APP} ./apps/${APP}
 RUN test -f "apps/${APP}/src/main.ts" || { echo "APP='${APP}' is not an app in apps/" >&2; exit 1; } \
  && ./node_modules/.bin/swc "apps/${APP}/src" libs -d "dist/apps/${APP}" --config-file .swcrc \
-      --ignore '**/*.spec.ts' --ignore '**/jest.config.cjs' --quiet \
+      --quiet \
  && test -f "dist/apps/${APP}/apps/${APP}/src/main.js"
 
 # --- prod-deps: run-time packages only ------------------------------------------------------------

@@ -1,6 +1,27 @@
 import nx from '@nx/eslint-plugin';
 import tseslint from 'typescript-eslint';
 
+const DEEP_IMPORT = { group: ['@atelier/*/**'], message: 'Import a lib through its public API (@atelier/<lib>), never its files.' };
+// Harnesses (*.harness.ts) are test code beside the specs; builds leave them out (.swcrc exclude).
+const HARNESS_IMPORT = { group: ['**/*.harness'], message: 'Test harnesses are for specs only; production code must not import them.' };
+
+/**
+ * One scope per feature (route, controller, lib, app and queue share its word) plus `shared`
+ * (platform libs) and `edge` (the gateway and its API docs). A feature reaches only the shared
+ * libs and, where it really builds on one, another feature's public API: the queue renders
+ * through media's MediaRenderer, fine-tune reads datasets from repos.
+ */
+const SCOPE_CONSTRAINTS = [
+  { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
+  { sourceTag: 'scope:chat', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chat'] },
+  { sourceTag: 'scope:media', onlyDependOnLibsWithTags: ['scope:shared', 'scope:media'] },
+  { sourceTag: 'scope:queue', onlyDependOnLibsWithTags: ['scope:shared', 'scope:queue', 'scope:media'] },
+  { sourceTag: 'scope:events', onlyDependOnLibsWithTags: ['scope:shared', 'scope:events'] },
+  { sourceTag: 'scope:repos', onlyDependOnLibsWithTags: ['scope:shared', 'scope:repos'] },
+  { sourceTag: 'scope:fine-tune', onlyDependOnLibsWithTags: ['scope:shared', 'scope:fine-tune', 'scope:repos'] },
+  { sourceTag: 'scope:edge', onlyDependOnLibsWithTags: ['scope:shared', 'scope:edge', 'scope:chat', 'scope:media', 'scope:queue', 'scope:events', 'scope:repos', 'scope:fine-tune'] },
+];
+
 export default [
   { ignores: ['**/dist', '**/node_modules', 'libs/db/src/generated/**', '.tools/**', '.nx/**'] },
   ...tseslint.configs.recommended,
@@ -18,10 +39,7 @@ export default [
           message: 'Read settings from the validated AppConfig (@atelier/config), not process.env.',
         },
       ],
-      'no-restricted-imports': [
-        'error',
-        { patterns: [{ group: ['@atelier/*/**'], message: 'Import a lib through its public API (@atelier/<lib>), never its files.' }] },
-      ],
+      'no-restricted-imports': ['error', { patterns: [DEEP_IMPORT, HARNESS_IMPORT] }],
       '@nx/enforce-module-boundaries': [
         'error',
         {
@@ -35,16 +53,19 @@ export default [
             { sourceTag: 'type:runtime', onlyDependOnLibsWithTags: ['type:contracts', 'type:util', 'type:data'] },
             { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:contracts', 'type:util', 'type:data', 'type:runtime', 'type:domain'] },
             { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:contracts', 'type:util', 'type:data', 'type:runtime', 'type:domain'] },
-            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:contracts', 'type:util', 'type:data', 'type:runtime', 'type:domain', 'type:testing'] },
+            // Production code never reaches test helpers; specs and harnesses may (override below).
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:contracts', 'type:util', 'type:data', 'type:runtime', 'type:domain'] },
+            ...SCOPE_CONSTRAINTS,
           ],
         },
       ],
     },
   },
   {
-    // Tests of any layer may use the shared test helpers.
-    files: ['**/*.spec.ts'],
+    // Tests of any layer, and the harnesses beside them, may use the shared test helpers.
+    files: ['**/*.spec.ts', '**/*.harness.ts'],
     rules: {
+      'no-restricted-imports': ['error', { patterns: [DEEP_IMPORT] }],
       '@nx/enforce-module-boundaries': [
         'error',
         {
@@ -56,7 +77,7 @@ export default [
   },
   {
     // The config lib is the one place allowed to read the environment.
-    files: ['libs/config/**/*.ts', 'libs/testing/**/*.ts', '**/*.spec.ts', 'tools/**'],
+    files: ['libs/config/**/*.ts', 'libs/testing/**/*.ts', '**/*.spec.ts', '**/*.harness.ts', 'tools/**'],
     rules: { 'no-restricted-syntax': 'off' },
   },
 ];

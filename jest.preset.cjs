@@ -7,6 +7,8 @@ const path = require('node:path');
 const root = __dirname;
 const swc = JSON.parse(fs.readFileSync(path.join(root, '.swcrc'), 'utf8'));
 delete swc.$schema;
+// .swcrc's exclude keeps specs and harnesses out of builds; Jest compiles exactly those.
+delete swc.exclude;
 delete swc.jsc.baseUrl;
 delete swc.jsc.paths;
 

@@ -7,7 +7,7 @@ import { ensureRuntime, root } from './bootstrap.mjs';
 ensureRuntime();
 const build = spawnSync(
   process.execPath,
-  [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps/gateway/src', 'libs', '-d', 'dist/apps/gateway', '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--ignore', '**/jest.config.cjs', '--quiet'],
+  [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps/gateway/src', 'libs', '-d', 'dist/apps/gateway', '--config-file', '.swcrc', '--quiet'],
   { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
 );
 if (build.status !== 0) process.exit(build.status ?? 1);

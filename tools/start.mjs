@@ -62,7 +62,7 @@ function adminToken() {
 function build() {
   const r = spawnSync(
     process.execPath,
-    [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps', 'libs', '-d', 'dist/local', '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--ignore', '**/jest.config.cjs', '--quiet'],
+    [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps', 'libs', '-d', 'dist/local', '--config-file', '.swcrc', '--quiet'],
     { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   if (r.status !== 0) fail('Building the services failed (see above).');

@@ -13,7 +13,7 @@ export const require = createRequire(import.meta.url);
 export function buildAll() {
   const r = spawnSync(
     process.execPath,
-    [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps', 'libs', '-d', 'dist/local', '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--ignore', '**/jest.config.cjs', '--quiet'],
+    [path.join(root, 'node_modules/@swc/cli/bin/swc.js'), 'apps', 'libs', '-d', 'dist/local', '--config-file', '.swcrc', '--quiet'],
     { cwd: root, stdio: 'inherit' },
   );
   if (r.status !== 0) process.exit(1);

@@ -78,7 +78,8 @@ await startNode(
   'fake upstream',
   [
     '-e',
-    `require(${JSON.stringify(path.join(root, 'dist/local/libs/testing/src/fake-openai-upstream.js'))})` +
+    // Test-only code is not compiled into dist; Node 24 runs this dependency-free file as it is.
+    `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))})` +
       `.startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false })`,
   ],
   {},

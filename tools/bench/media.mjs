@@ -17,7 +17,7 @@ const db = await benchDatabase();
 const storageDir = mkdtempSync(path.join(tmpdir(), 'atelier-bench-media-'));
 const { ModelCatalog } = dist('libs/models/src/index.js');
 const { createBlobStore } = dist('libs/storage/src/index.js');
-const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/engines/src/index.js');
+const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/media/src/index.js');
 // Per-generation log lines would drown the table.
 require('@nestjs/common').Logger.overrideLogger(['error']);
 

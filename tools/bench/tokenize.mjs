@@ -13,7 +13,7 @@ import { buildAll, dist, machine } from './bench-env.mjs';
 
 buildAll();
 const { LocalBlobStore } = dist('libs/storage/src/index.js');
-const ft = dist('libs/fine-tunes/src/index.js');
+const ft = dist('libs/fine-tune/src/index.js');
 const { parquetWriteBuffer } = await import('hyparquet-writer');
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 200_000);

@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { AuthModule } from '@atelier/auth';
 import type { AppConfig } from '@atelier/config';
-import { EventStreamModule } from '@atelier/event-stream';
+import { EventsServiceModule } from '@atelier/events';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
 
@@ -14,7 +14,7 @@ export class EventsModule {
   static forRoot(config: AppConfig): DynamicModule {
     return {
       module: EventsModule,
-      imports: [ServiceRuntimeModule.forRoot({ service: 'events', config, consumes: [] }), AuthModule, StorageModule, EventStreamModule],
+      imports: [ServiceRuntimeModule.forRoot({ service: 'events', config, consumes: [] }), AuthModule, StorageModule, EventsServiceModule],
     };
   }
 }

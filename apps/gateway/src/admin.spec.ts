@@ -1,5 +1,5 @@
 import { uniqueName } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 describe('operator (admin) API', () => {
   let gw: GatewayHarness;

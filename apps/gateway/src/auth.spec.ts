@@ -1,5 +1,5 @@
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 describe('gateway authentication and namespace access', () => {
   let gw: GatewayHarness;

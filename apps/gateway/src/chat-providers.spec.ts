@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
-import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat-test-app';
+import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.00001; // prices of the test's remote models
 const OUT_PRICE = 0.00003;

@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
-import { startChatStack, type ChatStack } from './chat-test-app';
+import { startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.000001; // local-chat catalog prices
 const OUT_PRICE = 0.000002;

@@ -1,5 +1,5 @@
 import { createTenant, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 const envelope = (type: string, message: RegExp | string) => ({
   error: { type, title: expect.any(String), message: typeof message === 'string' ? message : expect.stringMatching(message) },

@@ -1,7 +1,7 @@
 import { EventSource } from 'eventsource';
-import { GenerationState } from '@atelier/generations';
+import { GenerationState } from '@atelier/queue';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 interface Received {
   type: string;

@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { BlobStore, SignedUrls } from '@atelier/storage';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 describe('temporary result links', () => {
   let gw: GatewayHarness;

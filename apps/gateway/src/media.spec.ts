@@ -4,10 +4,10 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
-import { bundledFfmpegPath, probeMedia } from '@atelier/engines';
+import { bundledFfmpegPath, probeMedia } from '@atelier/media';
 import { SignedUrls } from '@atelier/storage';
 import { createTenant, uniqueName, waitFor, type Tenant } from '@atelier/testing';
-import { startAssetServer, startMediaStack, type AssetServer, type MediaStack } from './media-test-app';
+import { startAssetServer, startMediaStack, type AssetServer, type MediaStack } from './media.harness';
 
 interface ImageResult {
   model: string;

@@ -1,9 +1,9 @@
 import http from 'node:http';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import { MediaServiceModule } from '@atelier/engines';
+import { MediaServiceModule } from '@atelier/media';
 import { createService } from '@atelier/runtime';
 import { createTenant, metricValue as metric, TestHttp, waitFor, type Tenant } from '@atelier/testing';
-import { startMediaStack, type MediaStack } from './media-test-app';
+import { startMediaStack, type MediaStack } from './media.harness';
 
 /** Counters of one app: /metrics after real traffic through the real gateway, services and queues. */
 describe('GET /metrics', () => {

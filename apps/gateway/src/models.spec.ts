@@ -1,5 +1,5 @@
 import { createTenant, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 interface SchemaNode {
   type?: string;

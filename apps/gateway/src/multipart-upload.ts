@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type {} from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import type { UploadItem } from '@atelier/repositories';
+import type { UploadItem } from '@atelier/repos';
 
 /**
  * The parts of a multipart request as upload items, in arrival order, with the plugin's limit

@@ -1,9 +1,9 @@
 import Ajv2020 from 'ajv/dist/2020';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import { parseCreateFineTune, SCRIPT_TYPES, SUPPORTED_BASE_MODELS, TRAINING_PARAMS } from '@atelier/fine-tunes';
+import { parseCreateFineTune, SCRIPT_TYPES, SUPPORTED_BASE_MODELS, TRAINING_PARAMS } from '@atelier/fine-tune';
 import { openApiPath } from '@atelier/openapi';
 import { registeredRoutes } from '@atelier/runtime';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 type Doc = { openapi: string; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: object }> }; security?: unknown[] }>> };
 

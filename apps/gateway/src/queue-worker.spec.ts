@@ -6,7 +6,7 @@ import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE, type GenerationCo
 import { PrismaService } from '@atelier/db';
 import { BroadcastBus, JobQueues } from '@atelier/runtime';
 import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 interface Gen {
   generation_id: string;

@@ -1,8 +1,8 @@
 import { CreditLedger } from '@atelier/billing';
 import { PrismaService } from '@atelier/db';
-import { GenerationState, generationReservationRule } from '@atelier/generations';
+import { GenerationState, generationReservationRule } from '@atelier/queue';
 import { createTenant, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 type Record_ = Record<string, unknown> & { generation_id: string; status: string };
 const NOT_FOUND = {

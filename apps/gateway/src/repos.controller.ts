@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, CreateBranchRequest, CreateRepositoryRequest } from '@atelier/contracts';
-import { DEFAULT_BRANCH, RepositoriesService, type RepositoryRecord } from '@atelier/repositories';
+import { DEFAULT_BRANCH, RepositoriesService, type RepositoryRecord } from '@atelier/repos';
 import { parseBody } from '@atelier/runtime';
 import { multipartUploadItems } from './multipart-upload';
 

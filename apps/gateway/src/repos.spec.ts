@@ -3,8 +3,8 @@ import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createTenant, uniqueName, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
-import { multipartBody, uploadFiles } from './repo-test-helpers';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+import { multipartBody, uploadFiles } from './repos.harness';
 
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 

@@ -7,10 +7,10 @@ import path from 'node:path';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IMAGE_GENERATION_QUEUE, IMAGE_RENDER_QUEUE } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
-import { MediaServiceModule } from '@atelier/engines';
+import { MediaServiceModule } from '@atelier/media';
 import { createService, JobQueues } from '@atelier/runtime';
 import { appProcessEnv, buildAppsForTest, createTenant, metricValue, repoRoot, waitFor, type Tenant } from '@atelier/testing';
-import { startGateway, type GatewayHarness } from './gateway-test-app';
+import { startGateway, type GatewayHarness } from './gateway.harness';
 
 async function freePort(): Promise<number> {
   const server = net.createServer();

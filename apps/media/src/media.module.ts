@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { AppConfig } from '@atelier/config';
-import { MediaServiceModule } from '@atelier/engines';
+import { MediaServiceModule } from '@atelier/media';
 
 /** Synchronous image/edit/video rendering: consumes media-render-image and media-render-video. */
 @Module({})

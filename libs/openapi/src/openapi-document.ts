@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AdjustCreditsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
-import { createFineTuneJsonSchema, FINE_TUNE_STATES } from '@atelier/fine-tunes';
+import { createFineTuneJsonSchema, FINE_TUNE_STATES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
 import { RESPONSE_SCHEMAS } from './response-schemas';
 

@@ -1,5 +1,5 @@
 import { ERROR_TYPES } from '@atelier/contracts';
-import { FINE_TUNE_STATES } from '@atelier/fine-tunes';
+import { FINE_TUNE_STATES } from '@atelier/fine-tune';
 
 /**
  * Response shapes. Requests are described by the validators' own schemas (see

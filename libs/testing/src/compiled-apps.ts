@@ -20,7 +20,7 @@ export function buildAppsForTest(apps: string[]): { dist: string; main: (app: st
       path.join(root, 'node_modules/@swc/cli/bin/swc.js'),
       ...apps.map((a) => `apps/${a}/src`),
       'libs',
-      ...['-d', dist, '--config-file', '.swcrc', '--ignore', '**/*.spec.ts', '--quiet'],
+      ...['-d', dist, '--config-file', '.swcrc', '--quiet'],
     ],
     { cwd: root, encoding: 'utf8' },
   );

@@ -1,0 +1,100 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import OpenAI from 'openai';
+import { ChatServiceModule } from '@atelier/chat';
+import { defaultCatalogDir } from '@atelier/models';
+import { createService } from '@atelier/runtime';
+import { startFakeOpenAiUpstream, type FakeOpenAiUpstream } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+
+export const FAKE_UPSTREAM_KEY_ENV = 'ATELIER_TEST_UPSTREAM_API_KEY';
+export const FAKE_UPSTREAM_KEY = 'sk-fake-upstream-0123456789';
+
+/** Remote chat models served by the fake upstream: id -> engine settings. */
+const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
+  'remote-echo': { upstream_model: 'echo' },
+  'remote-no-usage': { upstream_model: 'echo-no-usage' },
+  'remote-tool': { upstream_model: 'tool' },
+  'remote-flaky': { upstream_model: 'flaky-2', max_retries: 2 },
+  'remote-rate-limited': { upstream_model: 'rate-limited-1', max_retries: 1 },
+  'remote-fallback': { upstream_model: 'down', max_retries: 1, fallbacks: 'echo' },
+  'remote-all-down': { upstream_model: 'down', max_retries: 1 },
+  'remote-bad-key': { upstream_model: 'echo', api_key_env: 'ATELIER_TEST_UNSET_API_KEY', max_retries: 0, fallbacks: 'echo' },
+  'remote-reject': { upstream_model: 'reject' },
+  'remote-hang': { upstream_model: 'hang', timeout_ms: 300, max_retries: 0 },
+  'remote-cut': { upstream_model: 'cut' },
+  'remote-error-stream': { upstream_model: 'error-mid-stream' },
+  'remote-slow': { upstream_model: 'slow' },
+};
+
+function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
+  const { fallbacks, ...engine } = settings;
+  return {
+    id,
+    created: 1767225600,
+    owned_by: 'test',
+    display_name: id,
+    description: `Test model served by the fake upstream (${String(settings.upstream_model)})`,
+    endpoint: '/chat/completions',
+    capabilities: { input: ['text'], output: ['text'] },
+    pricing: { method: 'token', input_cost_per_token: '0.00001', output_cost_per_token: '0.00003' },
+    context_window: 8192,
+    default_max_tokens: 256,
+    features: { tools: true, json_mode: true, streaming: true },
+    engine: {
+      type: 'openai-compatible',
+      base_url: upstreamUrl,
+      api_key_env: FAKE_UPSTREAM_KEY_ENV,
+      retry_backoff_ms: 5,
+      timeout_ms: 5000,
+      ...engine,
+      ...(fallbacks ? { fallbacks: [{ base_url: upstreamUrl, upstream_model: fallbacks, api_key_env: FAKE_UPSTREAM_KEY_ENV }] } : {}),
+    },
+    parameters: { type: 'object', properties: {} },
+  };
+}
+
+export interface ChatStack {
+  gw: GatewayHarness;
+  chat: NestFastifyApplication;
+  upstream: FakeOpenAiUpstream;
+  /** http://127.0.0.1:<port> of the listening gateway. */
+  base: string;
+  client(apiKey: string): OpenAI;
+  close(): Promise<void>;
+}
+
+/**
+ * A listening gateway, a chat service consuming the queue in-process (the module apps/chat
+ * boots), and a fake OpenAI-compatible upstream, all on a fresh database and Redis prefix. The
+ * catalog is the built-in one plus remote models pointing at the fake upstream.
+ */
+export async function startChatStack(overrides: Record<string, string> = {}): Promise<ChatStack> {
+  // The key reaches the chat service by name through the environment, as in a deployment.
+  const upstream = await startFakeOpenAiUpstream({ apiKey: FAKE_UPSTREAM_KEY, apiKeyEnv: FAKE_UPSTREAM_KEY_ENV });
+  const catalogDir = fs.mkdtempSync(path.join(os.tmpdir(), 'atelier-chat-catalog-'));
+  for (const file of fs.readdirSync(defaultCatalogDir())) fs.copyFileSync(path.join(defaultCatalogDir(), file), path.join(catalogDir, file));
+  for (const [id, settings] of Object.entries(REMOTE_MODELS))
+    fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(remoteDefinition(id, upstream.url, settings)));
+
+  const gw = await startGateway({ MODEL_CATALOG_DIR: catalogDir, MEDIA_FETCH_ALLOWED_HOSTS: '127.0.0.1', ...overrides });
+  const chat = await createService(ChatServiceModule.forRoot(gw.env.config), gw.env.config, { service: 'chat' });
+  await gw.app.listen({ port: 0, host: '127.0.0.1' });
+  const address = gw.app.getHttpServer().address() as { port: number };
+  const base = `http://127.0.0.1:${address.port}`;
+  return {
+    gw,
+    chat,
+    upstream,
+    base,
+    client: (apiKey) => new OpenAI({ apiKey, baseURL: `${base}/api/ai`, maxRetries: 0, timeout: 20_000 }),
+    close: async () => {
+      await chat.close();
+      await gw.close();
+      await upstream.close();
+      fs.rmSync(catalogDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,211 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { NamespaceAccess, type Caller } from '@atelier/auth';
+import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
+import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
+import { Prisma, PrismaService } from '@atelier/db';
+import { requestedUsage, usageCost } from '@atelier/media';
+import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
+import { requestContext } from '@atelier/observability';
+import { backingServiceFault, BroadcastBus, JobQueues } from '@atelier/runtime';
+import { SignedUrls } from '@atelier/storage';
+import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
+
+export const MAX_PAGE_SIZE = 100;
+const STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
+const CONTROL_FIELDS = new Set(['model', 'num_generations', 'target_namespace', 'target_repo', 'target_directory']);
+
+/** Far past any real listing; beyond it Postgres's OFFSET overflows (a 500 before). */
+const MAX_OFFSET = 1_000_000;
+
+export function queueFor(mediaType: 'image' | 'video') {
+  return mediaType === 'image' ? IMAGE_GENERATION_QUEUE : VIDEO_GENERATION_QUEUE;
+}
+
+export function mediaTypeOf(model: ModelDefinition): 'image' | 'video' | undefined {
+  if (model.capabilities.output.includes('video')) return 'video';
+  if (model.capabilities.output.includes('image')) return 'image';
+  return undefined;
+}
+
+export interface ListQuery {
+  namespace?: unknown;
+  model?: unknown;
+  status?: unknown;
+  media_type?: unknown;
+  repo?: unknown;
+  folder?: unknown;
+  limit?: unknown;
+  offset?: unknown;
+}
+
+const optionalText = (value: unknown, name: string): string | undefined => {
+  if (value === undefined || value === '') return undefined;
+  if (typeof value !== 'string') throw ApiError.badRequest(`${name} must be given once, as a string`);
+  return value;
+};
+
+const notFound = () => new ApiError('resource_not_found', 'Generation not found');
+
+/** Enqueue, read, list and cancel queued generations (the gateway side of the async queue). */
+@Injectable()
+export class GenerationQueue {
+  private readonly logger = new Logger(GenerationQueue.name);
+
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly ledger: CreditLedger,
+    private readonly paid: PaidRequests,
+    private readonly access: NamespaceAccess,
+    private readonly queues: JobQueues,
+    private readonly bus: BroadcastBus,
+    private readonly urls: SignedUrls,
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+  ) {}
+
+  /**
+   * Validates only what the spec checks at enqueue; model parameters are checked when the
+   * generation runs. Rows and credit reservations are written in one transaction; the jobs
+   * (jobId = generation id) follow, and the dispatcher re-adds any job lost to a crash.
+   */
+  async enqueue(caller: Caller, rawBody: unknown): Promise<{ generations: { generation_id: string; status: 'queued' }[] }> {
+    if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
+    const body = rawBody as Record<string, unknown>;
+    const scope = await this.access.resolve(caller, body.target_namespace);
+    if (typeof body.model !== 'string' || body.model === '') throw ApiError.badRequest('You must specify a model to call');
+    const model = this.catalog.get(body.model);
+    if (!model) throw new ApiError('resource_not_found', `Model not found: ${body.model}`);
+    const mediaType = mediaTypeOf(model);
+    if (!mediaType)
+      throw ApiError.badRequest(`Model ${model.id} produces ${model.capabilities.output.join(', ')} only; the queue accepts image and video models (use ${model.endpoint} for it)`);
+    const n = body.num_generations ?? 1;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 4)
+      throw ApiError.badRequest('num_generations must be an integer between 1 and 4');
+    const targetRepo = optionalText(body.target_repo, 'target_repo');
+    const targetDirectory = optionalText(body.target_directory, 'target_directory');
+    const params = Object.fromEntries(Object.entries(body).filter(([k]) => !CONTROL_FIELDS.has(k)));
+    const shadowing = Object.keys(params).filter((k) => k !== 'prompt' && (RECORD_FIELDS as readonly string[]).includes(k));
+    if (shadowing.length) throw ApiError.badRequest(`Reserved field(s) cannot be submitted: ${shadowing.join(', ')}`);
+    const prompt = typeof params.prompt === 'string' ? params.prompt : '';
+    // The same estimate the synchronous endpoints reserve: an upper bound of what one run costs,
+    // from parameters that passed the model's schema. Parameters are only checked when the
+    // generation runs (the contract), so one that fails now is priced at the model's defaults:
+    // the generation fails at run time naming it, and its reservation is released.
+    const checked = validateModelRequest(model, { ...params, model: model.id }, { mode: 'sync' });
+    const priced = checked.ok ? (checked.value as Record<string, unknown>) : {};
+    const price = usageCost(model as MediaModelDefinition, requestedUsage(model as MediaModelDefinition, priced));
+
+    // Credits first, through the per-namespace group commit (concurrent enqueues of a namespace
+    // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
+    // reservations without generations; the queue-worker sweeper releases them.
+    const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
+    const reservations = await this.paid.reserveMany(
+      scope.id,
+      items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
+    );
+    try {
+      await this.prisma.generation.createMany({
+        data: items.map(({ id }, k) => ({
+          id,
+          namespaceId: scope.id,
+          ownerId: caller.userId,
+          modelName: model.id,
+          mediaType,
+          prompt,
+          params: params as Prisma.InputJsonValue,
+          reservationId: reservations[k].id,
+          targetRepo: targetRepo ?? null,
+          targetDirectory: targetDirectory ?? null,
+        })),
+      });
+    } catch (err) {
+      await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
+      throw err;
+    }
+    const ids = items.map((i) => i.id);
+
+    await this.dispatch(ids.map((id) => ({ id, mediaType })));
+    return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
+  }
+
+  /** Adds the jobs; duplicates are harmless (jobId = generation id), losses are re-dispatched. */
+  async dispatch(items: { id: string; mediaType: 'image' | 'video' }[]): Promise<void> {
+    for (const mediaType of ['image', 'video'] as const) {
+      const batch = items.filter((i) => i.mediaType === mediaType);
+      if (batch.length === 0) continue;
+      // The enqueueing request's id follows the job into the worker's logs (re-dispatches have none).
+      const requestId = requestContext.current()?.requestId;
+      // The rows are already durable: with Redis away the enqueue still succeeds, and the
+      // queue-worker's sweeper adds these jobs once Redis is back.
+      await this.queues
+        .addBulk(queueFor(mediaType), batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id })))
+        .catch((err: Error) => {
+          // During a Redis outage every enqueue lands here; the 503s elsewhere already say Redis is away.
+          const log = backingServiceFault(err) ? 'debug' : 'warn';
+          this.logger[log](`Could not add ${batch.length} job(s) now (${err.message}); the dispatcher will retry`);
+        });
+    }
+  }
+
+  /** The generation if the caller may see it; unknown, malformed and foreign ids all look the same (404). */
+  private async findVisible(caller: Caller, id: string) {
+    if (!UUID_PATTERN.test(id)) throw notFound();
+    const row = await this.prisma.generation.findUnique({ where: { id }, include: { namespace: { select: { name: true } } } });
+    if (!row || !(await this.access.canAccess(caller, row.namespaceId))) throw notFound();
+    return row;
+  }
+
+  async get(caller: Caller, id: string): Promise<GenerationRecord> {
+    const row = await this.findVisible(caller, id);
+    return toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key));
+  }
+
+  async list(caller: Caller, query: ListQuery): Promise<{ count: number; generations: GenerationRecord[]; limit: number; offset: number }> {
+    const scope = await this.access.resolve(caller, query.namespace);
+    const status = optionalText(query.status, 'status');
+    if (status && !(STATUSES as readonly string[]).includes(status))
+      throw ApiError.badRequest(`status must be one of ${STATUSES.join(', ')}`);
+    const mediaType = optionalText(query.media_type, 'media_type');
+    if (mediaType && mediaType !== 'image' && mediaType !== 'video') throw ApiError.badRequest('media_type must be image or video');
+    const limit = query.limit === undefined ? 50 : Number(query.limit);
+    const offset = query.offset === undefined ? 0 : Number(query.offset);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
+      throw ApiError.badRequest(`limit must be an integer between 1 and ${MAX_PAGE_SIZE}`);
+    if (!Number.isInteger(offset) || offset < 0 || offset > MAX_OFFSET) throw ApiError.badRequest(`offset must be an integer between 0 and ${MAX_OFFSET}`);
+    const where: Prisma.GenerationWhereInput = {
+      namespaceId: scope.id,
+      status: status ? (status as (typeof STATUSES)[number]) : { in: ['queued', 'processing'] },
+      ...(optionalText(query.model, 'model') ? { modelName: query.model as string } : {}),
+      ...(mediaType ? { mediaType: mediaType as 'image' | 'video' } : {}),
+      ...(optionalText(query.repo, 'repo') ? { targetRepo: query.repo as string } : {}),
+      ...(optionalText(query.folder, 'folder') ? { targetDirectory: query.folder as string } : {}),
+    };
+    const [count, rows] = await Promise.all([
+      this.prisma.generation.count({ where }),
+      this.prisma.generation.findMany({ where, orderBy: [{ enqueuedAt: 'desc' }, { id: 'desc' }], take: limit, skip: offset }),
+    ]);
+    return { count, generations: rows.map((r) => toGenerationRecord(r, scope.name, (key) => this.urls.url(key))), limit, offset };
+  }
+
+  /**
+   * Active -> cancelled with the reservation released; a queued job is removed, a running one
+   * is told to abort. A terminal generation is left as it is. Never emits a completion event.
+   */
+  async cancel(caller: Caller, id: string): Promise<{ status: 'success'; generation_id: string }> {
+    const row = await this.findVisible(caller, id);
+    const cancelled = await this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<{ reservation_id: string | null }[]>`
+        UPDATE generations SET status = 'cancelled', completed_at = now()
+        WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
+        RETURNING reservation_id::text`;
+      if (rows.length === 0) return false;
+      if (rows[0].reservation_id) await this.ledger.release(rows[0].reservation_id, tx);
+      return true;
+    });
+    if (cancelled) {
+      const contract = queueFor(row.mediaType);
+      await this.queues.remove(contract, id);
+      await this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [id], reason: 'cancelled by the user' }).catch(() => undefined);
+    }
+    return { status: 'success', generation_id: id };
+  }
+}

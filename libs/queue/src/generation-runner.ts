@@ -1,0 +1,92 @@
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { ApiError } from '@atelier/contracts';
+import { MediaRenderer, usageCost } from '@atelier/media';
+import { ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
+import { retryThroughOutage } from '@atelier/runtime';
+import { GenerationState } from './generation-state';
+
+/** Longer than any failover; shorter than GENERATION_LOST_AFTER_MS, after which the sweeper fails the row. */
+const OUTAGE_WAIT_MS = 10 * 60_000;
+
+export type RunOutcome = 'succeeded' | 'failed' | 'skipped' | 'cancelled';
+
+/**
+ * Runs one queued generation end to end. At-least-once delivery is made exactly-once in effect
+ * by the state machine: a redelivered job resumes, a finished or cancelled one is skipped.
+ */
+@Injectable()
+export class GenerationRunner {
+  private readonly logger = new Logger(GenerationRunner.name);
+
+  constructor(
+    private readonly state: GenerationState,
+    private readonly media: MediaRenderer,
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    @Optional() private readonly metrics?: Metrics,
+  ) {}
+
+  async run(id: string, signal: AbortSignal): Promise<RunOutcome> {
+    const seen: { model?: string } = {};
+    const outcome = await this.runOnce(id, signal, seen);
+    if (outcome !== 'skipped') this.metrics?.generations.inc({ model: seen.model ?? 'unknown', outcome, mode: 'queue' });
+    return outcome;
+  }
+
+  /**
+   * Database steps wait out a Postgres outage instead of failing the attempt: a rendered result
+   * is never thrown away for a lost connection, and an outage never uses up a job's attempts.
+   * Every step is a conditional update or a read, so repeating it is harmless.
+   */
+  private durably<T>(id: string, signal: AbortSignal, op: () => Promise<T>): Promise<T> {
+    return retryThroughOutage(op, {
+      maxWaitMs: OUTAGE_WAIT_MS,
+      signal,
+      onWait: (service) => this.logger.warn(`${service} unavailable; generation ${id} waits for it`),
+    });
+  }
+
+  /** Fails a generation for good (its job is out of attempts), waiting out a Postgres outage. */
+  failDurably(id: string, message: string, signal: AbortSignal): Promise<boolean> {
+    return this.durably(id, signal, () => this.state.fail(id, message));
+  }
+
+  private async runOnce(id: string, signal: AbortSignal, seen: { model?: string }): Promise<RunOutcome> {
+    const durably = <T>(op: () => Promise<T>) => this.durably(id, signal, op);
+    const row = await durably(() => this.state.start(id));
+    if (!row) return 'skipped';
+    seen.model = row.modelName;
+    const model = this.catalog.get(row.modelName);
+    if (!model) {
+      await durably(() => this.state.fail(id, `Model not found: ${row.modelName}`));
+      return 'failed';
+    }
+    // Parameters are checked now, not at enqueue (the spec): a bad one fails this generation.
+    const checked = validateModelRequest(model, { ...(row.params as Record<string, unknown>), model: model.id }, { mode: 'sync' });
+    if (!checked.ok) {
+      await durably(() => this.state.fail(id, checked.errors.map((e) => e.message).join('; ')));
+      return 'failed';
+    }
+    const caller = await durably(() => this.state.runFor(row));
+    const target = { ...(row.targetRepo ? { repo: row.targetRepo } : {}), ...(row.targetDirectory ? { directory: row.targetDirectory } : {}) };
+    let result;
+    try {
+      // The same engines and storage layout as the synchronous endpoints.
+      result = await this.media.render({ caller, model: model.id, params: checked.value as Record<string, unknown>, target }, signal);
+    } catch (err) {
+      if (signal.aborted) return 'cancelled';
+      // Problems of the request itself (unreachable input, provider refusal) fail the generation;
+      // anything else (database, storage) is retried by BullMQ.
+      if (err instanceof ApiError && (err.status < 500 || err.type === 'upstream_error')) {
+        await durably(() => this.state.fail(id, err.message));
+        return 'failed';
+      }
+      throw err;
+    }
+    if (signal.aborted) return 'cancelled';
+    const cost = usageCost(model as MediaModelDefinition, result.usage);
+    const done = await durably(() => this.state.succeed(id, result.outputs.map((o) => o.key), cost));
+    if (!done) this.logger.log(`Generation ${id} finished after it was cancelled; result discarded`);
+    return done ? 'succeeded' : 'cancelled';
+  }
+}
