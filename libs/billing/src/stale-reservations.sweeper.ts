@@ -9,7 +9,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary } from '@atelier/runtime';
+import { errorSummary, runPeriodically } from '@atelier/runtime';
 import { BillingModule } from './billing.module';
 import { CreditLedger, type StaleReservationRule } from './credit-ledger.service';
 
@@ -23,8 +23,7 @@ const STALE_RESERVATION_RULES = Symbol('STALE_RESERVATION_RULES');
 @Injectable()
 export class StaleReservationSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(StaleReservationSweeper.name);
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<unknown>;
+  private periodic?: { stop(): Promise<void> };
 
   constructor(
     private readonly ledger: CreditLedger,
@@ -33,12 +32,9 @@ export class StaleReservationSweeper implements OnApplicationBootstrap, OnModule
   ) {}
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .catch((err: Error) => this.logger.warn(`Stale reservation sweep failed: ${errorSummary(err)}`))
-        .finally(() => (this.running = undefined));
-    }, this.config.RESERVATION_SWEEP_INTERVAL_MS);
-    this.timer.unref();
+    this.periodic = runPeriodically(this.config.RESERVATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) =>
+      this.logger.warn(`Stale reservation sweep failed: ${errorSummary(err)}`),
+    );
   }
 
   /** One pass over every rule; the number of reservations released. */
@@ -53,8 +49,7 @@ export class StaleReservationSweeper implements OnApplicationBootstrap, OnModule
   }
 
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic?.stop();
   }
 }
 

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { parseChatRequest, providerBody } from './chat-request';
+import { chatRequestFrom, parseChatRequest, providerBody } from './chat-request';
 import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
 import type { ChatProvider, ChatProviderCall } from './providers/chat-provider';
@@ -14,8 +14,8 @@ export interface ChatRunContext {
 }
 
 /**
- * The chat service's side of a completion: re-reads the request (the job carries the body the
- * gateway validated), picks the provider of the model's engine, and runs it, streaming chunks
+ * The chat service's side of a completion: reads the request (the job carries the body the
+ * gateway validated and its token limits), picks the provider of the model's engine, and runs it, streaming chunks
  * back through the job context.
  */
 @Injectable()
@@ -34,11 +34,15 @@ export class ChatCompletionRunner {
   async run(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
     const model = this.catalog.get(job.model);
     if (!model || model.endpoint !== '/chat/completions') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
-    const { request, body, promptTokens } = parseChatRequest(model, job.body);
+    // The gateway validated and counted this body; it is read, not checked again. A job from a
+    // gateway older than `limits` (a rolling upgrade) is parsed here as before.
+    const { request, promptTokens } = job.limits
+      ? { request: chatRequestFrom(model.id, job.body, job.limits), promptTokens: job.limits.promptTokens }
+      : parseChatRequest(model, job.body);
     const call: ChatProviderCall = {
       model,
       request,
-      body: providerBody(body),
+      body: providerBody(job.body),
       promptTokens,
       completionId: job.completionId,
       created: Math.floor(Date.now() / 1000),

@@ -67,6 +67,7 @@ export class ChatCompletionsService {
         caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId: prepared.requestId },
         model: prepared.model.id,
         body: prepared.body,
+        limits: { promptTokens: prepared.promptTokens, maxTokens: prepared.request.maxTokens, maxTokensExplicit: prepared.request.maxTokensExplicit },
         reservationId: prepared.reservation.id,
         completionId: prepared.completionId,
       },

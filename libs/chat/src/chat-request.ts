@@ -1,4 +1,4 @@
-import { ApiError } from '@atelier/contracts';
+import { ApiError, type ChatTokenLimits } from '@atelier/contracts';
 import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ValidationIssue } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } from './chat-types';
 import { countPromptTokens } from './token-count';
@@ -52,7 +52,7 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown): Pars
 
   const tools = (body.tools as ChatTool[] | undefined) ?? [];
   checkTools(tools);
-  const toolChoice = resolveToolChoice(body.tool_choice as ToolChoice | undefined, tools);
+  resolveToolChoice(body.tool_choice as ToolChoice | undefined, tools);
   const responseFormat = (body.response_format as ResponseFormat | undefined) ?? { type: 'text' };
   if (responseFormat.type === 'json_schema' && responseFormat.json_schema.schema !== undefined)
     compileOrThrow(responseFormat.json_schema.schema, 'response_format.json_schema.schema');
@@ -76,13 +76,23 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown): Pars
     maxTokens = Math.min(model.default_max_tokens, room);
   }
 
+  return { request: chatRequestFrom(model.id, body, { promptTokens, maxTokens, maxTokensExplicit: userSet }), body, promptTokens };
+}
+
+/**
+ * The typed view of a body parseChatRequest has already validated and counted: the gateway
+ * validates once and sends the body with its token limits, and the chat service reads it with
+ * this instead of validating and counting again.
+ */
+export function chatRequestFrom(modelId: string, body: Record<string, unknown>, limits: ChatTokenLimits): ChatRequest {
+  const tools = (body.tools as ChatTool[] | undefined) ?? [];
   const stop = body.stop === undefined ? [] : typeof body.stop === 'string' ? [body.stop] : (body.stop as string[]);
-  const request: ChatRequest = {
-    model: model.id,
-    messages,
+  return {
+    model: modelId,
+    messages: body.messages as ChatMessage[],
     stream: body.stream === true,
-    maxTokens,
-    maxTokensExplicit: userSet,
+    maxTokens: limits.maxTokens,
+    maxTokensExplicit: limits.maxTokensExplicit,
     temperature: (body.temperature as number | undefined) ?? 1,
     topP: (body.top_p as number | undefined) ?? 1,
     frequencyPenalty: (body.frequency_penalty as number | undefined) ?? 0,
@@ -90,11 +100,10 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown): Pars
     stop: stop.filter((s) => s.length > 0),
     seed: body.seed as number | undefined,
     tools,
-    toolChoice,
+    toolChoice: resolveToolChoice(body.tool_choice as ToolChoice | undefined, tools),
     parallelToolCalls: body.parallel_tool_calls !== false,
-    responseFormat,
+    responseFormat: (body.response_format as ResponseFormat | undefined) ?? { type: 'text' },
   };
-  return { request, body, promptTokens };
 }
 
 function checkConversation(messages: ChatMessage[]): void {

@@ -12,7 +12,7 @@ export type {
   ResponseFormat,
   ToolChoice,
 } from './chat-types';
-export { parseChatRequest, resolveChatModel, providerBody, type ParsedChatRequest } from './chat-request';
+export { chatRequestFrom, parseChatRequest, resolveChatModel, providerBody, type ParsedChatRequest } from './chat-request';
 export { countPromptTokens, countTextTokens } from './token-count';
 export { tokenCost } from './chat-pricing';
 export { generateLocalChat, type LocalChatOutput, type MediaDescription } from './local-chat/local-chat-generator';

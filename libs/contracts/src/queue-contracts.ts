@@ -48,11 +48,22 @@ export interface CallerContext {
   requestId: string;
 }
 
+/** What the gateway counted while validating a chat body, so the chat service need not count again. */
+export interface ChatTokenLimits {
+  /** o200k count of the prompt (messages and tools). */
+  promptTokens: number;
+  /** The completion limit: the caller's, else the model default, bounded by the context window. */
+  maxTokens: number;
+  /** Whether the caller set the limit. */
+  maxTokensExplicit: boolean;
+}
+
 export interface ChatCompletionJob {
   caller: CallerContext;
   model: string;
-  /** The OpenAI-style request body, already validated against the model's schema. */
+  /** The OpenAI-style request body, already validated against the model's schema (defaults filled in). */
   body: Record<string, unknown>;
+  limits: ChatTokenLimits;
   reservationId: string;
   /** chatcmpl-... id chosen by the gateway, so the reservation and the usage record name it too. */
   completionId: string;

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, JobQueues } from '@atelier/runtime';
+import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
 import { GenerationQueue, queueFor } from './generation-queue.service';
 import { GenerationState } from './generation-state';
 
@@ -14,8 +14,7 @@ import { GenerationState } from './generation-state';
 @Injectable()
 export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(GenerationSweeper.name);
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
+  private periodic?: { stop(): Promise<void> };
 
   constructor(
     private readonly state: GenerationState,
@@ -25,12 +24,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   ) {}
 
   onApplicationBootstrap(): void {
-    this.timer = setInterval(() => {
-      this.running ??= this.sweep()
-        .catch((err: Error) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`))
-        .finally(() => (this.running = undefined));
-    }, this.config.GENERATION_SWEEP_INTERVAL_MS);
-    this.timer.unref();
+    this.periodic = runPeriodically(this.config.GENERATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
   }
 
   async sweep(): Promise<void> {
@@ -45,7 +39,6 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   }
 
   async onModuleDestroy(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running;
+    await this.periodic?.stop();
   }
 }

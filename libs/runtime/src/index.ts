@@ -15,3 +15,4 @@ export { MetricsController, QueueDepthMetrics } from './metrics.controller';
 export { createLogger, drainAndClose, registeredRoutes, type RegisteredRoute } from './bootstrap-service';
 export { instrumentHttp } from './http-instrumentation';
 export { backingServiceFault, errorSummary, nowOrOnceBack, outageError, retryThroughOutage, OUTAGE_RETRY_AFTER_SECONDS, type BackingService, type OutageRetryOptions } from './backing-service-fault';
+export { runPeriodically } from './periodic-task';

@@ -5,7 +5,7 @@ import type { JsonSchemaObject } from '@atelier/models';
 import type { ChatRequest, ChatTool } from '../chat-types';
 import { generateLocalChat } from './local-chat-generator';
 import { localChatModel, sample } from './markov-model';
-import { mulberry32 } from './rng';
+import { seededRandom } from '@atelier/random';
 
 const base: ChatRequest = {
   model: 'local-chat',
@@ -62,7 +62,7 @@ describe('local-chat generator', () => {
   it('samples greedily at temperature 0 or top_p 0, and more widely at high temperature', () => {
     const successors = { words: ['a', 'b', 'c'], counts: [5, 3, 2] };
     const o = { temperature: 0, topP: 1, frequencyPenalty: 0, presencePenalty: 0 };
-    const rng = mulberry32(1);
+    const rng = seededRandom(1);
     const none = new Map<string, number>();
     expect(new Set(Array.from({ length: 50 }, () => sample(successors, rng, o, none)))).toEqual(new Set(['a']));
     expect(new Set(Array.from({ length: 50 }, () => sample(successors, rng, { ...o, temperature: 1, topP: 0 }, none)))).toEqual(new Set(['a']));
@@ -76,9 +76,9 @@ describe('local-chat generator', () => {
     const successors = { words: ['a', 'b'], counts: [10, 9] };
     const o = { temperature: 0, topP: 1, frequencyPenalty: 0, presencePenalty: 0 };
     const seen = new Map([['a', 2]]);
-    expect(sample(successors, mulberry32(1), o, seen)).toBe('a');
-    expect(sample(successors, mulberry32(1), { ...o, frequencyPenalty: 0.1 }, seen)).toBe('b');
-    expect(sample(successors, mulberry32(1), { ...o, presencePenalty: 0.2 }, seen)).toBe('b');
+    expect(sample(successors, seededRandom(1), o, seen)).toBe('a');
+    expect(sample(successors, seededRandom(1), { ...o, frequencyPenalty: 0.1 }, seen)).toBe('b');
+    expect(sample(successors, seededRandom(1), { ...o, presencePenalty: 0.2 }, seen)).toBe('b');
   });
 
   it('calls a matching tool with arguments valid against its schema, and answers after the tool result', () => {

@@ -4,7 +4,7 @@ import { abortableSleep, throwIfAborted } from '../engine-errors';
 import { encodeImage, outputFormat, outputQuality } from './image-encoding';
 import { imageSize } from './geometry';
 import { sceneSvg } from './scene';
-import { randomSeed } from './seeded-random';
+import { randomSeed } from '@atelier/random';
 
 export const MAX_LOCAL_IMAGES = 4;
 

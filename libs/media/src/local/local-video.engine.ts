@@ -7,7 +7,7 @@ import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from
 import { abortableSleep, throwIfAborted } from '../engine-errors';
 import { FfmpegError, probeMedia, runFfmpeg } from './ffmpeg';
 import { parseAspectRatio, videoSize, type Size } from './geometry';
-import { hashString, range, seededRandom } from './seeded-random';
+import { fnv1a32, range, seededRandom } from '@atelier/random';
 import { sceneSvg, spriteSvg } from './scene';
 import { seedOf } from './local-image.engine';
 
@@ -43,7 +43,7 @@ const num = (n: number) => (Math.round(n * 1e4) / 1e4).toString();
 function audioExpression(shots: Shot[], fps: number): string {
   let start = 0;
   const parts = shots.map((shot) => {
-    const h = hashString(shot.prompt);
+    const h = fnv1a32(shot.prompt);
     const root = 110 * Math.pow(2, (h % 24) / 12);
     const third = root * Math.pow(2, (h & 32 ? 3 : 4) / 12);
     const fifth = root * Math.pow(2, 7 / 12);

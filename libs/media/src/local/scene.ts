@@ -1,4 +1,4 @@
-import { hashString, pick, range, seededRandom, type Random } from './seeded-random';
+import { fnv1a32, pick, range, seededRandom, type Random } from '@atelier/random';
 
 /**
  * The procedural "model" behind local-image and local-video: a layered landscape (sky, sun or
@@ -90,7 +90,7 @@ export function promptHues(prompt: string, negativePrompt?: string): number[] {
     .map((w) => COLOR_HUES[w])
     .filter((h) => !banned.has(h));
   if (hues.length > 0) return [...new Set(hues)];
-  let h = hashString(prompt.trim().toLowerCase()) % 360;
+  let h = fnv1a32(prompt.trim().toLowerCase()) % 360;
   // Steer clear of banned colours when the hash happens to land on one.
   for (let i = 0; i < 12 && [...banned].some((b) => Math.abs(((h - b + 540) % 360) - 180) < 25); i++) h = (h + 47) % 360;
   return [h];
@@ -132,7 +132,7 @@ export function sceneSvg(options: SceneOptions): string {
   const { width: W, height: H } = options;
   const prompt = words(options.prompt);
   const negative = words(options.negativePrompt);
-  const random = seededRandom(hashString(options.prompt.trim().toLowerCase()) ^ options.seed);
+  const random = seededRandom(fnv1a32(options.prompt.trim().toLowerCase()) ^ options.seed);
   const detail = Math.min(50, Math.max(1, Math.round(options.steps))) / 50;
   const saturation = 30 + Math.min(20, Math.max(0, options.guidance ?? 3.5)) * 3;
   const mood = moodOf(prompt, negative, random);
@@ -190,12 +190,12 @@ export function sceneSvg(options: SceneOptions): string {
   // Subject shapes: one per distinct prompt word, so different prompts differ in form as well as colour.
   const subjects = [...new Set(prompt)].filter((w) => w.length > 2 && !(w in COLOR_HUES)).slice(0, 8);
   for (const word of subjects) {
-    const wr = seededRandom(hashString(word) ^ options.seed);
+    const wr = seededRandom(fnv1a32(word) ^ options.seed);
     const cx = range(wr, 0.1, 0.9) * W;
     const cy = range(wr, 0.2, 0.6) * H;
     const r = range(wr, 0.02, 0.06) * minSide;
-    const color = hsl({ h: hashString(word) % 360, s: saturation, l: mood.night ? 55 : 45 }, 0.55);
-    const kind = hashString(word) % 3;
+    const color = hsl({ h: fnv1a32(word) % 360, s: saturation, l: mood.night ? 55 : 45 }, 0.55);
+    const kind = fnv1a32(word) % 3;
     if (kind === 0) parts.push(`<circle cx="${fmt(cx)}" cy="${fmt(cy)}" r="${fmt(r)}" fill="${color}"/>`);
     else if (kind === 1) parts.push(`<rect x="${fmt(cx - r)}" y="${fmt(cy - r)}" width="${fmt(2 * r)}" height="${fmt(2 * r)}" rx="${fmt(r * 0.2)}" fill="${color}" transform="rotate(${fmt(wr() * 90)} ${fmt(cx)} ${fmt(cy)})"/>`);
     else parts.push(`<path d="M${fmt(cx)} ${fmt(cy - r)} L${fmt(cx + r)} ${fmt(cy + r)} L${fmt(cx - r)} ${fmt(cy + r)} Z" fill="${color}"/>`);

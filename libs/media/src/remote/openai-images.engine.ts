@@ -2,7 +2,7 @@ import type { OpenAiImagesEngineConfig } from '@atelier/models';
 import { sniffMediaType } from '@atelier/safe-fetch';
 import type { EngineEnvironment, EngineOutput, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { throwIfAborted, upstreamError } from '../engine-errors';
-import { apiKey, DEFAULT_UPSTREAM_TIMEOUT_MS, upstreamJson } from './upstream-http';
+import { upstreamJson, upstreamTarget } from './upstream-http';
 
 interface ImagesResponse {
   created?: number;
@@ -47,12 +47,9 @@ export class OpenAiImagesEngine implements MediaEngine {
   ) {}
 
   async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
-    const provider = new URL(this.config.base_url).host;
-    const key = apiKey(this.env, model.id, this.config.api_key_env);
+    const { provider, base, key, timeoutMs } = upstreamTarget(this.env, model.id, this.config);
     const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
-    const base = this.config.base_url.replace(/\/$/, '');
     const fields = upstreamParams(this.config, params);
-    const timeoutMs = this.config.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
 
     let answer: ImagesResponse;
     if (model.endpoint === '/images/edit') {

@@ -3,7 +3,7 @@ import type { PredictionEngineConfig } from '@atelier/models';
 import { sniffMediaType } from '@atelier/safe-fetch';
 import type { EngineEnvironment, EngineOutput, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { abortableSleep, GenerationCancelledError, throwIfAborted, upstreamError } from '../engine-errors';
-import { apiKey, collectUrls, DEFAULT_UPSTREAM_TIMEOUT_MS, upstreamJson } from './upstream-http';
+import { collectUrls, upstreamJson, upstreamTarget } from './upstream-http';
 
 /** Body fields the service interprets itself; everything else is the model's input. */
 const SERVICE_FIELDS = new Set(['model', 'response_format', 'target_namespace', 'num_generations', 'target_repo', 'target_directory']);
@@ -53,9 +53,7 @@ export class PredictionEngine implements MediaEngine {
   ) {}
 
   async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
-    const provider = new URL(this.config.base_url).host;
-    const key = apiKey(this.env, model.id, this.config.api_key_env);
-    const timeoutMs = this.config.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS;
+    const { provider, key, timeoutMs } = upstreamTarget(this.env, model.id, this.config);
     const deadline = Date.now() + timeoutMs;
     // Cancellation calls must still go out after the caller's signal has fired.
     const cancelSignal = () => AbortSignal.timeout(10_000);

@@ -66,6 +66,29 @@ export async function upstreamJson<T>(provider: string, url: string, req: Upstre
 }
 
 /** Authorization header for a remote engine; a configured but unset secret makes the model unavailable (503). */
+/** What every remote engine derives from its model's config before a call. */
+export interface UpstreamTarget {
+  /** host[:port], as errors and metrics name the provider. */
+  provider: string;
+  /** base_url without a trailing slash. */
+  base: string;
+  key: string | undefined;
+  timeoutMs: number;
+}
+
+export function upstreamTarget(
+  env: EngineEnvironment,
+  modelId: string,
+  config: { base_url: string; api_key_env?: string; timeout_ms?: number },
+): UpstreamTarget {
+  return {
+    provider: new URL(config.base_url).host,
+    base: config.base_url.replace(/\/$/, ''),
+    key: apiKey(env, modelId, config.api_key_env),
+    timeoutMs: config.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+  };
+}
+
 export function apiKey(env: EngineEnvironment, modelId: string, envName: string | undefined): string | undefined {
   if (!envName) return undefined;
   const key = env.secret(envName);

@@ -1,0 +1,1 @@
+export { fnv1a32, pick, randomSeed, range, seededRandom, type Random } from './seeded-random';
