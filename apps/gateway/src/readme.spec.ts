@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ModelCatalog } from '@atelier/models';
 import { buildOpenApiDocument } from '@atelier/openapi';
@@ -26,5 +26,23 @@ describe('README', () => {
 
   it('does not describe what already works as still to come', () => {
     expect(readme).not.toMatch(/come next|no handlers yet|not implemented yet|coming soon/i);
+  });
+
+  it('names every lib and app, with the tags its project.json carries, in the architecture tables', () => {
+    const table = (header: string) => {
+      const start = readme.indexOf(header);
+      expect(start).toBeGreaterThan(-1);
+      const lines = readme.slice(start).split('\n');
+      const body = lines.slice(2, lines.findIndex((l, i) => i > 0 && !l.startsWith('|')));
+      return new Map(body.map((l) => l.split('|').map((c) => c.trim())).map((c) => [c[1], c[2]]));
+    };
+    const libs = table('| Lib | Tags | Contents |');
+    const apps = table('| App | Role |');
+    const tags = (group: string, name: string) =>
+      (JSON.parse(readFileSync(path.join(repoRoot, group, name, 'project.json'), 'utf8')) as { tags: string[] }).tags.map((t) => `\`${t}\``).join(' ');
+    const listed = (dir: string) => readdirSync(path.join(repoRoot, dir)).sort();
+    expect([...libs.keys()].sort()).toEqual(listed('libs'));
+    expect([...apps.keys()].sort()).toEqual(listed('apps'));
+    for (const name of listed('libs')) expect({ [name]: libs.get(name) }).toEqual({ [name]: tags('libs', name) });
   });
 });
