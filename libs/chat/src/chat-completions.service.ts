@@ -11,8 +11,18 @@ import type { ChatRequest, ChatUsage } from './chat-types';
 import { ChatUsageRecorder } from './chat-usage.recorder';
 import { countTextTokens, toolCallTokens } from './token-count';
 
+/** How the caller's transport receives the answer (the gateway's controller speaks HTTP/SSE). */
+export interface ChatDelivery {
+  /** Aborts the request wherever it runs (the client went away). */
+  signal: AbortSignal;
+  /** One streamed chat.completion.chunk (serialized JSON). */
+  chunk(data: string): void;
+  /** The whole answer (null: the end of a stream). The charge is settled once this resolves. */
+  deliver(completion: Record<string, unknown> | null): Promise<void>;
+}
+
 /** A validated, paid-for (reserved) request, ready to hand to the chat service. */
-export interface PreparedChat {
+interface PreparedChat {
   completionId: string;
   caller: Caller;
   scope: NamespaceScope;
@@ -25,7 +35,7 @@ export interface PreparedChat {
   startedAt: number;
 }
 
-export interface ChatEnding {
+interface ChatEnding {
   status: 'succeeded' | 'failed' | 'cancelled';
   /** What to bill; without it the reservation is released. */
   usage?: ChatUsage;
@@ -49,7 +59,39 @@ export class ChatCompletionsService {
     private readonly usage: ChatUsageRecorder,
   ) {}
 
-  async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
+  /**
+   * The whole paid request: validate and reserve, hand off to the chat service, deliver, then
+   * settle. What is billed when it fails: nothing when nothing reached the client; for a stream
+   * that breaks off, the prompt and the completion tokens already delivered.
+   */
+  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<void> {
+    const prepared = await this.prepare(caller, rawBody, requestId);
+    const { signal } = delivery;
+    const sent: string[] = [];
+    const onChunk = (chunk: unknown) => {
+      if (signal.aborted) return;
+      const data = typeof chunk === 'string' ? chunk : JSON.stringify(chunk);
+      sent.push(data);
+      delivery.chunk(data);
+    };
+    let outcome: ChatCompletionOutcome;
+    try {
+      outcome = await this.run(prepared, { signal, onChunk });
+    } catch (error) {
+      await this.finish(prepared, {
+        status: signal.aborted ? 'cancelled' : 'failed',
+        usage: sent.length > 0 ? this.deliveredUsage(prepared, sent) : undefined,
+        error,
+      });
+      throw error;
+    }
+    await delivery.deliver(outcome.completion);
+    // Settled right after the answer went out, off the caller's latency; the reservation
+    // already guaranteed the credits.
+    await this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
+  }
+
+  private async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
     const model = resolveChatModel(this.catalog, rawBody);
     const { request, body, promptTokens } = parseChatRequest(model, rawBody);
     const scope = await this.access.resolve(caller, body.target_namespace);
@@ -59,7 +101,7 @@ export class ChatCompletionsService {
     return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
   }
 
-  run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk?: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
+  private run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
     const { caller, scope } = prepared;
     return this.rpc.call(
       CHAT_COMPLETION_QUEUE,
@@ -80,7 +122,7 @@ export class ChatCompletionsService {
    * and never makes the caller wait for an outage (PaidRequests.close): an answer already
    * delivered is still charged exactly once, and recorded when the charge lands.
    */
-  async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
+  private async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
     await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged));
   }
@@ -108,7 +150,7 @@ export class ChatCompletionsService {
    * Usage of a stream that ended early (client gone, provider failed): the prompt plus the
    * completion tokens actually delivered, counted from the chunks that went out.
    */
-  deliveredUsage(prepared: PreparedChat, chunks: readonly string[]): ChatUsage {
+  private deliveredUsage(prepared: PreparedChat, chunks: readonly string[]): ChatUsage {
     let content = '';
     const calls: { id: string; type: 'function'; function: { name: string; arguments: string } }[] = [];
     for (const raw of chunks) {
