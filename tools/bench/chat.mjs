@@ -255,12 +255,53 @@ async function sequential(target, stream, count) {
   return { ttfb: stats(ttfb), latency: stats(latency) };
 }
 
+/** Histogram sums and counts (and event-loop gauges) of every process, from their /metrics. */
+async function scrapeAll() {
+  const out = new Map();
+  for (const [service, port] of [['gateway', gatewayPort], ...chatPorts.map((p) => ['chat', p])]) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const line of text.split('\n')) {
+      const m = /^([a-z0-9_]+)\{([^}]*)\} ([0-9.eE+-]+|NaN)$/.exec(line);
+      if (!m || !(/_(sum|count)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
+      const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const key = `${service} ${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}`;
+      out.set(key, m[1].startsWith('nodejs_eventloop') ? Math.max(out.get(key) ?? 0, Number(m[3])) : (out.get(key) ?? 0) + Number(m[3]));
+    }
+  }
+  return out;
+}
+
+/** Mean milliseconds per observation of a histogram between two scrapes. */
+function meanMs(before, after, service, metric, label) {
+  const delta = (suffix) => (after.get(`${service} ${metric}_${suffix} ${label}`) ?? 0) - (before.get(`${service} ${metric}_${suffix} ${label}`) ?? 0);
+  return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
+}
+
 if (PHASES.includes('0')) {
   const n = 400;
-  const [dp, gp, ds, gs] = [await sequential(targets.direct, false, n), await sequential(targets.gateway, false, n), await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
+  const dp = await sequential(targets.direct, false, n);
+  // Scraping also resets the event-loop delay histograms, so the readings after cover this run only.
+  const before = await scrapeAll();
+  const gp = await sequential(targets.gateway, false, n);
+  const after = await scrapeAll();
+  const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
   console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
   console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
   console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
+  const stage = (name) => meanMs(before, after, 'gateway', 'atelier_stage_duration_seconds', name);
+  const http = meanMs(before, after, 'gateway', 'atelier_http_request_duration_seconds', '/api/ai/chat/completions');
+  const [auth, validate, reserve, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.reserve', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);
+  const wait = meanMs(before, after, 'chat', 'atelier_job_wait_seconds', 'chat-completion');
+  const handler = meanMs(before, after, 'chat', 'atelier_job_duration_seconds', 'chat-completion');
+  const provider = meanMs(before, after, 'chat', 'atelier_stage_duration_seconds', 'chat.provider');
+  const f = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
+  console.log(`   where the gateway's time goes (means per non-streaming request, ms; settle runs after the answer is sent):`);
+  console.log(`     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve ${f(reserve)}  hand-off to answer ${f(rpc)}  deliver ${f(deliver)}  | settle ${f(settle)}`);
+  console.log(`     inside the hand-off: wait until the chat service picks the job up ${f(wait)}, handler ${f(handler)} (provider call ${f(provider)}), relay back ${f(rpc - wait - handler)}`);
+  console.log(`     Nest/Fastify and the rest: ${f(http - auth - validate - reserve - rpc - deliver)} of the ${f(http)} the gateway's HTTP histogram counts`);
+  // prom-client samples the loop every 10 ms and reports delays including that interval.
+  const lag = (service, p) => after.get(`${service} nodejs_eventloop_lag_${p}_seconds `) * 1000 - 10;
+  console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f(lag('gateway', 'p50'))}/${f(lag('gateway', 'p99'))}, chat ${f(lag('chat', 'p50'))}/${f(lag('chat', 'p99'))}`);
 }
 
 if (PHASES.includes('1')) {

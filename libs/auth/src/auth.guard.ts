@@ -1,8 +1,9 @@
-import { createParamDecorator, Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { createParamDecorator, Inject, Injectable, Optional, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
+import { Metrics } from '@atelier/observability';
 import { ACCESS_METADATA, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { secretsEqual } from './api-key';
@@ -21,6 +22,7 @@ export class AccessGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly authenticator: ApiKeyAuthenticator,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Optional() private readonly metrics?: Metrics,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -37,7 +39,9 @@ export class AccessGuard implements CanActivate {
       if (!secretsEqual(m[1], token)) throw ApiError.unauthorized('Invalid admin token');
       return true;
     }
+    const end = this.metrics?.stage('auth');
     req.caller = await this.authenticator.authenticate(req.headers.authorization);
+    end?.();
     return true;
   }
 }

@@ -1,7 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
 import { chatRequestFrom, parseChatRequest, providerBody } from './chat-request';
 import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
@@ -26,6 +27,7 @@ export class ChatCompletionRunner {
   constructor(
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     @Inject(APP_CONFIG) config: AppConfig,
+    @Optional() private readonly metrics?: Metrics,
   ) {
     this.local = new LocalChatProvider(new ChatMediaInspector(config));
     this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv);
@@ -49,11 +51,14 @@ export class ChatCompletionRunner {
       signal: ctx.signal,
     };
     const provider = this.providerFor(model);
+    const calling = this.metrics?.stage('chat.provider');
     if (request.stream) {
       const streamed = await provider.stream(call, ctx.sendChunk);
+      calling?.();
       return { completion: null, usage: streamed.usage, provider: streamed.provider };
     }
     const answered = await provider.complete(call);
+    calling?.();
     return { completion: answered.completion, usage: answered.completion.usage, provider: answered.provider };
   }
 

@@ -4,6 +4,7 @@ import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth
 import { PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { Metrics } from '@atelier/observability';
 import { RpcClient } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
@@ -57,6 +58,7 @@ export class ChatCompletionsService {
     private readonly paid: PaidRequests,
     private readonly rpc: RpcClient,
     private readonly usage: ChatUsageRecorder,
+    private readonly metrics: Metrics,
   ) {}
 
   /**
@@ -75,8 +77,10 @@ export class ChatCompletionsService {
       delivery.chunk(data);
     };
     let outcome: ChatCompletionOutcome;
+    const handOff = this.metrics.stage('chat.rpc');
     try {
       outcome = await this.run(prepared, { signal, onChunk });
+      handOff();
     } catch (error) {
       await this.finish(prepared, {
         status: signal.aborted ? 'cancelled' : 'failed',
@@ -85,19 +89,27 @@ export class ChatCompletionsService {
       });
       throw error;
     }
+    const delivering = this.metrics.stage('chat.deliver');
     await delivery.deliver(outcome.completion);
+    delivering();
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.
+    const settling = this.metrics.stage('chat.settle');
     await this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
+    settling();
   }
 
   private async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
+    const validating = this.metrics.stage('chat.validate');
     const model = resolveChatModel(this.catalog, rawBody);
     const { request, body, promptTokens } = parseChatRequest(model, rawBody);
     const scope = await this.access.resolve(caller, body.target_namespace);
+    validating();
     const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
+    const reserving = this.metrics.stage('chat.reserve');
     const reservation = await this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId));
+    reserving();
     return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
   }
 

@@ -3,6 +3,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Seconds; spans health checks (ms) to minute-long video renders. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
+/** Finer buckets for the stages of one hot-path request, which take tenths of a millisecond. */
+const STAGE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.1, 0.5, 2, 10, 60];
+
 export type JobOutcome = 'completed' | 'failed';
 export type GenerationOutcome = 'succeeded' | 'failed' | 'cancelled';
 export type GenerationMode = 'sync' | 'queue';
@@ -28,6 +31,8 @@ export class Metrics {
   readonly sseConnections: Gauge;
   readonly upstreamDuration: Histogram<'provider' | 'outcome'>;
   readonly processFaults: Counter<'kind'>;
+  readonly stageDuration: Histogram<'stage'>;
+  readonly jobWait: Histogram<'queue'>;
 
   constructor(service: string) {
     this.registry.setDefaultLabels({ service });
@@ -73,6 +78,20 @@ export class Metrics {
       registers,
     });
     this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
+    this.stageDuration = new Histogram({
+      name: 'atelier_stage_duration_seconds',
+      help: 'Stages of a request on the hot path (auth, chat.validate, chat.reserve, chat.rpc, chat.settle, ...)',
+      labelNames: ['stage'],
+      buckets: STAGE_BUCKETS,
+      registers,
+    });
+    this.jobWait = new Histogram({
+      name: 'atelier_job_wait_seconds',
+      help: 'Time from a job being added to a worker starting it, by queue (hand-off latency plus queueing)',
+      labelNames: ['queue'],
+      buckets: STAGE_BUCKETS,
+      registers,
+    });
     this.upstreamDuration = new Histogram({
       name: 'atelier_upstream_request_duration_seconds',
       help: 'Calls to model providers, by provider and outcome',
@@ -80,6 +99,15 @@ export class Metrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
+  }
+
+  /**
+   * Starts timing one stage of a request (auth, validate, reserve, the hand-off, settle...); call
+   * the result when the stage ends. `npm run bench:chat` reads these to say where time goes.
+   */
+  stage(name: string): () => void {
+    const started = performance.now();
+    return () => this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
   }
 
   /** Runs `collect` on every scrape (before the queue gauge is read); returns the unregister function. */

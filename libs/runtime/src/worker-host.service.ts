@@ -137,6 +137,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         if (rpc) await this.reply(job, { kind: 'chunk', data });
       },
     };
+    // Job timestamps are the adding process's clock: across machines this includes their skew.
+    this.metrics.jobWait.observe({ queue: contract.name }, Math.max(0, Date.now() - job.timestamp) / 1000);
     const timer = this.metrics.jobDuration.startTimer({ queue: contract.name });
     const started = performance.now();
     try {
