@@ -19,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { benchDatabase, buildAll, dist, machine } from './bench-env.mjs';
+import { benchDatabase, buildAll, machine } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
