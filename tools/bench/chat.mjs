@@ -277,17 +277,8 @@ function meanMs(before, after, service, metric, label) {
   return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
 }
 
-if (PHASES.includes('0')) {
-  const n = 400;
-  const dp = await sequential(targets.direct, false, n);
-  // Scraping also resets the event-loop delay histograms, so the readings after cover this run only.
-  const before = await scrapeAll();
-  const gp = await sequential(targets.gateway, false, n);
-  const after = await scrapeAll();
-  const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
-  console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
-  console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
-  console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
+/** Where the gateway's time went between two scrapes: per-stage means, the hand-off split, event-loop delay. */
+function breakdown(before, after) {
   const stage = (name) => meanMs(before, after, 'gateway', 'atelier_stage_duration_seconds', name);
   const http = meanMs(before, after, 'gateway', 'atelier_http_request_duration_seconds', '/api/ai/chat/completions');
   const [auth, validate, reserve, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.reserve', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);
@@ -302,6 +293,20 @@ if (PHASES.includes('0')) {
   // prom-client samples the loop every 10 ms and reports delays including that interval.
   const lag = (service, p) => after.get(`${service} nodejs_eventloop_lag_${p}_seconds `) * 1000 - 10;
   console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f(lag('gateway', 'p50'))}/${f(lag('gateway', 'p99'))}, chat ${f(lag('chat', 'p50'))}/${f(lag('chat', 'p99'))}`);
+}
+
+if (PHASES.includes('0')) {
+  const n = 400;
+  const dp = await sequential(targets.direct, false, n);
+  // Scraping also resets the event-loop delay histograms, so the readings after cover this run only.
+  const before = await scrapeAll();
+  const gp = await sequential(targets.gateway, false, n);
+  const after = await scrapeAll();
+  const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
+  console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
+  console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
+  console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
+  breakdown(before, after);
 }
 
 if (PHASES.includes('1')) {
@@ -326,7 +331,9 @@ if (PHASES.includes('3')) {
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
 const direct = await closedLoop(targets.direct, CONNECTIONS, SECONDS);
+const scraped = await scrapeAll();
 const through = await closedLoop(targets.gateway, CONNECTIONS, SECONDS);
+const scrapedAfter = await scrapeAll();
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
 console.log(`   through the gateway  ${through.rps.toFixed(0)} req/s  p50 ${ms(through.latency.p50)}  p99 ${ms(through.latency.p99)}  errors ${through.errors}${through.lastError ? ` (${through.lastError})` : ''}   (target >= 2000 req/s with auth and billing)`);
@@ -341,6 +348,7 @@ console.log(
   `   billing check: ${through.ok} answered in phase 3, charged ${charged.toFixed(6)} credits (expected ${(through.ok * 0.00002).toFixed(6)}), ` +
     `reserved now ${after.reserved}; ${settled} settled reservations and ${usageRows} usage rows over the whole run`,
 );
+breakdown(scraped, scrapedAfter);
 const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0;
 if (!billingOk) {
   console.error('   BILLING MISMATCH');
