@@ -1,8 +1,9 @@
 import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
-import { createTestEnvironment, uniqueName, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { CreditLedger } from './credit-ledger.service';
+import { ledgerFixtures } from './ledger-fixtures.harness';
 
 /**
  * The same guarantees as CreditLedger's own tests, with enough concurrency that calls really
@@ -15,11 +16,7 @@ describe('BatchedCreditLedger (real Postgres)', () => {
   let batched: BatchedCreditLedger;
   const statementsSince = (start: number) => batched.stats.transactions - start;
 
-  const namespaceWith = async (credits: string) => (await prisma.namespace.create({ data: { name: uniqueName('ns'), type: 'org', credits } })).id;
-  const row = async (id: string) => {
-    const ns = await prisma.namespace.findUniqueOrThrow({ where: { id } });
-    return { credits: ns.credits.toFixed(), reserved: ns.reserved.toFixed() };
-  };
+  const { namespaceWith, row } = ledgerFixtures(() => prisma);
 
   beforeAll(async () => {
     env = await createTestEnvironment();

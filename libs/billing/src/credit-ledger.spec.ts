@@ -1,19 +1,15 @@
 import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
-import { createTestEnvironment, uniqueName, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { CreditLedger } from './credit-ledger.service';
+import { ledgerFixtures } from './ledger-fixtures.harness';
 
 describe('CreditLedger (real Postgres)', () => {
   let env: TestEnvironment;
   let prisma: PrismaClient;
   let ledger: CreditLedger;
 
-  const namespaceWith = async (credits: string) =>
-    (await prisma.namespace.create({ data: { name: uniqueName('ns'), type: 'org', credits } })).id;
-  const row = async (id: string) => {
-    const ns = await prisma.namespace.findUniqueOrThrow({ where: { id } });
-    return { credits: ns.credits.toFixed(), reserved: ns.reserved.toFixed() };
-  };
+  const { namespaceWith, row } = ledgerFixtures(() => prisma);
 
   beforeAll(async () => {
     env = await createTestEnvironment();
