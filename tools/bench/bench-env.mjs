@@ -80,3 +80,34 @@ export async function startBenchGateway(config, credits) {
   if (res.status !== 201) throw new Error(`creating the bench user failed: ${res.status} ${await res.text()}`);
   return { app, base, user: await res.json() };
 }
+
+/**
+ * Histogram sums and counts (and event-loop gauges) in a Prometheus text exposition, keyed
+ * "<prefix><metric> <stage, queue or route label>". Two of these around a run give per-stage means.
+ */
+export function histogramTotals(text, prefix = '', into = new Map()) {
+  for (const line of text.split('\n')) {
+    const m = /^([a-z0-9_]+)\{([^}]*)\} ([0-9.eE+-]+|NaN)$/.exec(line);
+    if (!m || !(/_(sum|count)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
+    const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    const key = `${prefix}${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}`;
+    into.set(key, m[1].startsWith('nodejs_eventloop') ? Math.max(into.get(key) ?? 0, Number(m[3])) : (into.get(key) ?? 0) + Number(m[3]));
+  }
+  return into;
+}
+
+/** Mean milliseconds per observation of a histogram between two histogramTotals. */
+export function meanMs(before, after, metric, label, prefix = '') {
+  const delta = (suffix) => (after.get(`${prefix}${metric}_${suffix} ${label}`) ?? 0) - (before.get(`${prefix}${metric}_${suffix} ${label}`) ?? 0);
+  return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
+}
+
+/** "name 0.12  name 0.34 ..." for the given stages of atelier_stage_duration_seconds. */
+export function stageLine(before, after, stages, prefix = '') {
+  return stages
+    .map((s) => {
+      const v = meanMs(before, after, 'atelier_stage_duration_seconds', s, prefix);
+      return `${s} ${Number.isFinite(v) ? v.toFixed(2) : '-'}`;
+    })
+    .join('  ');
+}

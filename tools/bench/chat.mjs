@@ -19,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { benchDatabase, buildAll, machine } from './bench-env.mjs';
+import { benchDatabase, buildAll, histogramTotals, machine, meanMs as meanOf } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -255,30 +255,17 @@ async function sequential(target, stream, count) {
   return { ttfb: stats(ttfb), latency: stats(latency) };
 }
 
-/** Histogram sums and counts (and event-loop gauges) of every process, from their /metrics. */
+/** Histogram sums and counts (and event-loop gauges) of every process, from their /metrics, keyed by service. */
 async function scrapeAll() {
   const out = new Map();
-  for (const [service, port] of [['gateway', gatewayPort], ...chatPorts.map((p) => ['chat', p])]) {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    for (const line of text.split('\n')) {
-      const m = /^([a-z0-9_]+)\{([^}]*)\} ([0-9.eE+-]+|NaN)$/.exec(line);
-      if (!m || !(/_(sum|count)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
-      const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-      const key = `${service} ${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}`;
-      out.set(key, m[1].startsWith('nodejs_eventloop') ? Math.max(out.get(key) ?? 0, Number(m[3])) : (out.get(key) ?? 0) + Number(m[3]));
-    }
-  }
+  for (const [service, port] of [['gateway', gatewayPort], ...chatPorts.map((p) => ['chat', p])])
+    histogramTotals(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), `${service} `, out);
   return out;
-}
-
-/** Mean milliseconds per observation of a histogram between two scrapes. */
-function meanMs(before, after, service, metric, label) {
-  const delta = (suffix) => (after.get(`${service} ${metric}_${suffix} ${label}`) ?? 0) - (before.get(`${service} ${metric}_${suffix} ${label}`) ?? 0);
-  return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
 }
 
 /** Where the gateway's time went between two scrapes: per-stage means, the hand-off split, event-loop delay. */
 function breakdown(before, after) {
+  const meanMs = (b, a, service, metric, label) => meanOf(b, a, metric, label, `${service} `);
   const stage = (name) => meanMs(before, after, 'gateway', 'atelier_stage_duration_seconds', name);
   const http = meanMs(before, after, 'gateway', 'atelier_http_request_duration_seconds', '/api/ai/chat/completions');
   const [auth, validate, reserve, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.reserve', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);

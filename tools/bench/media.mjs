@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
-import { benchConfig, benchDatabase, buildAll, dist, machine, percentile, require, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -87,10 +87,14 @@ const media = spawn(process.execPath, [path.join(root, 'dist/local/apps/media/sr
 });
 const { app: gateway, base, user } = await startBenchGateway(config, 100000);
 const syncRuns = Number(process.env.BENCH_SYNC_RUNS ?? 200);
+const { Metrics } = dist('libs/observability/src/index.js');
+const gatewayMetrics = gateway.get(Metrics);
+let stagesBefore;
 const overhead = [];
 const serverOverhead = [];
 const total = [];
 for (let i = 0; i < syncRuns + 20; i++) {
+  if (i === 20) stagesBefore = histogramTotals(await gatewayMetrics.registry.metrics());
   const t = performance.now();
   const res = await fetch(`${base}/api/ai/images/generate`, {
     method: 'POST',
@@ -113,6 +117,9 @@ console.log(`\nsync path POST /api/ai/images/generate (64x64 local-image, url re
 console.log(`  end to end                                  p50 ${ms(percentile(total, 0.5))}  p95 ${ms(percentile(total, 0.95))}`);
 console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(overhead, 0.5))}  p95 ${ms(percentile(overhead, 0.95))}`);
 console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 5 ms)`);
+const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
+console.log(`  gateway stages, means in ms (media.rpc includes the engine; settle overlaps building the answer):`);
+console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.rpc', 'media.settle'])}`);
 
 await gateway.close();
 media.kill('SIGTERM');

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { benchConfig, benchDatabase, buildAll, dist, machine, percentile, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dist, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
 
 if (process.argv[2] === 'sse-client') {
   // Child process: opens N idle event streams so the server's memory is measured alone.
@@ -65,6 +65,9 @@ await worker.close();
 
 // 2. Sustained enqueue throughput (no worker, so the queue only grows).
 const duration = Number(process.env.BENCH_SECONDS ?? 8);
+const { Metrics } = dist('libs/observability/src/index.js');
+const gatewayMetrics = gateway.get(Metrics);
+const stagesBefore = histogramTotals(await gatewayMetrics.registry.metrics());
 const r = await autocannon({
   url: `${base}/api/ai/queue`,
   method: 'POST',
@@ -74,6 +77,8 @@ const r = await autocannon({
   body: JSON.stringify({ model: 'local-image', prompt: 'throughput' }),
 });
 console.log(`enqueue through the gateway (50 connections, ${duration}s): ${Math.round(r.requests.average)} generations/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`);
+const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
+console.log(`  gateway stages under that load, means in ms: ${stageLine(stagesBefore, stagesAfter, ['auth', 'queue.validate', 'queue.reserve', 'queue.rows', 'queue.dispatch'])}`);
 
 // 3. Memory per idle SSE connection.
 const n = Number(process.env.BENCH_SSE ?? 10000);

@@ -1,11 +1,11 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
-import { requestContext } from '@atelier/observability';
+import { Metrics, requestContext } from '@atelier/observability';
 import { backingServiceFault, BroadcastBus, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
@@ -60,6 +60,7 @@ export class GenerationQueue {
     private readonly bus: BroadcastBus,
     private readonly urls: SignedUrls,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    @Optional() private readonly metrics?: Metrics,
   ) {}
 
   /**
@@ -68,6 +69,7 @@ export class GenerationQueue {
    * (jobId = generation id) follow, and the dispatcher re-adds any job lost to a crash.
    */
   async enqueue(caller: Caller, rawBody: unknown): Promise<{ generations: { generation_id: string; status: 'queued' }[] }> {
+    const validating = this.metrics?.stage('queue.validate');
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
     const scope = await this.access.resolve(caller, body.target_namespace);
@@ -97,11 +99,15 @@ export class GenerationQueue {
     // Credits first, through the per-namespace group commit (concurrent enqueues of a namespace
     // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
     // reservations without generations; the queue-worker sweeper releases them.
+    validating?.();
     const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
+    const reserving = this.metrics?.stage('queue.reserve');
     const reservations = await this.paid.reserveMany(
       scope.id,
       items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
     );
+    reserving?.();
+    const writing = this.metrics?.stage('queue.rows');
     try {
       await this.prisma.generation.createMany({
         data: items.map(({ id }, k) => ({
@@ -121,9 +127,12 @@ export class GenerationQueue {
       await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
       throw err;
     }
+    writing?.();
     const ids = items.map((i) => i.id);
 
+    const dispatching = this.metrics?.stage('queue.dispatch');
     await this.dispatch(ids.map((id) => ({ id, mediaType })));
+    dispatching?.();
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
   }
 
