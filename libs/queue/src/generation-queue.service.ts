@@ -1,12 +1,12 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
-import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
+import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { Metrics, requestContext } from '@atelier/observability';
-import { backingServiceFault, BroadcastBus, JobQueues } from '@atelier/runtime';
+import { backingServiceFault, BroadcastBus, GroupCommit, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
 
@@ -50,6 +50,16 @@ const notFound = () => new ApiError('resource_not_found', 'Generation not found'
 @Injectable()
 export class GenerationQueue {
   private readonly logger = new Logger(GenerationQueue.name);
+  /** Concurrent enqueues write their rows in one INSERT (one commit) per batch. */
+  private readonly rows = new GroupCommit<Prisma.GenerationCreateManyInput[], void>(async (batches) => {
+    await this.prisma.generation.createMany({ data: batches.flat() });
+    return batches.map(() => undefined);
+  });
+  /** ... and add their jobs in one BullMQ addBulk per queue and batch. */
+  private readonly adds = {
+    image: this.jobAdder('image'),
+    video: this.jobAdder('video'),
+  };
 
   constructor(
     private readonly prisma: PrismaService,
@@ -109,8 +119,8 @@ export class GenerationQueue {
     reserving?.();
     const writing = this.metrics?.stage('queue.rows');
     try {
-      await this.prisma.generation.createMany({
-        data: items.map(({ id }, k) => ({
+      await this.rows.submit(
+        items.map(({ id }, k) => ({
           id,
           namespaceId: scope.id,
           ownerId: caller.userId,
@@ -122,7 +132,7 @@ export class GenerationQueue {
           targetRepo: targetRepo ?? null,
           targetDirectory: targetDirectory ?? null,
         })),
-      });
+      );
     } catch (err) {
       await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
       throw err;
@@ -145,14 +155,22 @@ export class GenerationQueue {
       const requestId = requestContext.current()?.requestId;
       // The rows are already durable: with Redis away the enqueue still succeeds, and the
       // queue-worker's sweeper adds these jobs once Redis is back.
-      await this.queues
-        .addBulk(queueFor(mediaType), batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id })))
+      await this.adds[mediaType]
+        .submit(batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id })))
         .catch((err: Error) => {
           // During a Redis outage every enqueue lands here; the 503s elsewhere already say Redis is away.
           const log = backingServiceFault(err) ? 'debug' : 'warn';
           this.logger[log](`Could not add ${batch.length} job(s) now (${err.message}); the dispatcher will retry`);
         });
     }
+  }
+
+  private jobAdder(mediaType: 'image' | 'video') {
+    type Jobs = { payload: GenerationJob; jobId: string }[];
+    return new GroupCommit<Jobs, void>(async (batches) => {
+      await this.queues.addBulk(queueFor(mediaType), batches.flat());
+      return batches.map(() => undefined);
+    });
   }
 
   /** The generation if the caller may see it; unknown, malformed and foreign ids all look the same (404). */

@@ -16,3 +16,4 @@ export { createLogger, drainAndClose, registeredRoutes, type RegisteredRoute } f
 export { instrumentHttp } from './http-instrumentation';
 export { backingServiceFault, errorSummary, nowOrOnceBack, outageError, retryThroughOutage, OUTAGE_RETRY_AFTER_SECONDS, type BackingService, type OutageRetryOptions } from './backing-service-fault';
 export { runPeriodically } from './periodic-task';
+export { GroupCommit } from './group-commit';

@@ -1,0 +1,32 @@
+import { GroupCommit } from './group-commit';
+
+describe('GroupCommit', () => {
+  it('sends a lone call at once, and calls that arrive meanwhile together in the next batch, each answered with its own result', async () => {
+    const batches: number[][] = [];
+    const group = new GroupCommit<number, number>(async (inputs) => {
+      batches.push(inputs);
+      await new Promise((r) => setTimeout(r, 20));
+      return inputs.map((n) => n * 10);
+    });
+    const results = await Promise.all([1, 2, 3, 4, 5].map((n) => group.submit(n)));
+    expect(results).toEqual([10, 20, 30, 40, 50]);
+    // The first goes alone; the four that came while it was in flight share one batch.
+    expect(batches).toEqual([[1], [2, 3, 4, 5]]);
+    expect(group.stats).toEqual({ batches: 2, calls: 5 });
+  });
+
+  it('retries a failed batch call by call, so only the bad call fails', async () => {
+    const group = new GroupCommit<string, string>(async (inputs) => {
+      await new Promise((r) => setTimeout(r, 5));
+      if (inputs.includes('bad')) throw new Error(`batch of ${inputs.length} refused`);
+      return inputs.map((s) => s.toUpperCase());
+    });
+    const outcomes = await Promise.allSettled(['first', 'a', 'bad', 'b'].map((s) => group.submit(s)));
+    expect(outcomes).toEqual([
+      { status: 'fulfilled', value: 'FIRST' },
+      { status: 'fulfilled', value: 'A' },
+      { status: 'rejected', reason: new Error('batch of 1 refused') },
+      { status: 'fulfilled', value: 'B' },
+    ]);
+  });
+});

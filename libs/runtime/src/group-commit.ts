@@ -1,0 +1,56 @@
+interface Waiting<I, R> {
+  input: I;
+  resolve: (value: R) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Group commit for calls that each cost a round trip and a commit (a Postgres insert, a Redis
+ * script): while one batch is in flight, new calls wait and then go together in the next one, so
+ * under load N concurrent calls cost about one round trip each batch instead of N, and alone a
+ * call goes at once. A batch that fails is retried call by call, so one bad call fails alone.
+ * Each call resolves only after the batch holding it succeeded.
+ */
+export class GroupCommit<I, R> {
+  private waiting: Waiting<I, R>[] = [];
+  private running = false;
+  /** Batches sent and the calls they carried (calls / batches = the batching factor). */
+  readonly stats = { batches: 0, calls: 0 };
+
+  constructor(
+    private readonly flush: (inputs: I[]) => Promise<R[]>,
+    private readonly maxBatch = 256,
+  ) {}
+
+  submit(input: I): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.waiting.push({ input, resolve, reject });
+      if (!this.running) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    while (this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, this.maxBatch);
+      this.stats.batches++;
+      this.stats.calls += batch.length;
+      try {
+        const results = await this.flush(batch.map((w) => w.input));
+        batch.forEach((w, i) => w.resolve(results[i]));
+      } catch (err) {
+        if (batch.length === 1) batch[0].reject(err);
+        else
+          await Promise.all(
+            batch.map((w) =>
+              this.flush([w.input]).then(
+                ([result]) => w.resolve(result),
+                (alone: unknown) => w.reject(alone),
+              ),
+            ),
+          );
+      }
+    }
+    this.running = false;
+  }
+}
