@@ -38,7 +38,8 @@ export class QueueBoard implements OnModuleInit {
     if (!token) return;
     const board = new FastifyAdapter();
     createBullBoard({
-      queues: QUEUES.map((contract) => new BullMQAdapter(this.queues.queue(contract))),
+      // Request/response calls travel on Redis streams, not BullMQ (see RpcStreamConsumer).
+      queues: QUEUES.filter((contract) => contract.settings.kind === 'work').map((contract) => new BullMQAdapter(this.queues.queue(contract))),
       serverAdapter: board,
       options: { uiConfig: { boardTitle: 'atelier queues' } },
     });

@@ -8,7 +8,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IMAGE_GENERATION_QUEUE, IMAGE_RENDER_QUEUE } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/media';
-import { createService, JobQueues } from '@atelier/runtime';
+import { createService, JobQueues, RedisService, rpcQueueDepth } from '@atelier/runtime';
 import { appProcessEnv, buildAppsForTest, createTenant, metricValue, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -192,8 +192,11 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
         req.on('error', reject);
         req.end(JSON.stringify({ model: 'local-image', prompt: 'drain me', response_format: 'b64_json' }));
       });
-      const renders = gw.app.get(JobQueues).queue(IMAGE_RENDER_QUEUE);
-      await waitFor(async () => (await renders.getJobCounts('active')).active === 1, { timeoutMs: 20_000, description: 'the render to start' });
+      const redis = gw.app.get(RedisService);
+      await waitFor(async () => (await rpcQueueDepth(redis.client, redis.names.rpcStream(IMAGE_RENDER_QUEUE.name))).active === 1, {
+        timeoutMs: 20_000,
+        description: 'the render to start',
+      });
       gateway.child.kill('SIGTERM');
       await idleClosed;
       const answer = await inFlight;

@@ -2,7 +2,7 @@ export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection
 export { RedisService, RedisModule } from './redis.module';
 export { BroadcastBus } from './broadcast-bus.service';
 export { JobQueues, defaultJobOptions } from './job-queues.service';
-export { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
+export { HandlesQueue, type JobContext, type JobHandler, type JobInfo } from './job-handler';
 export { WorkerHost, HandlerWiringError, matchHandlers } from './worker-host.service';
 export { RpcClient, type RpcCallOptions } from './rpc-client.service';
 export { HealthChecks, HealthController, LivenessController, SERVICE_NAME } from './health';
@@ -17,3 +17,4 @@ export { instrumentHttp } from './http-instrumentation';
 export { backingServiceFault, errorSummary, nowOrOnceBack, outageError, retryThroughOutage, OUTAGE_RETRY_AFTER_SECONDS, type BackingService, type OutageRetryOptions } from './backing-service-fault';
 export { runPeriodically } from './periodic-task';
 export { GroupCommit } from './group-commit';
+export { RpcStreamConsumer, RPC_GROUP, rpcQueueDepth, type RpcCallJob } from './rpc-stream-consumer';

@@ -1,11 +1,20 @@
 import { SetMetadata, applyDecorators, Injectable } from '@nestjs/common';
-import type { Job } from 'bullmq';
 import type { PayloadOf, QueueContract, ResultOf } from '@atelier/contracts';
 
 export const JOB_HANDLER_METADATA = 'atelier:job-handler';
 
+/** What a handler may read of the job it runs (a BullMQ job, or a call on a request/response stream). */
+export interface JobInfo {
+  readonly id?: string;
+  readonly data: unknown;
+  /** When it was added (ms since the epoch, the adding process's clock). */
+  readonly timestamp: number;
+  readonly attemptsMade: number;
+  readonly opts: { readonly attempts?: number };
+}
+
 export interface JobContext {
-  readonly job: Job;
+  readonly job: JobInfo;
   /** Aborted when the job is cancelled (DELETE, client disconnect) or the worker shuts down hard. */
   readonly signal: AbortSignal;
   /** 1-based attempt number. */

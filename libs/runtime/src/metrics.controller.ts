@@ -6,6 +6,8 @@ import { ApiError, QUEUES, type QueueContract } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
 import { PublicRoute } from './access-metadata';
 import { JobQueues } from './job-queues.service';
+import { RedisService } from './redis.module';
+import { rpcQueueDepth } from './rpc-stream-consumer';
 
 /** The queues this app consumes (ServiceRuntimeOptions.consumes). */
 export const CONSUMED_QUEUES = Symbol('CONSUMED_QUEUES');
@@ -25,6 +27,7 @@ export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly metrics: Metrics,
     private readonly queues: JobQueues,
+    private readonly redis: RedisService,
     @Inject(CONSUMED_QUEUES) private readonly consumes: readonly QueueContract[],
   ) {}
 
@@ -36,7 +39,9 @@ export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
         watched.map(async (contract) => {
           let timer: NodeJS.Timeout | undefined;
           const counts = await Promise.race([
-            this.queues.queue(contract).getJobCounts(...QUEUE_STATES),
+            contract.settings.kind === 'rpc'
+              ? rpcQueueDepth(this.redis.client, this.redis.names.rpcStream(contract.name)).then((d): Record<string, number> => ({ waiting: d.waiting, active: d.active }))
+              : this.queues.queue(contract).getJobCounts(...QUEUE_STATES),
             new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), QUEUE_READ_TIMEOUT_MS))),
           ])
             .catch(() => undefined)

@@ -82,6 +82,18 @@ export class RedisNames {
   rpcReply(jobId: string): string {
     return `${this.prefix}:rpc-reply:${jobId}`;
   }
+  /** The Redis stream a request/response queue's calls travel on (consumer group RPC_GROUP). */
+  rpcStream(queue: string): string {
+    return `${this.prefix}:rpc:${queue}`;
+  }
+  /** Failed calls of a request/response queue, kept for inspection (capped like removeOnFail). */
+  rpcFailed(queue: string): string {
+    return `${this.prefix}:rpc-failed:${queue}`;
+  }
+  /** A call's final reply, kept briefly so a caller that lost its reply channel can still read it. */
+  rpcResult(jobId: string): string {
+    return `${this.prefix}:rpc-result:${jobId}`;
+  }
   key(...parts: string[]): string {
     return [this.prefix, ...parts].join(':');
   }

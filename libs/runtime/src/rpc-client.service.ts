@@ -3,7 +3,6 @@ import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
 import { BroadcastBus } from './broadcast-bus.service';
-import { JobQueues } from './job-queues.service';
 import { closeRedis } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
@@ -18,15 +17,18 @@ export interface RpcCallOptions {
 interface Pending {
   contract: QueueContract;
   jobId: string;
+  /** The call's stream entry, once it was added. */
+  entryId: () => string | undefined;
   onReply: (reply: RpcReply) => void;
   /** Ends the call without a reply (this process is shutting down). */
   abandon: (err: ApiError) => void;
 }
 
 /**
- * Request/response over BullMQ: the job goes to exactly one consumer (unlike Nest's Redis
- * transport, which would deliver it to every replica), and the answer comes back on a
- * per-request pub/sub channel the caller subscribes to before enqueueing.
+ * Request/response over a Redis stream with a consumer group (RpcStreamConsumer): each call goes
+ * to exactly one consumer (unlike Nest's Redis transport, which would deliver it to every
+ * replica), and the answer comes back on a per-request pub/sub channel the caller subscribes to
+ * before adding the call. One XADD per call, where a BullMQ job costs several scripts.
  */
 @Injectable()
 export class RpcClient implements OnApplicationShutdown {
@@ -42,7 +44,6 @@ export class RpcClient implements OnApplicationShutdown {
 
   constructor(
     private readonly redis: RedisService,
-    private readonly queues: JobQueues,
     private readonly bus: BroadcastBus,
   ) {}
 
@@ -53,8 +54,12 @@ export class RpcClient implements OnApplicationShutdown {
     const channel = this.redis.names.rpcReply(jobId);
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
 
+    const stream = this.redis.names.rpcStream(contract.name);
+
     return new Promise<ResultOf<Q>>((resolve, reject) => {
       let settled = false;
+      let entryId: string | undefined;
+      let cancelled = false;
       const finish = (fn: () => void) => {
         if (settled) return;
         settled = true;
@@ -65,7 +70,9 @@ export class RpcClient implements OnApplicationShutdown {
       };
       const cancelJob = (reason: string) => {
         void this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [jobId], reason }).catch(() => undefined);
-        void this.queues.remove(contract, jobId);
+        // Not read yet: deleting the entry means no consumer ever starts it.
+        if (entryId) void this.redis.client.xdel(stream, entryId).catch(() => undefined);
+        else cancelled = true;
       };
       const timer = setTimeout(() => {
         cancelJob('timed out');
@@ -81,6 +88,7 @@ export class RpcClient implements OnApplicationShutdown {
       this.pending.set(channel, {
         contract,
         jobId,
+        entryId: () => entryId,
         onReply: (reply) => {
           if (reply.kind === 'chunk') return opts.onChunk?.(reply.data);
           if (reply.kind === 'result') return finish(() => resolve(reply.data as ResultOf<Q>));
@@ -89,7 +97,12 @@ export class RpcClient implements OnApplicationShutdown {
         abandon: (err) => finish(() => reject(err)),
       });
       this.ensureSubscribed()
-        .then(() => this.queues.add(contract, payload, { jobId }))
+        .then(async () => {
+          if (settled) return;
+          // Trimming only bounds a backlog nobody consumes; handled calls are deleted when done.
+          entryId = (await this.redis.client.xadd(stream, 'MAXLEN', '~', '100000', '*', 'job', jobId, 'data', JSON.stringify(payload))) ?? undefined;
+          if (cancelled && entryId) await this.redis.client.xdel(stream, entryId);
+        })
         .catch((err: Error) =>
           finish(() => reject(new ApiError('service_unavailable', `Could not reach the job queue: ${err.message}`))),
         );
@@ -130,17 +143,25 @@ export class RpcClient implements OnApplicationShutdown {
     return this.subscribed;
   }
 
+  /**
+   * Workers keep each final reply for two minutes (rpcResult): a call whose reply was published
+   * while this connection was down reads it there. A call with neither a kept reply nor its
+   * entry still waiting or running in the stream was lost with Redis's state (a restart without
+   * persistence): it fails now with a 503.
+   */
   private async recoverLostReplies(): Promise<void> {
     for (const pending of [...this.pending.values()]) {
       try {
-        const job = await this.queues.queue(pending.contract).getJob(pending.jobId);
-        const state = job ? await job.getState() : 'unknown';
-        if (state === 'completed') pending.onReply({ kind: 'result', data: job!.returnvalue });
-        else if (state === 'failed' || state === 'unknown')
-          pending.onReply({
-            kind: 'error',
-            error: { type: 'service_unavailable', message: 'The answer was lost while the job queue (Redis) was unavailable; retry the request' },
-          });
+        const kept = await this.redis.client.get(this.redis.names.rpcResult(pending.jobId));
+        if (kept) {
+          pending.onReply(JSON.parse(kept) as RpcReply);
+          continue;
+        }
+        if (pending.entryId() && (await this.redis.client.xrange(this.redis.names.rpcStream(pending.contract.name), pending.entryId()!, pending.entryId()!)).length > 0) continue;
+        pending.onReply({
+          kind: 'error',
+          error: { type: 'service_unavailable', message: 'The answer was lost while the job queue (Redis) was unavailable; retry the request' },
+        });
       } catch {
         // Redis is away again; the next reconnect checks again.
       }

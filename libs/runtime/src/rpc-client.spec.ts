@@ -6,8 +6,9 @@ import { PrismaService } from '@atelier/db';
 import { createTestEnvironment, waitFor, type TestEnvironment } from '@atelier/testing';
 import { createService } from './bootstrap-service';
 import { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
-import { JobQueues } from './job-queues.service';
+import { RedisService } from './redis.module';
 import { RpcClient } from './rpc-client.service';
+import { ensureRpcGroup, RPC_GROUP, rpcQueueDepth } from './rpc-stream-consumer';
 import { ServiceRuntimeModule } from './service-runtime.module';
 
 type TestJob =
@@ -36,6 +37,8 @@ const RPC_SETTINGS: QueueSettings = {
 const TEST_QUEUE = defineQueue<TestJob, TestResult>()('rpc-test', RPC_SETTINGS);
 const DRAIN_QUEUE = defineQueue<{ id: string }, { id: string; db: 'ok' }>()('rpc-test-drain', RPC_SETTINGS);
 const STUCK_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-stuck', RPC_SETTINGS);
+/** Served only by a replica started after its consumer died. */
+const ORPHAN_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-orphan', RPC_SETTINGS);
 /** Nobody consumes this one: calls on it stay pending. */
 const UNSERVED_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-unserved', RPC_SETTINGS);
 
@@ -104,7 +107,15 @@ class StuckHandler implements JobHandler<typeof STUCK_QUEUE> {
   }
 }
 
-describe('RpcClient over BullMQ', () => {
+@HandlesQueue(ORPHAN_QUEUE)
+class OrphanHandler implements JobHandler<typeof ORPHAN_QUEUE> {
+  readonly started = new Set<string>();
+  async handle(job: { id: string }): Promise<void> {
+    this.started.add(job.id);
+  }
+}
+
+describe('RpcClient over Redis streams', () => {
   let env: TestEnvironment;
   let caller: NestFastifyApplication;
   let rpc: RpcClient;
@@ -267,7 +278,8 @@ describe('RpcClient over BullMQ', () => {
       (e: unknown) => e,
     );
     // The job is queued once the call is under way; only then is shutdown meaningful.
-    await waitFor(async () => (await leaving.get(JobQueues).queue(UNSERVED_QUEUE).getWaitingCount()) === 1, {
+    const redis = leaving.get(RedisService);
+    await waitFor(async () => (await rpcQueueDepth(redis.client, redis.names.rpcStream(UNSERVED_QUEUE.name))).waiting === 1, {
       description: 'the call to be queued',
     });
     const started = Date.now();
@@ -277,5 +289,29 @@ describe('RpcClient over BullMQ', () => {
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).status).toBe(503);
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('tells the caller at once when the process handling its call died, instead of after the call timeout, and never runs it twice', async () => {
+    const redis = caller.get(RedisService);
+    const stream = redis.names.rpcStream(ORPHAN_QUEUE.name);
+    await ensureRpcGroup(redis.client, stream);
+    const id = nextId('orphan');
+    const started = Date.now();
+    const call = rpc.call(ORPHAN_QUEUE, { id }, { timeoutMs: 60_000 });
+    // A consumer takes the call and dies without a word: read it under a name that never acknowledges or refreshes it.
+    await waitFor(async () => (await redis.client.xreadgroup('GROUP', RPC_GROUP, 'crashed-consumer', 'COUNT', 1, 'STREAMS', stream, '>')) ?? undefined, {
+      description: 'the call to reach the doomed consumer',
+    });
+    // A live replica (lock duration 300 ms) finds the entry idle and answers for it.
+    const rescuer = await start('rescuer', [ORPHAN_QUEUE], [OrphanHandler], { ...env.config, JOB_LOCK_DURATION_MS: 300 });
+    const err = await rejection(call);
+    expect(err.status).toBe(503);
+    expect(err.message).toMatch(/stopped before it answered/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(rescuer.get(OrphanHandler).started.has(id)).toBe(false);
+    await waitFor(async () => {
+      const depth = await rpcQueueDepth(redis.client, stream);
+      return depth.waiting === 0 && depth.active === 0;
+    }, { description: 'the lost call to be acknowledged and removed' });
   });
 });

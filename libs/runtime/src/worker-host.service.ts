@@ -5,10 +5,11 @@ import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/cont
 import { Metrics, requestContext } from '@atelier/observability';
 import { backingServiceFault, outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
-import { JOB_HANDLER_METADATA, type JobContext, type JobHandler } from './job-handler';
+import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } from './job-handler';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
+import { RpcStreamConsumer } from './rpc-stream-consumer';
 
 export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
 export interface WorkerHostOptions {
@@ -57,6 +58,8 @@ export function matchHandlers(
 export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(WorkerHost.name);
   private readonly workers: Worker[] = [];
+  /** Request/response queues run on Redis streams (see RpcStreamConsumer), work queues on BullMQ. */
+  private readonly consumers: RpcStreamConsumer[] = [];
   private readonly active = new Map<string, AbortController>();
   /** Set when shutdown aborts the jobs still running: they go back to the queue, not to completed. */
   private handingBack = false;
@@ -87,7 +90,17 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     });
     for (const contract of this.options.consumes) {
       const handler = matched.get(contract.name) as JobHandler<QueueContract>;
-      this.workers.push(this.startWorker(contract, handler));
+      if (contract.settings.kind === 'rpc') {
+        const consumer = new RpcStreamConsumer(
+          this.redis,
+          contract,
+          this.options.lockDurationMs ?? contract.settings.lockDurationMs,
+          (job) => requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, undefined)),
+          this.logger,
+        );
+        consumer.start();
+        this.consumers.push(consumer);
+      } else this.workers.push(this.startWorker(contract, handler));
     }
     this.logger.log(`Consuming ${this.options.consumes.map((c) => c.name).join(', ')}`);
   }
@@ -124,7 +137,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     return worker;
   }
 
-  private async run(contract: QueueContract, handler: JobHandler<QueueContract>, job: Job, token: string | undefined): Promise<unknown> {
+  private async run(contract: QueueContract, handler: JobHandler<QueueContract>, job: JobInfo, token: string | undefined): Promise<unknown> {
     const rpc = contract.settings.kind === 'rpc';
     const key = `${contract.name}:${job.id}`;
     const controller = new AbortController();
@@ -134,7 +147,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       signal: controller.signal,
       attempt: job.attemptsMade + 1,
       sendChunk: async (data) => {
-        if (rpc) await this.reply(job, { kind: 'chunk', data });
+        if (rpc) await this.reply(contract, job, { kind: 'chunk', data });
       },
     };
     // Job timestamps are the adding process's clock: across machines this includes their skew.
@@ -147,7 +160,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         throw err;
       });
       await this.handBackIfStopping(contract, job, token, controller.signal);
-      if (rpc) await this.reply(job, { kind: 'result', data: result });
+      if (rpc) await this.reply(contract, job, { kind: 'result', data: result });
       timer({ outcome: 'completed' });
       this.logger.log(`job completed in ${Math.round(performance.now() - started)} ms`);
       return result;
@@ -158,7 +171,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       }
       timer({ outcome: 'failed' });
       const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      if (rpc && finalAttempt) await this.reply(job, { kind: 'error', error: toReplyError(err) });
+      if (rpc && finalAttempt) await this.reply(contract, job, { kind: 'error', error: toReplyError(err) });
       if (err instanceof ApiError) this.logger.log(`job failed in ${Math.round(performance.now() - started)} ms: ${err.message}`);
       else this.logger.error(`${contract.name} job ${job.id} failed: ${(err as Error).stack ?? err}`);
       throw err;
@@ -173,14 +186,29 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
    * WaitingError alone. Request/response jobs are not re-run: their caller may already have
    * received chunks; they fail and the caller is told.
    */
-  private async handBackIfStopping(contract: QueueContract, job: Job, token: string | undefined, signal: AbortSignal): Promise<void> {
+  private async handBackIfStopping(contract: QueueContract, job: JobInfo, token: string | undefined, signal: AbortSignal): Promise<void> {
     if (!this.handingBack || !signal.aborted || contract.settings.kind !== 'work') return;
-    await job.moveToWait(token);
+    // Work queues run on BullMQ, so this is a BullMQ job.
+    await (job as Job).moveToWait(token);
     throw new WaitingError();
   }
 
-  private async reply(job: Job, message: RpcReply): Promise<void> {
-    await this.redis.client.publish(this.redis.names.rpcReply(String(job.id)), JSON.stringify(message));
+  /**
+   * Chunks are only published. The final reply is also kept for two minutes (a caller whose reply
+   * connection dropped reads it once it is back), and a failure is appended to the queue's capped
+   * failed-calls stream (bounded retention, like BullMQ's removeOnFail).
+   */
+  private async reply(contract: QueueContract, job: JobInfo, message: RpcReply): Promise<void> {
+    const id = String(job.id);
+    const text = JSON.stringify(message);
+    if (message.kind === 'chunk') {
+      await this.redis.client.publish(this.redis.names.rpcReply(id), text);
+      return;
+    }
+    const tx = this.redis.client.multi().publish(this.redis.names.rpcReply(id), text).set(this.redis.names.rpcResult(id), text, 'EX', 120);
+    if (message.kind === 'error')
+      tx.xadd(this.redis.names.rpcFailed(contract.name), 'MAXLEN', '~', String(contract.settings.removeOnFail.count), '*', 'job', id, 'error', JSON.stringify(message.error), 'request', jobRequestId(job));
+    await tx.exec();
   }
 
   /**
@@ -195,7 +223,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
    */
   async onModuleDestroy(): Promise<void> {
     await this.unsubscribe?.();
-    if (this.workers.length === 0) return;
+    if (this.workers.length === 0 && this.consumers.length === 0) return;
     const abortActive = (reason: string) => {
       for (const c of this.active.values()) c.abort(new Error(reason));
     };
@@ -203,10 +231,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     // that never comes: it would hang forever. A forced close only drops the connections.
     if (this.redis.client.status !== 'ready') {
       abortActive('worker shutting down');
-      await Promise.all(this.workers.map((w) => w.close(true).catch(() => undefined)));
+      await Promise.all([
+        ...this.workers.map((w) => w.close(true).catch(() => undefined)),
+        ...this.consumers.map((c) => settlesWithin(c.close(), 1_000)),
+      ]);
       return;
     }
-    const graceful = Promise.all(this.workers.map((w) => w.close().catch(() => undefined)));
+    const graceful = Promise.all([...this.workers.map((w) => w.close().catch(() => undefined)), ...this.consumers.map((c) => c.close())]);
     if (await settlesWithin(graceful, this.options.shutdownTimeoutMs)) return;
     this.handingBack = true;
     abortActive('worker shutting down');
@@ -220,7 +251,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
 }
 
 /** The originating request's id: CallerContext.requestId (rpc jobs) or the job's own requestId. */
-function jobRequestId(job: Job): string {
+function jobRequestId(job: JobInfo): string {
   const data = (job.data ?? {}) as { requestId?: unknown; caller?: { requestId?: unknown } };
   const id = data.caller?.requestId ?? data.requestId;
   return typeof id === 'string' && id ? id : `job-${job.id}`;

@@ -1,0 +1,194 @@
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '@nestjs/common';
+import type { Redis } from 'ioredis';
+import type { QueueContract } from '@atelier/contracts';
+import type { RedisService } from './redis.module';
+import type { RpcReply } from './rpc-messages';
+
+/** The consumer group every replica of a request/response queue reads through (competing consumers). */
+export const RPC_GROUP = 'workers';
+
+/** What a handler sees of a request/response call: the same fields a BullMQ job has for it. */
+export interface RpcCallJob {
+  id: string;
+  data: unknown;
+  /** When the caller added it (ms), from the stream entry id. */
+  timestamp: number;
+  attemptsMade: number;
+  opts: { attempts?: number };
+}
+
+/** Creates the consumer group once (every replica tries; the rest get BUSYGROUP). */
+export async function ensureRpcGroup(client: Redis, stream: string): Promise<void> {
+  try {
+    // From the start of the stream: calls added before the first consumer ever started still run.
+    await client.xgroup('CREATE', stream, RPC_GROUP, '0', 'MKSTREAM');
+  } catch (err) {
+    if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+  }
+}
+
+/** Calls waiting for a consumer and calls being handled, for the queue-depth metric. */
+export async function rpcQueueDepth(client: Redis, stream: string): Promise<{ waiting: number; active: number }> {
+  const [length, pending] = await Promise.all([client.xlen(stream), client.xpending(stream, RPC_GROUP).catch(() => [0])]);
+  const active = Number((pending as unknown[])[0] ?? 0);
+  return { waiting: Math.max(0, length - active), active };
+}
+
+function fieldsOf(raw: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) out[raw[i]] = raw[i + 1];
+  return out;
+}
+
+/**
+ * The worker side of a request/response queue on a Redis stream with a consumer group: each
+ * call is delivered to exactly one replica (XREADGROUP), at most `concurrency` at a time per
+ * process. A call is acknowledged and deleted once its reply went out. While it runs, its entry
+ * is re-claimed by this consumer every third of the lock duration, so it never looks idle; an
+ * entry idle for longer than the lock duration belongs to a consumer that died, and any replica
+ * claims it (XAUTOCLAIM) and tells the caller the request was lost. Request/response calls are
+ * never re-run: their caller may already have received part of the answer.
+ */
+export class RpcStreamConsumer {
+  private readonly consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  private readonly stream: string;
+  private blocking?: Redis;
+  private stopped = false;
+  private readonly active = new Map<string, Promise<void>>();
+  private slotFreed?: () => void;
+  private loop?: Promise<void>;
+  private readonly timers: NodeJS.Timeout[] = [];
+
+  constructor(
+    private readonly redis: RedisService,
+    private readonly contract: QueueContract,
+    private readonly lockDurationMs: number,
+    private readonly handle: (job: RpcCallJob) => Promise<unknown>,
+    private readonly logger: Logger,
+  ) {
+    this.stream = redis.names.rpcStream(contract.name);
+  }
+
+  /** Starts consuming; never waits for Redis (a service boots, and reports 503, while it is away). */
+  start(): void {
+    this.blocking = this.redis.duplicate(`rpc-consumer:${this.contract.name}`, true);
+    this.loop = this.readLoop();
+    const every = (ms: number, task: () => Promise<unknown>) => {
+      const timer = setInterval(() => void task().catch(() => undefined), ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    every(Math.max(100, Math.floor(this.lockDurationMs / 3)), () => this.refresh());
+    every(Math.max(200, Math.floor(this.lockDurationMs / 2)), () => this.reclaim());
+  }
+
+  /** Stops reading; resolves once every call in progress has finished. */
+  async close(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.slotFreed?.();
+    // Ends a blocked XREADGROUP at once (QUIT would wait behind it for the BLOCK timeout).
+    this.blocking?.disconnect();
+    await this.loop;
+    await Promise.all(this.active.values());
+  }
+
+  private async readLoop(): Promise<void> {
+    const blocking = this.blocking!;
+    // The group is created over the blocking connection, which waits for Redis however long it is away.
+    while (!this.stopped) {
+      try {
+        await ensureRpcGroup(blocking, this.stream);
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    while (!this.stopped) {
+      const free = this.contract.settings.concurrency - this.active.size;
+      if (free <= 0) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        this.slotFreed = undefined;
+        continue;
+      }
+      let read: [string, [string, string[]][]][] | null;
+      try {
+        read = (await blocking.xreadgroup('GROUP', RPC_GROUP, this.consumer, 'COUNT', Math.min(free, 64), 'BLOCK', 2_000, 'STREAMS', this.stream, '>')) as
+          | [string, [string, string[]][]][]
+          | null;
+      } catch (err) {
+        if (this.stopped) break;
+        // The stream or group was deleted (FLUSHDB, a Redis restart without persistence): recreate it.
+        if (String((err as Error).message).includes('NOGROUP')) await ensureRpcGroup(this.redis.client, this.stream).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 500));
+        continue;
+      }
+      for (const [, entries] of read ?? []) for (const [entryId, fields] of entries) this.dispatch(entryId, fieldsOf(fields));
+    }
+  }
+
+  private dispatch(entryId: string, fields: Record<string, string>): void {
+    let data: unknown;
+    try {
+      data = JSON.parse(fields.data ?? 'null');
+    } catch {
+      this.logger.warn(`${this.contract.name}: dropped unreadable call ${entryId}`);
+      void this.done(entryId);
+      return;
+    }
+    const job: RpcCallJob = { id: fields.job ?? entryId, data, timestamp: Number(entryId.split('-')[0]), attemptsMade: 0, opts: { attempts: 1 } };
+    const run = this.handle(job)
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => this.done(entryId))
+      .finally(() => {
+        this.active.delete(entryId);
+        this.slotFreed?.();
+      });
+    this.active.set(entryId, run);
+  }
+
+  private async done(entryId: string): Promise<void> {
+    await this.redis.client
+      .multi()
+      .xack(this.stream, RPC_GROUP, entryId)
+      .xdel(this.stream, entryId)
+      .exec()
+      .catch(() => undefined);
+  }
+
+  /** Resets the idle time of the calls this process is running, so no replica takes them for lost. */
+  private async refresh(): Promise<void> {
+    if (this.active.size === 0) return;
+    await this.redis.client.xclaim(this.stream, RPC_GROUP, this.consumer, 0, ...this.active.keys(), 'JUSTID');
+  }
+
+  /** Calls whose consumer died: their callers are told at once instead of waiting for their timeout. */
+  private async reclaim(): Promise<void> {
+    if (this.stopped) return;
+    const [, claimed, deleted] = (await this.redis.client.xautoclaim(this.stream, RPC_GROUP, this.consumer, this.lockDurationMs, '0-0', 'COUNT', 100)) as [
+      string,
+      [string, string[] | null][],
+      string[] | undefined,
+    ];
+    for (const [entryId, raw] of claimed) {
+      if (this.active.has(entryId)) continue;
+      const jobId = raw ? fieldsOf(raw).job : undefined;
+      if (jobId) {
+        this.logger.warn(`${this.contract.name} call ${jobId} was lost with the process running it; telling its caller`);
+        const reply: RpcReply = { kind: 'error', error: { type: 'service_unavailable', message: 'The service handling this request stopped before it answered; retry the request' } };
+        await this.redis.client
+          .multi()
+          .publish(this.redis.names.rpcReply(jobId), JSON.stringify(reply))
+          .set(this.redis.names.rpcResult(jobId), JSON.stringify(reply), 'EX', 120)
+          .exec();
+      }
+      await this.done(entryId);
+    }
+    for (const entryId of deleted ?? []) await this.done(entryId);
+  }
+}
