@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Redis } from 'ioredis';
 import {
   buildAppsForTest,
   createTestEnvironment,
@@ -14,12 +15,12 @@ import {
 } from '@atelier/testing';
 
 /**
- * A gateway process killed while a synchronous render is under way: nobody is left to settle the
+ * Crashes around a paid synchronous request. A gateway process killed while a synchronous render is under way: nobody is left to settle the
  * request's reservation. The media service's stale-reservation sweep must give the credits back
  * once the request can no longer be running (RPC_TIMEOUT_MS + RESERVATION_GRACE_MS), and never
  * charge them.
  */
-describe('a gateway crash during a paid synchronous request (real processes)', () => {
+describe('crashes during a paid synchronous request (real processes)', () => {
   let env: TestEnvironment;
   let build: ReturnType<typeof buildAppsForTest>;
   const spawned: ChildProcess[] = [];
@@ -98,5 +99,59 @@ describe('a gateway crash during a paid synchronous request (real processes)', (
       [namespace],
     );
     expect({ credits: Number(ns.credits), reserved: Number(ns.reserved), charges: ns.charges }).toEqual({ credits: 5, reserved: 0, charges: '0' });
+  }, 90_000);
+
+  it('answers a render whose media process was killed with a 503 within the lock duration, from another replica, and charges nothing', async () => {
+    // The previous test's processes would compete for the call.
+    for (const c of spawned) if (c.exitCode === null) c.kill('SIGKILL');
+    const lock = { JOB_LOCK_DURATION_MS: '1000', RPC_TIMEOUT_MS: '60000' };
+    const gateway = await start('gateway', 'PORT', lock);
+    // Two media replicas whose renders outlive the test: one takes the call, the other must answer for it.
+    const replicas = [
+      await start('media', 'MEDIA_PORT', { ...lock, LOCAL_ENGINE_LATENCY_MS: '60000' }),
+      await start('media', 'MEDIA_PORT', { ...lock, LOCAL_ENGINE_LATENCY_MS: '60000' }),
+    ];
+    const base = `http://127.0.0.1:${gateway.port}`;
+    const created = await fetch(`${base}/api/admin/users`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ username: uniqueName(), credits: '5' }),
+    });
+    const { api_key: apiKey, namespace } = (await created.json()) as { api_key: string; namespace: string };
+    const answer = fetch(`${base}/api/ai/images/generate`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'local-image', prompt: 'a render whose worker dies' }),
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as { error?: { type?: string; message?: string } } }));
+
+    // The consumer name of the replica running the call carries its pid.
+    const redis = new Redis(env.redisUrl);
+    let owner: AppProcess | undefined;
+    try {
+      const stream = `${env.prefix}:rpc:media-render-image`;
+      owner = await waitFor(
+        async () => {
+          const pending = (await redis.xpending(stream, 'workers', '-', '+', 10)) as [string, string, number, number][];
+          return replicas.find((r) => pending.some(([, consumer]) => consumer.includes(`-${r.child.pid}-`)));
+        },
+        { timeoutMs: 10_000, description: 'a media replica to take the call' },
+      );
+    } finally {
+      redis.disconnect();
+    }
+    owner.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    const outcome = await answer;
+    expect(outcome.status).toBe(503);
+    expect(outcome.body.error?.message).toMatch(/stopped before it answered/);
+    // About the lock duration (1 s) plus a reclaim interval, far from the 60 s call timeout.
+    expect(Date.now() - killedAt).toBeLessThan(10_000);
+    await waitFor(
+      async () => {
+        const [ns] = await sql<{ reserved: string; credits: string }>(`SELECT reserved::text, credits::text FROM namespaces WHERE name = $1`, [namespace]);
+        return Number(ns.reserved) === 0 && Number(ns.credits) === 5;
+      },
+      { description: 'the reservation to be released, nothing charged' },
+    );
   }, 90_000);
 });
