@@ -2,10 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
+import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { closeRedis } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
+
+/** How long calls in flight wait for a dropped reply connection to come back before they fail with 503. */
+const LOST_CONNECTION_GRACE_MS = 2_000;
 
 export interface RpcCallOptions {
   timeoutMs?: number;
@@ -125,10 +129,21 @@ export class RpcClient implements OnApplicationShutdown {
     // it is back, calls whose job has already ended are answered from the job itself, so none
     // waits for its timeout (up to RPC_TIMEOUT_MS) for a reply that will never come.
     let lost = false;
-    sub.on('close', () => (lost = true));
+    let giveUp: NodeJS.Timeout | undefined;
+    sub.on('close', () => {
+      if (lost) return;
+      lost = true;
+      // A short blip is bridged (the kept replies are read once it is back); an outage is not
+      // waited out: the calls in flight get the outage 503 instead of hanging until it ends.
+      giveUp = setTimeout(() => {
+        for (const pending of [...this.pending.values()]) pending.abandon(outageError('redis'));
+      }, LOST_CONNECTION_GRACE_MS);
+      giveUp.unref();
+    });
     sub.on('ready', () => {
       if (!lost) return;
       lost = false;
+      clearTimeout(giveUp);
       // Twice: a worker may still be retrying its publish just after the reconnect.
       for (const delay of [500, 5_000]) setTimeout(() => void this.recoverLostReplies(), delay).unref();
     });
