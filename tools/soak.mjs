@@ -355,7 +355,7 @@ const [books] = await q(
      (SELECT coalesce(sum(cost), 0) FROM chat_usage WHERE namespace_id = $1)::text AS chat_recorded,
      (SELECT coalesce(sum(-l.amount), 0) FROM credit_ledger l JOIN credit_reservations r ON r.id = l.reservation_id WHERE l.namespace_id = $1 AND l.kind = 'charge' AND r.reference LIKE 'generation:%')::text AS gen_charged,
      (SELECT coalesce(sum(cost), 0) FROM generations WHERE namespace_id = $1)::text AS gen_recorded,
-     (SELECT coalesce(sum(-l.amount), 0) FROM credit_ledger l JOIN credit_reservations r ON r.id = l.reservation_id WHERE l.namespace_id = $1 AND l.kind = 'charge' AND r.reference LIKE '/%')::text AS sync_charged,
+     (SELECT coalesce(sum(-l.amount), 0) FROM credit_ledger l JOIN credit_reservations r ON r.id = l.reservation_id WHERE l.namespace_id = $1 AND l.kind = 'charge' AND r.reference LIKE 'media:%')::text AS sync_charged,
      (SELECT coalesce(sum(-amount), 0) FROM credit_ledger WHERE namespace_id = $1 AND kind = 'charge')::text AS all_charged,
      (SELECT count(*) FROM (SELECT reservation_id FROM credit_ledger WHERE namespace_id = $1 AND kind = 'charge' GROUP BY 1 HAVING count(*) > 1) d)::int AS double_charged,
      (SELECT credits FROM namespaces WHERE id = $1)::text AS balance,
