@@ -3,8 +3,22 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import type { QueueContract } from '@atelier/contracts';
+import { runPeriodically } from './periodic-task';
 import type { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
+
+/** How long a call's final reply is kept for a caller whose reply connection dropped. */
+const KEPT_REPLY_SECONDS = 120;
+
+/**
+ * Queues a call's final reply on `tx`: published on its reply channel and kept for
+ * KEPT_REPLY_SECONDS (RpcClient reads it there after a reconnect). Every final reply goes out
+ * through here: the handler's result or error, and the answer for a call lost with its consumer.
+ */
+export function queueFinalReply(tx: ReturnType<Redis['multi']>, redis: RedisService, jobId: string, reply: RpcReply): ReturnType<Redis['multi']> {
+  const text = JSON.stringify(reply);
+  return tx.publish(redis.names.rpcReply(jobId), text).set(redis.names.rpcResult(jobId), text, 'EX', KEPT_REPLY_SECONDS);
+}
 
 /** The consumer group every replica of a request/response queue reads through (competing consumers). */
 export const RPC_GROUP = 'workers';
@@ -59,7 +73,7 @@ export class RpcStreamConsumer {
   private readonly active = new Map<string, Promise<void>>();
   private slotFreed?: () => void;
   private loop?: Promise<void>;
-  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly periodic: { stop(): Promise<void> }[] = [];
 
   constructor(
     private readonly redis: RedisService,
@@ -75,22 +89,21 @@ export class RpcStreamConsumer {
   start(): void {
     this.blocking = this.redis.duplicate(`rpc-consumer:${this.contract.name}`, true);
     this.loop = this.readLoop();
-    const every = (ms: number, task: () => Promise<unknown>) => {
-      const timer = setInterval(() => void task().catch(() => undefined), ms);
-      timer.unref();
-      this.timers.push(timer);
-    };
-    every(Math.max(100, Math.floor(this.lockDurationMs / 3)), () => this.refresh());
-    every(Math.max(200, Math.floor(this.lockDurationMs / 2)), () => this.reclaim());
+    // Failures are Redis being away; the next tick tries again.
+    const ignore = () => undefined;
+    this.periodic.push(
+      runPeriodically(Math.max(100, Math.floor(this.lockDurationMs / 3)), () => this.refresh(), ignore),
+      runPeriodically(Math.max(200, Math.floor(this.lockDurationMs / 2)), () => this.reclaim(), ignore),
+    );
   }
 
   /** Stops reading; resolves once every call in progress has finished. */
   async close(): Promise<void> {
     this.stopped = true;
-    for (const t of this.timers) clearInterval(t);
     this.slotFreed?.();
     // Ends a blocked XREADGROUP at once (QUIT would wait behind it for the BLOCK timeout).
     this.blocking?.disconnect();
+    await Promise.all(this.periodic.map((p) => p.stop()));
     await this.loop;
     await Promise.all(this.active.values());
   }
@@ -181,11 +194,7 @@ export class RpcStreamConsumer {
       if (jobId) {
         this.logger.warn(`${this.contract.name} call ${jobId} was lost with the process running it; telling its caller`);
         const reply: RpcReply = { kind: 'error', error: { type: 'service_unavailable', message: 'The service handling this request stopped before it answered; retry the request' } };
-        await this.redis.client
-          .multi()
-          .publish(this.redis.names.rpcReply(jobId), JSON.stringify(reply))
-          .set(this.redis.names.rpcResult(jobId), JSON.stringify(reply), 'EX', 120)
-          .exec();
+        await queueFinalReply(this.redis.client.multi(), this.redis, jobId, reply).exec();
       }
       await this.done(entryId);
     }

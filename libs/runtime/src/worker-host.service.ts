@@ -9,7 +9,7 @@ import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } 
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
-import { RpcStreamConsumer } from './rpc-stream-consumer';
+import { queueFinalReply, RpcStreamConsumer } from './rpc-stream-consumer';
 
 export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
 export interface WorkerHostOptions {
@@ -95,7 +95,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           this.redis,
           contract,
           this.options.lockDurationMs ?? contract.settings.lockDurationMs,
-          (job) => requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, undefined)),
+          (job) => this.runInContext(contract, handler, job, undefined),
           this.logger,
         );
         consumer.start();
@@ -108,11 +108,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private startWorker(contract: QueueContract, handler: JobHandler<QueueContract>): Worker {
     const worker = new Worker(
       contract.name,
-      // Each job runs in the context of the request that caused it, so every log line written
-      // while handling it carries the gateway's request id (CallerContext.requestId or the
-      // job's own requestId).
-      (job: Job, token?: string) =>
-        requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, token)),
+      (job: Job, token?: string) => this.runInContext(contract, handler, job, token),
       {
         connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
@@ -135,6 +131,14 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       suppressed = 0;
     });
     return worker;
+  }
+
+  /**
+   * Each job runs in the context of the request that caused it, so every log line written while
+   * handling it carries the gateway's request id (CallerContext.requestId or the job's own).
+   */
+  private runInContext(contract: QueueContract, handler: JobHandler<QueueContract>, job: JobInfo, token: string | undefined): Promise<unknown> {
+    return requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, token));
   }
 
   private async run(contract: QueueContract, handler: JobHandler<QueueContract>, job: JobInfo, token: string | undefined): Promise<unknown> {
@@ -194,18 +198,16 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /**
-   * Chunks are only published. The final reply is also kept for two minutes (a caller whose reply
-   * connection dropped reads it once it is back), and a failure is appended to the queue's capped
+   * Chunks are only published. The final reply is also kept (queueFinalReply), and a failure is appended to the queue's capped
    * failed-calls stream (bounded retention, like BullMQ's removeOnFail).
    */
   private async reply(contract: QueueContract, job: JobInfo, message: RpcReply): Promise<void> {
     const id = String(job.id);
-    const text = JSON.stringify(message);
     if (message.kind === 'chunk') {
-      await this.redis.client.publish(this.redis.names.rpcReply(id), text);
+      await this.redis.client.publish(this.redis.names.rpcReply(id), JSON.stringify(message));
       return;
     }
-    const tx = this.redis.client.multi().publish(this.redis.names.rpcReply(id), text).set(this.redis.names.rpcResult(id), text, 'EX', 120);
+    const tx = queueFinalReply(this.redis.client.multi(), this.redis, id, message);
     if (message.kind === 'error')
       tx.xadd(this.redis.names.rpcFailed(contract.name), 'MAXLEN', '~', String(contract.settings.removeOnFail.count), '*', 'job', id, 'error', JSON.stringify(message.error), 'request', jobRequestId(job));
     await tx.exec();
