@@ -1,4 +1,4 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
@@ -27,7 +27,7 @@ export class ChatCompletionRunner {
   constructor(
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     @Inject(APP_CONFIG) config: AppConfig,
-    @Optional() private readonly metrics?: Metrics,
+    private readonly metrics: Metrics,
   ) {
     this.local = new LocalChatProvider(new ChatMediaInspector(config));
     this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv);
@@ -51,14 +51,11 @@ export class ChatCompletionRunner {
       signal: ctx.signal,
     };
     const provider = this.providerFor(model);
-    const calling = this.metrics?.stage('chat.provider');
     if (request.stream) {
-      const streamed = await provider.stream(call, ctx.sendChunk);
-      calling?.();
+      const streamed = await this.metrics.timed('chat.provider', () => provider.stream(call, ctx.sendChunk));
       return { completion: null, usage: streamed.usage, provider: streamed.provider };
     }
-    const answered = await provider.complete(call);
-    calling?.();
+    const answered = await this.metrics.timed('chat.provider', () => provider.complete(call));
     return { completion: answered.completion, usage: answered.completion.usage, provider: answered.provider };
   }
 

@@ -77,10 +77,8 @@ export class ChatCompletionsService {
       delivery.chunk(data);
     };
     let outcome: ChatCompletionOutcome;
-    const handOff = this.metrics.stage('chat.rpc');
     try {
-      outcome = await this.run(prepared, { signal, onChunk });
-      handOff();
+      outcome = await this.metrics.timed('chat.rpc', () => this.run(prepared, { signal, onChunk }));
     } catch (error) {
       await this.finish(prepared, {
         status: signal.aborted ? 'cancelled' : 'failed',
@@ -89,14 +87,10 @@ export class ChatCompletionsService {
       });
       throw error;
     }
-    const delivering = this.metrics.stage('chat.deliver');
-    await delivery.deliver(outcome.completion);
-    delivering();
+    await this.metrics.timed('chat.deliver', () => delivery.deliver(outcome.completion));
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.
-    const settling = this.metrics.stage('chat.settle');
-    await this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider });
-    settling();
+    await this.metrics.timed('chat.settle', () => this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider }));
   }
 
   private async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
@@ -107,9 +101,7 @@ export class ChatCompletionsService {
     validating();
     const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    const reserving = this.metrics.stage('chat.reserve');
-    const reservation = await this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId));
-    reserving();
+    const reservation = await this.metrics.timed('chat.reserve', () => this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId)));
     return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
   }
 

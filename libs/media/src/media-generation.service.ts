@@ -41,18 +41,18 @@ export class MediaGenerations {
     const params = validateMediaParams(model, body);
     const scope = await this.access.resolve(caller, params.target_namespace);
     validating();
-    const reserving = this.metrics.stage('media.reserve');
-    const reservation = await this.paid.reserve(scope.id, usageCost(model, requestedUsage(model, params)), reservationReference('media', endpoint, model.id, requestId));
-    reserving();
+    const reservation = await this.metrics.timed('media.reserve', () =>
+      this.paid.reserve(scope.id, usageCost(model, requestedUsage(model, params)), reservationReference('media', endpoint, model.id, requestId)),
+    );
     let result: MediaRenderResult;
-    const handOff = this.metrics.stage('media.rpc');
     try {
-      result = await this.rpc.call(
-        endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
-        { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
-        { signal },
+      result = await this.metrics.timed('media.rpc', () =>
+        this.rpc.call(
+          endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
+          { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
+          { signal },
+        ),
       );
-      handOff();
     } catch (err) {
       this.metrics.generations.inc({ model: model.id, outcome: signal.aborted ? 'cancelled' : 'failed', mode: 'sync' });
       // Nothing was produced (or nobody is left to receive it): nothing is charged.
@@ -64,11 +64,7 @@ export class MediaGenerations {
       Promise.all(
         result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),
       ),
-      (async () => {
-        const settling = this.metrics.stage('media.settle');
-        await this.paid.close(reservation, usageCost(model, result.usage));
-        settling();
-      })(),
+      this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage))),
     ]);
     return {
       engineMs: result.engineMs,

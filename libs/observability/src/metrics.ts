@@ -110,6 +110,14 @@ export class Metrics {
     return () => this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
   }
 
+  /** Times `work` as one stage, recorded when it succeeds (as with stage()). */
+  async timed<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const end = this.stage(name);
+    const result = await work();
+    end();
+    return result;
+  }
+
   /** Runs `collect` on every scrape (before the queue gauge is read); returns the unregister function. */
   addCollector(collect: Collector): () => void {
     this.collectors.add(collect);

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
@@ -70,7 +70,7 @@ export class GenerationQueue {
     private readonly bus: BroadcastBus,
     private readonly urls: SignedUrls,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
-    @Optional() private readonly metrics?: Metrics,
+    private readonly metrics: Metrics,
   ) {}
 
   /**
@@ -79,7 +79,7 @@ export class GenerationQueue {
    * (jobId = generation id) follow, and the dispatcher re-adds any job lost to a crash.
    */
   async enqueue(caller: Caller, rawBody: unknown): Promise<{ generations: { generation_id: string; status: 'queued' }[] }> {
-    const validating = this.metrics?.stage('queue.validate');
+    const validating = this.metrics.stage('queue.validate');
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
     const scope = await this.access.resolve(caller, body.target_namespace);
@@ -109,40 +109,35 @@ export class GenerationQueue {
     // Credits first, through the per-namespace group commit (concurrent enqueues of a namespace
     // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
     // reservations without generations; the queue-worker sweeper releases them.
-    validating?.();
+    validating();
     const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
-    const reserving = this.metrics?.stage('queue.reserve');
-    const reservations = await this.paid.reserveMany(
-      scope.id,
-      items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
+    const reservations = await this.metrics.timed('queue.reserve', () =>
+      this.paid.reserveMany(
+        scope.id,
+        items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
+      ),
     );
-    reserving?.();
-    const writing = this.metrics?.stage('queue.rows');
     try {
-      await this.rows.submit(
-        items.map(({ id }, k) => ({
-          id,
-          namespaceId: scope.id,
-          ownerId: caller.userId,
-          modelName: model.id,
-          mediaType,
-          prompt,
-          params: params as Prisma.InputJsonValue,
-          reservationId: reservations[k].id,
-          targetRepo: targetRepo ?? null,
-          targetDirectory: targetDirectory ?? null,
-        })),
-      );
+      const rows = items.map(({ id }, k) => ({
+        id,
+        namespaceId: scope.id,
+        ownerId: caller.userId,
+        modelName: model.id,
+        mediaType,
+        prompt,
+        params: params as Prisma.InputJsonValue,
+        reservationId: reservations[k].id,
+        targetRepo: targetRepo ?? null,
+        targetDirectory: targetDirectory ?? null,
+      }));
+      await this.metrics.timed('queue.rows', () => this.rows.submit(rows));
     } catch (err) {
       await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
       throw err;
     }
-    writing?.();
     const ids = items.map((i) => i.id);
 
-    const dispatching = this.metrics?.stage('queue.dispatch');
-    await this.dispatch(ids.map((id) => ({ id, mediaType })));
-    dispatching?.();
+    await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType }))));
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
   }
 
