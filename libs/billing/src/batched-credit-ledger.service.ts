@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
-import type { Pool, PoolClient } from 'pg';
+import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import type { Pool } from 'pg';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
+import { GroupCommit } from '@atelier/runtime';
 import { CreditLedger, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
-
-const MAX_BATCH = 256;
 
 /**
  * Named, so each pooled connection parses and plans them once: planning these CTEs is about half
@@ -18,15 +17,9 @@ const MAX_BATCH = 256;
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v1', text: RESERVE_SQL };
 const SETTLE_STATEMENT = { name: 'atelier_settle_v1', text: SETTLE_SQL };
 
-interface Pending<I, R> {
-  input: I;
-  resolve: (value: R) => void;
-  reject: (err: unknown) => void;
-}
-
 /** One call: its reservations are taken all together or not at all. */
 interface ReserveInput {
-  items: { amount: string; reference: string }[];
+  items: { id: string; amount: string; reference: string }[];
 }
 
 interface SettleInput {
@@ -34,78 +27,51 @@ interface SettleInput {
   actual: string;
 }
 
-type PendingReserve = Pending<ReserveInput, Reservation[]>;
-type PendingSettle = Pending<SettleInput, Settlement>;
-
-/** The calls of one namespace: at most one transaction in flight, the rest wait and go together. */
-class Lane {
-  readonly reserves: PendingReserve[] = [];
-  readonly settles: PendingSettle[] = [];
-  private running = false;
-
-  constructor(
-    private readonly run: (reserves: PendingReserve[], settles: PendingSettle[]) => Promise<void>,
-    private readonly onIdle: () => void,
-  ) {}
-
-  push<I, R>(queue: Pending<I, R>[], input: I): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      queue.push({ input, resolve, reject });
-      if (!this.running) void this.drain();
-    });
-  }
-
-  private async drain(): Promise<void> {
-    this.running = true;
-    while (this.reserves.length > 0 || this.settles.length > 0) {
-      const reserves = this.reserves.splice(0, MAX_BATCH);
-      const settles = this.settles.splice(0, MAX_BATCH);
-      try {
-        await this.run(reserves, settles);
-      } catch (err) {
-        for (const p of [...reserves, ...settles]) p.reject(err);
-      }
-    }
-    this.running = false;
-    this.onIdle();
-  }
+/**
+ * The two lanes of one namespace. Each has at most one statement in flight; calls that arrive
+ * meanwhile go together in the next one. They are separate so a reservation (on the caller's
+ * latency) never waits for a settle (after the answer) to come back: the two statements only
+ * meet on the namespace row lock inside Postgres, for the rest of the other's statement.
+ */
+interface Lanes {
+  reserves: GroupCommit<ReserveInput, boolean>;
+  settles: GroupCommit<SettleInput, string | undefined>;
 }
 
 /**
  * CreditLedger with group commit for hot namespaces. Every reserve and settle of a namespace
  * locks its one row, so on their own they run one Postgres commit at a time (bench:credits:
- * a few hundred cycles per second). Here, the calls of a namespace that arrive while its
- * previous transaction is in flight wait for it, then go to Postgres together: ONE transaction
- * holding one statement for all the settles and one for all the reservations (settles first,
- * so the credits they free can be reserved again), ONE commit.
+ * a few hundred cycles per second). Here, the reservations of a namespace that arrive while its
+ * previous reserve statement is in flight wait for it, then go to Postgres together in ONE
+ * statement (its own transaction, one commit); settles likewise, in their own lane.
  *
  * The guarantees are CreditLedger's, statement for statement (both run credit-statements.ts):
  * - never overspend: a batch of reservations is accepted in arrival order as long as the
  *   running total fits what the namespace can spend, read on the row the statement locked;
- *   anything refused is retried alone through CreditLedger.reserve (its exact 402);
+ *   a call it refuses is retried alone through CreditLedger.reserveBatch (its exact 402) once
+ *   the settles already given for the namespace have landed, so credits those free count;
  * - never charge twice: a batch settles only reservations still `open`, under their row
  *   locks, exactly like CreditLedger.settle, so a retried or concurrent settle (or release)
  *   finds nothing to do;
- * - crash safety: each call resolves only after the transaction holding it has committed, so
- *   whatever a caller was told is durable, and a transaction applies entirely or not at all;
- *   a crash loses only calls not yet answered, as before (their reservations stay open,
- *   never charged).
- * The statements run on a small pg pool of their own (Prisma costs about twice the CPU per raw
- * query). A charge above its reservation (capped at what the namespace can pay), a refused
- * reservation and any batch that fails go through CreditLedger itself.
+ * - crash safety: each call resolves only after the statement holding it has committed, so
+ *   whatever a caller was told is durable, and a statement applies entirely or not at all;
+ *   a crash loses only calls not yet answered (their reservations stay open, never charged).
+ * Lock order is the statements' own (reservation rows, then the namespace row), so the two
+ * lanes cannot deadlock. The statements run on a small pg pool of their own (Prisma costs about
+ * twice the CPU per raw query). A batch that fails is retried call by call (GroupCommit).
  */
 @Injectable()
 export class BatchedCreditLedger implements OnModuleDestroy {
-  private readonly logger = new Logger(BatchedCreditLedger.name);
-  private readonly lanes = new Map<string, Lane>();
-  private pool?: Pool;
-  /** Transactions sent and the calls they carried (calls / transactions = the batching factor). */
-  readonly stats = { transactions: 0, calls: 0 };
+  private readonly lanes = new Map<string, Lanes>();
+  private pools?: { reserves: Pool; settles: Pool };
 
   constructor(
     private readonly ledger: CreditLedger,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'DATABASE_URL'>,
   ) {}
+
+  /** Statements sent and the calls they carried (calls / statements = the batching factor). */
+  readonly stats = { transactions: 0, calls: 0 };
 
   async reserve(namespaceId: string, amount: string, reference: string): Promise<Reservation> {
     const [reservation] = await this.reserveMany(namespaceId, [{ amount, reference }]);
@@ -113,17 +79,28 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   /** Several reservations for one request (e.g. num_generations), all or nothing; 402 otherwise. */
-  reserveMany(namespaceId: string, items: { amount: string; reference: string }[]): Promise<Reservation[]> {
-    if (items.some((i) => !DECIMAL_PATTERN.test(i.amount)))
-      return this.ledger.reserveBatch(namespaceId, items.map((i) => ({ id: randomUUID(), ...i })));
-    const lane = this.lane(namespaceId);
-    return lane.push(lane.reserves, { items });
+  async reserveMany(namespaceId: string, items: { amount: string; reference: string }[]): Promise<Reservation[]> {
+    const input = { items: items.map((i) => ({ id: randomUUID(), ...i })) };
+    if (items.some((i) => !DECIMAL_PATTERN.test(i.amount))) return this.ledger.reserveBatch(namespaceId, input.items);
+    const lanes = this.lanesOf(namespaceId);
+    if (!(await lanes.reserves.submit(input))) {
+      // The batch stops at the first reservation that does not fit; a smaller one after it may
+      // still fit, and settles given before this call may free what it needs. The ledger
+      // decides alone, after them, with its exact 402.
+      await lanes.settles.idle();
+      return this.ledger.reserveBatch(namespaceId, input.items);
+    }
+    for (const item of input.items) this.ledger.metrics?.creditsReserved.inc(creditAmount(item.amount));
+    return input.items.map((item) => ({ id: item.id, namespaceId, amount: new Prisma.Decimal(item.amount).toFixed() }));
   }
 
-  settle(reservation: Reservation, actual: string): Promise<Settlement> {
+  async settle(reservation: Reservation, actual: string): Promise<Settlement> {
     if (!DECIMAL_PATTERN.test(actual)) return this.ledger.settle(reservation.id, actual);
-    const lane = this.lane(reservation.namespaceId);
-    return lane.push(lane.settles, { reservation, actual });
+    const charged = await this.lanesOf(reservation.namespaceId).settles.submit({ reservation, actual });
+    // Already closed (a retried settle): the ledger reports what was charged, applied: false.
+    if (charged === undefined) return this.ledger.settle(reservation.id, actual);
+    this.ledger.metrics?.creditsSettled.inc(creditAmount(charged));
+    return { reservationId: reservation.id, charged, applied: true };
   }
 
   /** Releases are rare (failures, cancels); they go straight to the ledger. */
@@ -132,102 +109,62 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.pool?.end();
+    await Promise.all([this.pools?.reserves.end(), this.pools?.settles.end()]);
   }
 
-  private lane(namespaceId: string): Lane {
-    let lane = this.lanes.get(namespaceId);
-    if (!lane) {
-      // A lane is dropped once drained, so the map only holds namespaces with calls in flight.
-      lane = new Lane(
-        (reserves, settles) => this.flush(namespaceId, reserves, settles),
-        () => this.lanes.delete(namespaceId),
-      );
-      this.lanes.set(namespaceId, lane);
+  private lanesOf(namespaceId: string): Lanes {
+    let lanes = this.lanes.get(namespaceId);
+    if (!lanes) {
+      // Dropped once both lanes are drained, so the map only holds namespaces with calls in flight.
+      const onIdle = () => {
+        if (lanes!.reserves.isIdle && lanes!.settles.isIdle && this.lanes.get(namespaceId) === lanes) this.lanes.delete(namespaceId);
+      };
+      lanes = {
+        reserves: new GroupCommit((calls) => this.reserveStatement(namespaceId, calls), { onIdle }),
+        settles: new GroupCommit((calls) => this.settleStatement(calls), { onIdle }),
+      };
+      this.lanes.set(namespaceId, lanes);
     }
-    return lane;
+    return lanes;
   }
 
-  private async one<T>(p: Pending<unknown, T>, call: () => Promise<T>): Promise<void> {
-    try {
-      p.resolve(await call());
-    } catch (err) {
-      p.reject(err);
-    }
+  /** One RESERVE_SQL for the batch; per call, whether its reservations were taken. */
+  private async reserveStatement(namespaceId: string, calls: ReserveInput[]): Promise<boolean[]> {
+    const { rows } = await this.query<{ id: string }>('reserves', RESERVE_STATEMENT, calls.length, [
+      namespaceId,
+      calls.flatMap((c) => c.items.map((i) => i.id)),
+      calls.flatMap((c) => c.items.map((i) => i.amount)),
+      calls.flatMap((c) => c.items.map((i) => i.reference)),
+      calls.flatMap((c, call) => c.items.map(() => call)),
+    ]);
+    const accepted = new Set(rows.map((r) => r.id));
+    return calls.map((c) => accepted.has(c.items[0].id));
   }
 
-  private async flush(namespaceId: string, reserves: PendingReserve[], settles: PendingSettle[]): Promise<void> {
-    const reserveAlone = (p: PendingReserve) =>
-      this.one(p, () => this.ledger.reserveBatch(namespaceId, p.input.items.map((i) => ({ id: randomUUID(), ...i }))));
-    const settleAlone = (p: PendingSettle) => this.one(p, () => this.ledger.settle(p.input.reservation.id, p.input.actual));
-    const ids = reserves.map((p) => p.input.items.map(() => randomUUID()));
+  /** One SETTLE_SQL for the batch; per call, what it charged (undefined: it was already closed). */
+  private async settleStatement(calls: SettleInput[]): Promise<(string | undefined)[]> {
+    const { rows } = await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [
+      calls.map((c) => c.reservation.id),
+      calls.map((c) => c.actual),
+    ]);
+    const charged = new Map(rows.map((r) => [r.id, new Prisma.Decimal(r.charged).toFixed()]));
+    return calls.map((c) => charged.get(c.reservation.id));
+  }
 
-    let settled = new Map<string, string>();
-    let accepted = new Set<string>();
-    if (settles.length > 0 || reserves.length > 0) {
-      this.pool ??= createPgPool(this.config.DATABASE_URL, 8, 'atelier-credits');
-      // Settles and reservations together need a transaction; either alone is one statement
-      // (its own transaction), which saves the BEGIN/COMMIT round trips when load is light.
-      const both = settles.length > 0 && reserves.length > 0;
-      let client: PoolClient | undefined;
-      try {
-        client = await this.pool.connect();
-        if (both) await client.query('BEGIN');
-        if (settles.length > 0) {
-          const rows = await client.query<{ id: string; charged: string }>({
-            ...SETTLE_STATEMENT,
-            values: [settles.map((p) => p.input.reservation.id), settles.map((p) => p.input.actual)],
-          });
-          settled = new Map(rows.rows.map((r) => [r.id, new Prisma.Decimal(r.charged).toFixed()]));
-        }
-        if (reserves.length > 0) {
-          const rows = await client.query<{ id: string }>({
-            ...RESERVE_STATEMENT,
-            values: [
-              namespaceId,
-              ids.flat(),
-              reserves.flatMap((p) => p.input.items.map((i) => i.amount)),
-              reserves.flatMap((p) => p.input.items.map((i) => i.reference)),
-              reserves.flatMap((p, call) => p.input.items.map(() => call)),
-            ],
-          });
-          accepted = new Set(rows.rows.map((r) => r.id));
-        }
-        if (both) await client.query('COMMIT');
-        this.stats.transactions++;
-        this.stats.calls += settles.length + reserves.length;
-      } catch (err) {
-        if (both) await client?.query('ROLLBACK').catch(() => undefined);
-        this.logger.warn(`Batched credit transaction of ${settles.length + reserves.length} calls failed (${(err as Error).message}); retrying them one by one`);
-        client?.release(err as Error);
-        client = undefined;
-        await Promise.all([...reserves.map(reserveAlone), ...settles.map(settleAlone)]);
-        return;
-      } finally {
-        client?.release();
-      }
-    }
-
-    const alone: Promise<void>[] = [];
-    for (const p of settles) {
-      const amount = settled.get(p.input.reservation.id);
-      if (amount !== undefined) {
-        this.ledger.metrics?.creditsSettled.inc(creditAmount(amount));
-        p.resolve({ reservationId: p.input.reservation.id, charged: amount, applied: true });
-      }
-      // Already closed (a retried settle): the ledger reports what was charged, applied: false.
-      else alone.push(settleAlone(p));
-    }
-    const refused: PendingReserve[] = [];
-    reserves.forEach((p, call) => {
-      if (accepted.has(ids[call][0])) {
-        for (const item of p.input.items) this.ledger.metrics?.creditsReserved.inc(creditAmount(item.amount));
-        p.resolve(p.input.items.map((item, i) => ({ id: ids[call][i], namespaceId, amount: new Prisma.Decimal(item.amount).toFixed() })));
-      } else refused.push(p);
-    });
-    await Promise.all(alone);
-    // The batch stops at the first reservation that does not fit; smaller ones after it may
-    // still fit, and the ledger gives the refused ones their exact 402.
-    for (const p of refused) await reserveAlone(p);
+  private async query<T extends object>(lane: 'reserves' | 'settles', statement: { name: string; text: string }, calls: number, values: unknown[]) {
+    this.pools ??= {
+      // A reservation is a hold, not money: it commits without waiting for its WAL flush
+      // (half of what it costs Postgres). Whatever later charges it (a settle, the generation
+      // rows of an enqueue) commits durably, which flushes the WAL up to and including it, so
+      // only a hold whose request is still running can be forgotten, by a Postgres crash in
+      // the flush interval (at most 3 x wal_writer_delay); that request is then not charged.
+      // Visibility and locking are unchanged, so concurrent calls still cannot overspend.
+      reserves: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-reserve', { synchronous_commit: 'off' }),
+      settles: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-settle'),
+    };
+    const result = await this.pools[lane].query<T>({ ...statement, values });
+    this.stats.transactions++;
+    this.stats.calls += calls;
+    return result;
   }
 }

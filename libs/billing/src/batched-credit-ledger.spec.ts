@@ -74,10 +74,11 @@ describe('BatchedCreditLedger (real Postgres)', () => {
     }
   });
 
-  it('settles and reserves in the same transaction, so freed credits can be reserved again at once', async () => {
+  it('retries a reservation refused while a settle is in flight once the settle landed, so freed credits can be reserved again at once', async () => {
     const ns = await namespaceWith('1');
     const first = await batched.reserve(ns, '1', 'first');
-    // While the next two calls wait for the lane, they are carried together: settle, then reserve.
+    // The settle goes at once in its own lane; the reservation waits behind the blocker and may
+    // find the credits still held, in which case it is retried after the settle.
     const blocker = batched.reserve(ns, '0', 'blocker');
     const [settled, second] = await Promise.all([batched.settle(first, '0.4'), batched.reserve(ns, '0.6', 'second'), blocker]);
     expect(settled).toMatchObject({ applied: true, charged: '0.4' });

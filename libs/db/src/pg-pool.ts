@@ -7,15 +7,19 @@ const logger = new Logger('PgPool');
  * A plain node-postgres pool on the same database (and `?schema=`) as Prisma, for the few hot
  * statements where Prisma's per-query overhead (about twice pg's CPU per raw query) matters.
  */
-export function createPgPool(databaseUrl: string, max: number, applicationName = 'atelier'): Pool {
+export function createPgPool(databaseUrl: string, max: number, applicationName = 'atelier', settings: Record<string, string> = {}): Pool {
   const url = new URL(databaseUrl);
   const schema = url.searchParams.get('schema') ?? undefined;
   url.searchParams.delete('schema');
+  // Session settings travel in the startup packet, so every connection has them before its first query.
+  const options = Object.entries({ ...settings, ...(schema ? { search_path: `"${schema.replace(/"/g, '')}"` } : {}) })
+    .map(([name, value]) => `-c ${name}=${value}`)
+    .join(' ');
   const pool = new Pool({
     connectionString: url.toString(),
     max,
     application_name: applicationName,
-    ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
+    ...(options ? { options } : {}),
   });
   // An idle client whose server goes away (restart, failover) is emitted here; without a
   // listener Node treats it as an unhandled 'error' and exits. The pool has already dropped the

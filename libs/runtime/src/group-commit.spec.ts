@@ -29,4 +29,29 @@ describe('GroupCommit', () => {
       { status: 'fulfilled', value: 'B' },
     ]);
   });
+
+  it('tells when every call given so far has finished, and says so each time it drains', async () => {
+    let idleCalls = 0;
+    const release: (() => void)[] = [];
+    const group = new GroupCommit<number, number>(
+      (inputs) => new Promise((resolve) => release.push(() => resolve(inputs))),
+      { onIdle: () => idleCalls++ },
+    );
+    expect(group.isIdle).toBe(true);
+    await group.idle();
+    const first = group.submit(1);
+    const second = group.submit(2);
+    let idle = false;
+    const waiting = group.idle().then(() => (idle = true));
+    release.shift()!();
+    await first;
+    await new Promise((r) => setImmediate(r));
+    // The second call is still in flight: not idle yet.
+    expect(idle).toBe(false);
+    expect(group.isIdle).toBe(false);
+    release.shift()!();
+    await Promise.all([second, waiting]);
+    expect(group.isIdle).toBe(true);
+    expect(idleCalls).toBe(1);
+  });
 });

@@ -4,6 +4,13 @@ interface Waiting<I, R> {
   reject: (err: unknown) => void;
 }
 
+export interface GroupCommitOptions {
+  /** Most calls carried by one batch. */
+  maxBatch?: number;
+  /** Called each time the last batch in flight finished with nothing left waiting. */
+  onIdle?: () => void;
+}
+
 /**
  * Group commit for calls that each cost a round trip and a commit (a Postgres insert, a Redis
  * script): while one batch is in flight, new calls wait and then go together in the next one, so
@@ -14,19 +21,36 @@ interface Waiting<I, R> {
 export class GroupCommit<I, R> {
   private waiting: Waiting<I, R>[] = [];
   private running = false;
+  private idleWaiters: (() => void)[] = [];
+  private readonly maxBatch: number;
+  private readonly onIdle?: () => void;
   /** Batches sent and the calls they carried (calls / batches = the batching factor). */
   readonly stats = { batches: 0, calls: 0 };
 
   constructor(
     private readonly flush: (inputs: I[]) => Promise<R[]>,
-    private readonly maxBatch = 256,
-  ) {}
+    options: GroupCommitOptions = {},
+  ) {
+    this.maxBatch = options.maxBatch ?? 256;
+    this.onIdle = options.onIdle;
+  }
 
   submit(input: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.waiting.push({ input, resolve, reject });
       if (!this.running) void this.drain();
     });
+  }
+
+  /** Whether no call is waiting or in flight. */
+  get isIdle(): boolean {
+    return !this.running && this.waiting.length === 0;
+  }
+
+  /** Resolves once every call submitted so far has finished (at once when idle). */
+  idle(): Promise<void> {
+    if (this.isIdle) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   private async drain(): Promise<void> {
@@ -52,5 +76,9 @@ export class GroupCommit<I, R> {
       }
     }
     this.running = false;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+    this.onIdle?.();
   }
 }

@@ -204,6 +204,9 @@ describe('RpcClient over Redis streams', () => {
     expect(b.handled.length).toBeGreaterThan(0);
     // Each caller got the answer of the replica that actually ran its job.
     for (const r of results) expect(handlers().find((h) => h.replica === r.replica)!.handled).toContain(r.id);
+    // Each call was acknowledged and deleted together with its reply: none is left pending or queued.
+    const redis = caller.get(RedisService);
+    expect(await rpcQueueDepth(redis.client, redis.names.rpcStream(TEST_QUEUE.name))).toEqual({ waiting: 0, active: 0 });
   });
 
   it('delivers streamed chunks in order, before the result', async () => {

@@ -31,6 +31,12 @@ export interface RpcCallJob {
   timestamp: number;
   attemptsMade: number;
   opts: { attempts?: number };
+  /**
+   * Adds the call's acknowledgement (XACK + XDEL of its entry) to the transaction carrying its
+   * final reply, so replying and acknowledging cost one Redis round trip. A call whose reply
+   * transaction fails stays pending, and the reclaim tells its caller it was lost.
+   */
+  acknowledge(tx: ReturnType<Redis['multi']>): ReturnType<Redis['multi']>;
 }
 
 /** Creates the consumer group once (every replica tries; the rest get BUSYGROUP). */
@@ -151,13 +157,24 @@ export class RpcStreamConsumer {
       void this.done(entryId);
       return;
     }
-    const job: RpcCallJob = { id: fields.job ?? entryId, data, timestamp: Number(entryId.split('-')[0]), attemptsMade: 0, opts: { attempts: 1 } };
+    let acknowledged = false;
+    const job: RpcCallJob = {
+      id: fields.job ?? entryId,
+      data,
+      timestamp: Number(entryId.split('-')[0]),
+      attemptsMade: 0,
+      opts: { attempts: 1 },
+      acknowledge: (tx) => {
+        acknowledged = true;
+        return tx.xack(this.stream, RPC_GROUP, entryId).xdel(this.stream, entryId);
+      },
+    };
     const run = this.handle(job)
       .then(
         () => undefined,
         () => undefined,
       )
-      .then(() => this.done(entryId))
+      .then(() => (acknowledged ? undefined : this.done(entryId)))
       .finally(() => {
         this.active.delete(entryId);
         this.slotFreed?.();

@@ -9,7 +9,7 @@ import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } 
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
-import { queueFinalReply, RpcStreamConsumer } from './rpc-stream-consumer';
+import { queueFinalReply, RpcStreamConsumer, type RpcCallJob } from './rpc-stream-consumer';
 
 export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
 export interface WorkerHostOptions {
@@ -208,6 +208,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       return;
     }
     const tx = queueFinalReply(this.redis.client.multi(), this.redis, id, message);
+    if (isStreamCall(job)) job.acknowledge(tx);
     if (message.kind === 'error')
       tx.xadd(this.redis.names.rpcFailed(contract.name), 'MAXLEN', '~', String(contract.settings.removeOnFail.count), '*', 'job', id, 'error', JSON.stringify(message.error), 'request', jobRequestId(job));
     await tx.exec();
@@ -250,6 +251,10 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     this.logger.warn('Jobs still running after the shutdown timeout; abandoning them');
     await settlesWithin(Promise.all(this.workers.map((w) => w.disconnect().catch(() => undefined))), 1_000);
   }
+}
+
+function isStreamCall(job: JobInfo): job is RpcCallJob {
+  return typeof (job as Partial<RpcCallJob>).acknowledge === 'function';
 }
 
 /** The originating request's id: CallerContext.requestId (rpc jobs) or the job's own requestId. */
