@@ -1,3 +1,4 @@
+import { ApiKeyAuthenticator } from '@atelier/auth';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -86,6 +87,29 @@ describe('gateway authentication and namespace access', () => {
     expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(401);
     // Other keys of the same user keep working.
     expect((await gw.http.request('GET', '/api/credits', { token: bob.apiKey })).status).toBe(200);
+  });
+
+  it('verifies a burst of requests with a key not yet cached with one database read', async () => {
+    const issued = await gw.http.request<{ api_key: string }>('POST', `/api/admin/users/${alice.username}/api_keys`, { token: gw.adminToken });
+    expect(issued.status).toBe(201);
+    // Counts the reads of the key table behind the cache (a private step, wrapped only here).
+    const authenticator = gw.app.get(ApiKeyAuthenticator) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
+    const lookup = authenticator.lookup;
+    let reads = 0;
+    authenticator.lookup = (...args) => {
+      reads++;
+      return lookup.apply(authenticator, args);
+    };
+    try {
+      const answers = await Promise.all(Array.from({ length: 50 }, () => gw.http.request('GET', '/api/credits', { token: issued.body.api_key })));
+      expect(answers.map((a) => a.status)).toEqual(Array(50).fill(200));
+      expect(reads).toBe(1);
+      // A bad key in the same burst is still refused, each request on its own answer.
+      const bad = await Promise.all(Array.from({ length: 5 }, () => gw.http.request('GET', '/api/credits', { token: `${issued.body.api_key.slice(0, -1)}x` })));
+      expect(bad.map((a) => a.status)).toEqual(Array(5).fill(401));
+    } finally {
+      authenticator.lookup = lookup;
+    }
   });
 
   it('serves health without credentials', async () => {

@@ -17,6 +17,13 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 export class ApiKeyAuthenticator implements OnModuleInit {
   private readonly cache = new Map<string, { caller: Caller; until: number }>();
   private readonly lastUsedWritten = new Map<string, number>();
+  /**
+   * Lookups in flight by key hash: concurrent requests with one key share one database read.
+   * A burst (10,000 event streams reconnecting after a deploy) otherwise starts one query per
+   * request before the first answer fills the cache, and the memory they hold at once stays
+   * with the process (bench:queue's SSE figure).
+   */
+  private readonly lookups = new Map<string, Promise<Caller>>();
 
   constructor(
     private readonly prisma: PrismaService,
@@ -30,6 +37,8 @@ export class ApiKeyAuthenticator implements OnModuleInit {
 
   forget(prefix: string): void {
     for (const [hash, entry] of this.cache) if (entry.caller.keyPrefix === prefix) this.cache.delete(hash);
+    // A request arriving after the revocation reads the database again rather than joining a lookup begun before it.
+    this.lookups.clear();
   }
 
   async authenticate(authorization: string | string[] | undefined): Promise<Caller> {
@@ -46,6 +55,16 @@ export class ApiKeyAuthenticator implements OnModuleInit {
     const cached = this.cache.get(hash);
     if (cached && cached.until > now) return cached.caller;
 
+    const inFlight = this.lookups.get(hash);
+    if (inFlight) return inFlight;
+    const lookup = this.lookup(prefix, hash, now).finally(() => {
+      if (this.lookups.get(hash) === lookup) this.lookups.delete(hash);
+    });
+    this.lookups.set(hash, lookup);
+    return lookup;
+  }
+
+  private async lookup(prefix: string, hash: string, now: number): Promise<Caller> {
     const row = await this.prisma.apiKey.findUnique({
       where: { prefix },
       include: { user: { include: { namespace: true } } },
