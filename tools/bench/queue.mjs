@@ -3,7 +3,7 @@
 // enqueue -> processing latency with idle workers, terminal -> event delivery latency,
 // sustained enqueue throughput through the gateway, and memory per idle SSE connection.
 import { fork } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -76,7 +76,11 @@ const r = await autocannon({
   headers: auth,
   body: JSON.stringify({ model: 'local-image', prompt: 'throughput' }),
 });
-console.log(`enqueue through the gateway (50 connections, ${duration}s): ${Math.round(r.requests.average)} generations/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}`);
+console.log(`enqueue through the gateway (50 connections, ${duration}s): ${Math.round(r.requests.average)} generations/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}   (target >= 2000/s, p99 <= 50 ms)`);
+// The same connections on an authenticated read that touches neither Postgres nor Redis: the
+// HTTP floor of this gateway and client, measured in the same run.
+const floor = await autocannon({ url: `${base}/api/ai/models/local-image`, connections: 50, duration: Math.max(2, duration / 2), headers: auth });
+console.log(`  beside it, an authenticated GET of a model (same connections): ${Math.round(floor.requests.average)} req/s, p50 ${floor.latency.p50} ms, p99 ${floor.latency.p99} ms`);
 const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
 console.log(`  gateway stages under that load, means in ms: ${stageLine(stagesBefore, stagesAfter, ['auth', 'queue.validate', 'queue.reserve', 'queue.rows', 'queue.dispatch'])}`);
 
@@ -91,7 +95,22 @@ global.gc?.();
 const after = process.memoryUsage();
 const perConn = (after.rss - before.rss) / n;
 const heapPer = (after.heapUsed - before.heapUsed) / n;
-console.log(`${n} idle SSE connections: +${Math.round((after.rss - before.rss) / 1048576)} MiB RSS = ${(perConn / 1024).toFixed(1)} KB per connection (heap ${(heapPer / 1024).toFixed(1)} KB)`);
+console.log(`${n} idle SSE connections: +${Math.round((after.rss - before.rss) / 1048576)} MiB RSS = ${(perConn / 1024).toFixed(1)} KB per connection (heap ${(heapPer / 1024).toFixed(1)} KB)   (target <= 20 KB)`);
+if (process.env.BENCH_JSON)
+  writeFileSync(
+    process.env.BENCH_JSON,
+    JSON.stringify(
+      {
+        bench: 'queue',
+        machine: machine(),
+        enqueue: { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, floorRps: floor.requests.average, floorP99: floor.latency.p99 },
+        pickup: { p50: percentile(pickup, 0.5), p99: percentile(pickup, 0.99) },
+        sse: { connections: n, rssKbPerConnection: perConn / 1024, heapKbPerConnection: heapPer / 1024 },
+      },
+      null,
+      2,
+    ),
+  );
 client.kill();
 
 await gateway.close();
