@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, type Caller } from '@atelier/auth';
 import { ChatCompletionsService } from '@atelier/chat';
 import { toErrorResponse } from '@atelier/runtime';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import { IDEMPOTENT } from '@atelier/idempotency';
 
 /**
  * POST /api/ai/chat/completions, OpenAI-compatible. Validation, the credit reservation, what a
@@ -21,6 +23,7 @@ export class ChatController {
    * complete answer.
    */
   @Post('completions')
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     const gone = new AbortController();

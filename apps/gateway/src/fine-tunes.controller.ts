@@ -3,6 +3,8 @@ import type { FastifyRequest } from 'fastify';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
 import { FineTunesService } from '@atelier/fine-tune';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import { IDEMPOTENT } from '@atelier/idempotency';
 
 /** Fine-tunes of a repository: create (validated against the dataset), read, list, delete, tokenize. */
 @Controller('api/repos/:namespace/:repo/fine_tunes')
@@ -19,6 +21,7 @@ export class FineTunesController {
   }
 
   @Post()
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(201)
   async create(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Body() body: unknown) {
     const repo = await this.repo(caller, namespace, name);
@@ -44,6 +47,7 @@ export class FineTunesController {
   }
 
   @Post(':id/tokenize')
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async tokenize(
     @CurrentCaller() caller: Caller,

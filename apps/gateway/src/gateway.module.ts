@@ -23,6 +23,7 @@ import { ModelsController } from './models.controller';
 import { QueueBoard } from './queue-board';
 import { QueueController } from './queue.controller';
 import { ReposController } from './repos.controller';
+import { IdempotencyModule } from '@atelier/idempotency';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
 @Module({})
@@ -36,7 +37,8 @@ export class GatewayModule {
         ReposGatewayModule,
         FineTuneGatewayModule,
         ChatGatewayModule,
-        MediaGatewayModule],
+        MediaGatewayModule,
+        IdempotencyModule],
       controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
       providers: [QueueBoard],
     };

@@ -2,6 +2,8 @@ import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, type Caller } from '@atelier/auth';
 import { MediaGenerations, type MediaEndpoint } from '@atelier/media';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import { IDEMPOTENT } from '@atelier/idempotency';
 
 /** How often TCP keep-alive probes go out while a long render is waiting (NATs and load balancers drop silent connections). */
 const KEEPALIVE_PROBE_MS = 30_000;
@@ -16,18 +18,21 @@ export class MediaController {
   constructor(private readonly media: MediaGenerations) {}
 
   @Post('images/generate')
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   generateImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     return this.render('/images/generate', caller, body, req, reply);
   }
 
   @Post('images/edit')
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   editImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     return this.render('/images/edit', caller, body, req, reply);
   }
 
   @Post('videos/generate')
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   generateVideo(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     return this.render('/videos/generate', caller, body, req, reply);

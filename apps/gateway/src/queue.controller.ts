@@ -1,6 +1,8 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { CurrentCaller, type Caller } from '@atelier/auth';
 import { GenerationQueue, type ListQuery } from '@atelier/queue';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import { IDEMPOTENT } from '@atelier/idempotency';
 
 /** The asynchronous generation queue: POST/GET/DELETE /api/ai/queue. */
 @Controller('api/ai/queue')
@@ -8,6 +10,7 @@ export class QueueController {
   constructor(private readonly generations: GenerationQueue) {}
 
   @Post()
+  @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   enqueue(@CurrentCaller() caller: Caller, @Body() body: unknown) {
     return this.generations.enqueue(caller, body);

@@ -87,6 +87,8 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */
   AUTH_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
+  /** How long the answer to a POST sent with an Idempotency-Key is kept for retries with the same key. */
+  IDEMPOTENCY_TTL_SECONDS: positiveInt.default(86_400),
   /** Time a synchronous gateway call waits for its service before answering 504. */
   RPC_TIMEOUT_MS: positiveInt.default(15 * 60 * 1000),
   /**

@@ -22,7 +22,21 @@ interface Operation {
   query?: { name: string; schema: Schema; description?: string }[];
   /** Success status → [description, schema name or inline schema, content type]. */
   responses: Record<number, [string, (Schema | string)?, string?]>;
+  /** Accepts an Idempotency-Key header (routes marked IDEMPOTENT in the gateway). */
+  idempotent?: boolean;
 }
+
+const IDEMPOTENCY_KEY_PARAMETER = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$' },
+  description:
+    'Makes a retry safe: the first request with a key runs and its final answer is stored for IDEMPOTENCY_TTL_SECONDS (default 24 h); ' +
+    'the same key, route and body again gets that answer with `Idempotent-Replayed: true` and runs and charges nothing. ' +
+    'The same key with another body or route: 422 `idempotency_key_reused`; while the first request runs: 409 `idempotency_key_in_use`. ' +
+    '5xx and 429 answers are not stored. Not with `stream: true` (400). Scoped to the authenticated user.',
+};
 
 /** `/api/ai/queue/:id` → `/api/ai/queue/{id}`; a trailing wildcard becomes `{path}` (it may contain slashes). */
 export function openApiPath(fastifyUrl: string): string {
@@ -67,6 +81,7 @@ function operations(catalog: ModelCatalog): Operation[] {
     {
       method: 'post',
       route: '/api/ai/chat/completions',
+      idempotent: true,
       tag: 'Chat',
       summary: 'Chat completion (OpenAI-compatible)',
       access: 'key',
@@ -78,6 +93,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       (endpoint): Operation => ({
         method: 'post',
         route: `/api/ai${endpoint}`,
+        idempotent: true,
         tag: 'Media',
         summary: { '/images/generate': 'Generate images', '/images/edit': 'Edit images', '/videos/generate': 'Generate a video' }[endpoint],
         access: 'key',
@@ -89,6 +105,7 @@ function operations(catalog: ModelCatalog): Operation[] {
     {
       method: 'post',
       route: '/api/ai/queue',
+      idempotent: true,
       tag: 'Queue',
       summary: 'Enqueue image or video generations',
       access: 'key',
@@ -196,6 +213,7 @@ function operations(catalog: ModelCatalog): Operation[] {
     {
       method: 'post',
       route: '/api/repos/:namespace/:repo/fine_tunes',
+      idempotent: true,
       tag: 'Fine-tunes',
       summary: 'Create a fine-tune',
       access: 'key',
@@ -217,6 +235,7 @@ function operations(catalog: ModelCatalog): Operation[] {
     {
       method: 'post',
       route: '/api/repos/:namespace/:repo/fine_tunes/:id/tokenize',
+      idempotent: true,
       tag: 'Fine-tunes',
       summary: 'Tokenize the dataset of a created fine-tune',
       access: 'key',
@@ -316,6 +335,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     const responses: Record<string, Schema> = {};
     for (const [status, [description, schema, type]] of Object.entries(op.responses))
       responses[status] = { description, ...(schema !== undefined && { content: content(schema, type) }) };
+    if (op.idempotent) for (const status of [409, 422]) responses[String(status)] ??= { description: 'Idempotency-Key in use (409) or reused (422)', content: content('Error') };
     for (const status of ERROR_STATUSES[op.access])
       responses[String(status)] ??= { description: 'Error', content: content('Error') };
     (paths[path] ??= {})[op.method] = {
@@ -324,7 +344,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
       summary: op.summary,
       ...(op.description && { description: op.description }),
       security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : 'apiKey']: [] }],
-      parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q }))],
+      parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })), ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
       ...(op.body && { requestBody: { required: true, content: content(op.body, op.bodyType) } }),
       responses,
     };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -152,6 +152,23 @@ export function createLogger(config: AppConfig, service: string): LoggerService 
   return new PrettyLogger(service, { logLevels: logLevels(config.LOG_LEVEL) || [] });
 }
 
+/**
+ * A module that needs Fastify hooks on every route (Idempotency-Key) provides this token; they must be
+ * added before Nest registers the routes, so createService installs them. One provider per app.
+ */
+export const HTTP_HOOKS = Symbol('atelier.httpHooks');
+export interface HttpHooks {
+  install(fastify: FastifyInstance): void;
+}
+
+function optionalHttpHooks(app: NestFastifyApplication): HttpHooks | undefined {
+  try {
+    return app.get<HttpHooks>(HTTP_HOOKS, { strict: false });
+  } catch {
+    return undefined;
+  }
+}
+
 /** Builds an app without listening, so tests can drive it with Fastify's inject. */
 export async function createService(
   module: Type<unknown> | DynamicModule,
@@ -166,6 +183,7 @@ export async function createService(
   app.useGlobalFilters(new ApiExceptionFilter());
   // Before init: the hooks must be in place when Nest registers the routes.
   instrumentHttp(app.getHttpAdapter().getInstance(), app.get(Metrics), logger || undefined);
+  optionalHttpHooks(app)?.install(app.getHttpAdapter().getInstance());
   try {
     await app.init();
     await app.getHttpAdapter().getInstance().ready();
