@@ -58,6 +58,8 @@ const schema = z.object({
   JOB_LOCK_DURATION_MS: positiveInt.optional(),
   /** Idle SSE streams get a `: keep-alive` comment this often (the spec says 15 s). */
   EVENTS_KEEPALIVE_MS: positiveInt.default(15_000),
+  /** How long a user's events are kept for event streams that resume with Last-Event-ID (at most 1,000 per user). */
+  EVENTS_REPLAY_SECONDS: positiveInt.default(600),
   /** Unsent bytes a slow SSE client may accumulate before it is disconnected. */
   EVENTS_MAX_BUFFER_BYTES: positiveInt.default(256 * 1024),
   /**

@@ -25,6 +25,8 @@ export interface GenerationCompletedEvent {
   result_key: string | null;
   error_message: string | null;
   completed_at: number;
+  /** Its id in the owner's retained events (UserEventLog): the SSE `id:` line. Absent from older publishers. */
+  event_id?: string;
 }
 
 /** Ask whichever worker runs these jobs to stop them now. */

@@ -4,13 +4,17 @@ import type { ServerResponse } from 'node:http';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
-import { BroadcastBus } from '@atelier/runtime';
+import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 
 interface Connection {
   userId: string;
   res: ServerResponse;
   lastWrite: number;
+  /** Id of the last event written (or the client's Last-Event-ID): nothing at or before it is written again. */
+  lastId?: string;
+  /** While a resumed stream is sent what it missed, live events wait here, then follow in order. */
+  held?: GenerationCompletedEvent[];
 }
 
 /** The public payload of media_generation_completed (the spec's fields plus status/model). */
@@ -23,8 +27,10 @@ export function eventPayload(event: GenerationCompletedEvent, url: (key: string)
 
 /**
  * Fans completion broadcasts out to this replica's SSE connections of the event's owner.
- * Every replica receives every event (pub/sub) and delivers to its own connections only;
- * nothing is buffered for users who are not connected (the spec's delivery rule).
+ * Every replica receives every event (pub/sub) and delivers to its own connections only.
+ * Every event carries an `id:` (its id in the owner's UserEventLog). A stream opened without
+ * Last-Event-ID gets live events only (the spec's delivery rule); one opened with it is first
+ * sent the retained events after that id, then live ones, and no event twice.
  */
 @Injectable()
 export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
@@ -42,6 +48,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
 
   constructor(
     private readonly bus: BroadcastBus,
+    private readonly log: UserEventLog,
     private readonly urls: SignedUrls,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Optional() private readonly metrics?: Metrics,
@@ -65,8 +72,12 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     });
   }
 
-  /** Takes over a raw response as an SSE stream for `userId` until the client goes away. */
-  open(userId: string, res: ServerResponse): void {
+  /**
+   * Takes over a raw response as an SSE stream for `userId` until the client goes away. With a
+   * `lastEventId` (the Last-Event-ID header of a reconnecting EventSource) the retained events
+   * after it are sent first.
+   */
+  open(userId: string, res: ServerResponse, lastEventId?: string): void {
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
@@ -74,7 +85,8 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       'x-accel-buffering': 'no',
     });
     res.flushHeaders();
-    const conn: Connection = { userId, res, lastWrite: Date.now() };
+    const resume = lastEventId !== undefined && EVENT_ID_PATTERN.test(lastEventId) ? lastEventId : undefined;
+    const conn: Connection = { userId, res, lastWrite: Date.now(), lastId: resume, held: resume ? [] : undefined };
     let set = this.byUser.get(userId);
     if (!set) this.byUser.set(userId, (set = new Set()));
     set.add(conn);
@@ -93,13 +105,43 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     };
     res.on('close', close);
     res.on('error', close);
+    if (resume) void this.replay(conn, resume);
+  }
+
+  /** Sends a resumed stream the retained events after `afterId`, then the live ones held meanwhile. */
+  private async replay(conn: Connection, afterId: string): Promise<void> {
+    try {
+      const { events, incomplete } = await this.log.after<GenerationCompletedEvent>(conn.userId, afterId);
+      if (incomplete)
+        this.write(conn, `: some events after ${afterId} are no longer retained (older than ${this.config.EVENTS_REPLAY_SECONDS} s or beyond the last 1000) and may be missing\n\n`);
+      for (const { id, payload } of events) this.send(conn, { ...payload, event_id: id });
+    } catch (err) {
+      this.write(conn, `: the events after ${afterId} could not be replayed (${(err as Error).message}); live events follow\n\n`);
+    } finally {
+      const held = conn.held ?? [];
+      conn.held = undefined;
+      for (const event of held) this.send(conn, event);
+    }
   }
 
   private deliver(event: GenerationCompletedEvent): void {
     const set = this.byUser.get(event.userId);
     if (!set) return;
-    const frame = `event: media_generation_completed\ndata: ${JSON.stringify(eventPayload(event, (k) => this.urls.url(k)))}\n\n`;
-    for (const conn of set) this.write(conn, frame);
+    for (const conn of set) {
+      if (conn.held) conn.held.push(event);
+      else this.send(conn, event);
+    }
+  }
+
+  /** Writes one event unless this stream already had it (replayed, or at or before its Last-Event-ID). */
+  private send(conn: Connection, event: GenerationCompletedEvent): void {
+    const id = event.event_id;
+    if (id !== undefined) {
+      if (conn.lastId !== undefined && compareEventIds(id, conn.lastId) <= 0) return;
+      conn.lastId = id;
+    }
+    const data = JSON.stringify(eventPayload(event, (k) => this.urls.url(k)));
+    this.write(conn, `${id !== undefined ? `id: ${id}\n` : ''}event: media_generation_completed\ndata: ${data}\n\n`);
   }
 
   /** Arms the one timer for the oldest connection, unless it is already armed (it then re-arms itself). */

@@ -1,4 +1,4 @@
-import { Controller, Get, Res } from '@nestjs/common';
+import { Controller, Get, Headers, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { CurrentCaller, type Caller } from '@atelier/auth';
 import { EventStreamHub } from './event-stream-hub.service';
@@ -9,9 +9,9 @@ export class EventsController {
   constructor(private readonly hub: EventStreamHub) {}
 
   @Get()
-  stream(@CurrentCaller() caller: Caller, @Res() reply: FastifyReply): void {
+  stream(@CurrentCaller() caller: Caller, @Headers('last-event-id') lastEventId: string | undefined, @Res() reply: FastifyReply): void {
     // From here on the raw socket is ours; Fastify must not try to send a reply.
     reply.hijack();
-    this.hub.open(caller.userId, reply.raw);
+    this.hub.open(caller.userId, reply.raw, lastEventId);
   }
 }

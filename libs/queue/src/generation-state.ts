@@ -3,7 +3,7 @@ import { CreditLedger, PAID_REQUEST_KINDS, type StaleReservationRule } from '@at
 import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationCompletedEvent } from '@atelier/contracts';
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
-import { BroadcastBus } from '@atelier/runtime';
+import { BroadcastBus, UserEventLog } from '@atelier/runtime';
 
 /**
  * The generation state machine as conditional updates: each transition names the state it
@@ -18,6 +18,7 @@ export class GenerationState {
     private readonly prisma: PrismaService,
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
+    private readonly events: UserEventLog,
   ) {}
 
   /**
@@ -88,7 +89,7 @@ export class GenerationState {
   }
 
   private async publish(event: GenerationCompletedEvent): Promise<void> {
-    await this.bus.publish(GENERATION_COMPLETED_CHANNEL, event);
+    await this.broadcast(event);
     await this.prisma.generationEvent.update({ where: { generationId: event.generation_id }, data: { publishedAt: new Date() } });
   }
 
@@ -103,11 +104,21 @@ export class GenerationState {
         WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
         ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
       for (const row of rows) {
-        await this.bus.publish(GENERATION_COMPLETED_CHANNEL, row.payload);
+        await this.broadcast(row.payload);
         await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
       }
       return rows.length;
     });
+  }
+
+  /**
+   * Retained first (its id becomes the SSE `id:`, and a stream resuming with Last-Event-ID is sent
+   * it from there), then broadcast to the connected streams with that id.
+   */
+  private async broadcast(event: GenerationCompletedEvent): Promise<void> {
+    const { event_id: _previous, ...payload } = event;
+    const eventId = await this.events.append(event.userId, payload);
+    await this.bus.publish(GENERATION_COMPLETED_CHANNEL, { ...payload, event_id: eventId });
   }
 
   /** Who a queued generation runs for: its owner's name and the billed namespace's, as a job caller. */

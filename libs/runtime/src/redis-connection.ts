@@ -94,6 +94,10 @@ export class RedisNames {
   rpcResult(jobId: string): string {
     return `${this.prefix}:rpc-result:${jobId}`;
   }
+  /** A user's retained events (Redis stream), replayed to an event stream that resumes with Last-Event-ID. */
+  userEvents(userId: string): string {
+    return `${this.prefix}:user-events:${userId}`;
+  }
   key(...parts: string[]): string {
     return [this.prefix, ...parts].join(':');
   }

@@ -10,6 +10,7 @@ import { CONSUMED_QUEUES, MetricsController, QueueDepthMetrics } from './metrics
 import { RedisModule } from './redis.module';
 import { RpcClient } from './rpc-client.service';
 import { WorkerHostModule } from './worker-host.service';
+import { UserEventLog } from './user-event-log.service';
 
 export interface ServiceRuntimeOptions {
   service: string;
@@ -46,8 +47,9 @@ export class ServiceRuntimeModule {
         BroadcastBus,
         JobQueues,
         RpcClient,
+        UserEventLog,
       ],
-      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient],
+      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog],
     };
   }
 }

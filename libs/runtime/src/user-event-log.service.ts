@@ -1,0 +1,89 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { RedisService } from './redis.module';
+
+/** At most this many events are kept per user (beside the time bound, EVENTS_REPLAY_SECONDS). */
+export const USER_EVENTS_KEPT = 1000;
+
+/** Stream entry ids (`<ms>-<seq>`) in order: negative when a is older than b. */
+export function compareEventIds(a: string, b: string): number {
+  const [am, as] = a.split('-').map(BigInt);
+  const [bm, bs] = b.split('-').map(BigInt);
+  return am !== bm ? (am < bm ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
+}
+
+export const EVENT_ID_PATTERN = /^\d{1,20}-\d{1,20}$/;
+
+export interface RetainedEvent<T> {
+  id: string;
+  payload: T;
+}
+
+/**
+ * Each user's recent events on a Redis stream, shared by every events replica: the stream entry
+ * id is the event's SSE `id:` (increasing per user), and an event stream that resumes with
+ * Last-Event-ID is sent what it missed from here. Kept for EVENTS_REPLAY_SECONDS and at most
+ * USER_EVENTS_KEPT events per user; an idle user's stream expires with its last event.
+ */
+@Injectable()
+export class UserEventLog {
+  constructor(
+    private readonly redis: RedisService,
+    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'EVENTS_REPLAY_SECONDS'>,
+  ) {}
+
+  /** Appends an event and trims what is past the retention; returns the event's id. */
+  async append(userId: string, payload: unknown): Promise<string> {
+    const key = this.redis.names.userEvents(userId);
+    const oldest = Date.now() - this.config.EVENTS_REPLAY_SECONDS * 1000;
+    const results = await this.redis.client
+      .multi()
+      .xadd(key, 'MAXLEN', String(USER_EVENTS_KEPT), '*', 'payload', JSON.stringify(payload))
+      .xtrim(key, 'MINID', String(oldest))
+      .expire(key, this.config.EVENTS_REPLAY_SECONDS)
+      .exec();
+    const [err, id] = results?.[0] ?? [new Error('the event was not appended')];
+    if (err || typeof id !== 'string') throw err ?? new Error('the event was not appended');
+    return id;
+  }
+
+  /**
+   * The retained events after `afterId`, oldest first, and whether some after it may be gone
+   * (trimmed by the retention, so the caller cannot be given everything it missed).
+   */
+  async after<T>(userId: string, afterId: string): Promise<{ events: RetainedEvent<T>[]; incomplete: boolean }> {
+    const key = this.redis.names.userEvents(userId);
+    const entries = (await this.redis.client.xrange(key, `(${afterId}`, '+', 'COUNT', USER_EVENTS_KEPT)) as [string, string[]][];
+    const events: RetainedEvent<T>[] = [];
+    for (const [id, fields] of entries) {
+      const at = fields.indexOf('payload');
+      try {
+        events.push({ id, payload: JSON.parse(fields[at + 1]) as T });
+      } catch {
+        // an unreadable entry is skipped
+      }
+    }
+    return { events, incomplete: await this.trimmedAfter(key, afterId) };
+  }
+
+  /**
+   * Whether events after `afterId` may have been trimmed. Trimming leaves no record of the ids it
+   * removed (max-deleted-entry-id only follows XDEL), so: the id is no longer retained, and
+   * entries older than the first retained one were removed. The one false alarm is a client whose
+   * last event was exactly the last one trimmed; the comment says "may".
+   */
+  private async trimmedAfter(key: string, afterId: string): Promise<boolean> {
+    const [stillThere, info] = await Promise.all([
+      this.redis.client.xrange(key, afterId, afterId),
+      this.redis.client.xinfo('STREAM', key).catch(() => undefined) as Promise<unknown[] | undefined>,
+    ]);
+    if (stillThere.length > 0) return false;
+    // No stream: nothing retained. Something was missed if the id is older than the retention.
+    if (!info) return Number(afterId.split('-')[0]) < Date.now() - this.config.EVENTS_REPLAY_SECONDS * 1000;
+    const field = (name: string) => info[info.indexOf(name) + 1];
+    const added = Number(field('entries-added'));
+    const length = Number(field('length'));
+    const first = field('first-entry') as [string, string[]] | null;
+    return added > length && first !== null && compareEventIds(first[0], afterId) > 0;
+  }
+}
