@@ -20,6 +20,7 @@ interface Operation {
   /** Content type of the body when it is not JSON. */
   bodyType?: string;
   query?: { name: string; schema: Schema; description?: string }[];
+  headers?: { name: string; schema: Schema; description?: string }[];
   /** Success status → [description, schema name or inline schema, content type]. */
   responses: Record<number, [string, (Schema | string)?, string?]>;
   /** Accepts an Idempotency-Key header (routes marked IDEMPOTENT in the gateway). */
@@ -138,7 +139,16 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Queue',
       summary: 'Completion events (Server-Sent Events)',
       access: 'key',
-      description: '`event: media_generation_completed` with `data: {generation_id, status, media_type, model, url | error}`; `: keep-alive` every 15 s.',
+      description:
+        '`id: <event id>` + `event: media_generation_completed` with `data: {generation_id, status, media_type, model, url | error}`; `: keep-alive` every 15 s. ' +
+        'Send `Last-Event-ID` to resume: the retained events after it come first (EVENTS_REPLAY_SECONDS, at most 1,000 per user), then live ones.',
+      headers: [
+        {
+          name: 'Last-Event-ID',
+          schema: { type: 'string', pattern: '^\\d+-\\d+$' },
+          description: 'The id of the last event received; without it nothing is replayed (the contract default)',
+        },
+      ],
       responses: { 200: ['An event stream', { type: 'string' }, 'text/event-stream'] },
     },
     {
@@ -344,7 +354,9 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
       summary: op.summary,
       ...(op.description && { description: op.description }),
       security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : 'apiKey']: [] }],
-      parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })), ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
+      parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })),
+        ...(op.headers ?? []).map((h) => ({ in: 'header', required: false, ...h })),
+        ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
       ...(op.body && { requestBody: { required: true, content: content(op.body, op.bodyType) } }),
       responses,
     };
