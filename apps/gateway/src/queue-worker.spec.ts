@@ -14,6 +14,8 @@ interface Gen {
   result_url: string | null;
   error_message: string | null;
   cost: string | null;
+  queue_position: number | null;
+  progress: number | null;
 }
 
 /** Queued generations end to end: the real gateway in-process, real queue-worker processes. */
@@ -91,7 +93,7 @@ describe('queue worker processes', () => {
     const done = await finished(id);
     expect(done.status).toBe('failed');
     expect(done.error_message).toMatch(/num_inference_steps/);
-    expect(done.cost).toBeNull();
+    expect(done.cost).toBe('0'); // terminal: what was charged, "0" for a failure
     await waitFor(() => events.some((e) => e.generation_id === id && e.status === 'failed'), { description: 'the failure event' });
     expect((await gw.http.request<{ reserved: string }>('GET', '/api/credits', { token: user.apiKey })).body.reserved).toBe('0');
   });
@@ -106,7 +108,7 @@ describe('queue worker processes', () => {
       expect(reservation.amount.toNumber()).toBeGreaterThan(0);
       expect(reservation.amount.toNumber()).toBeLessThan(1);
       const done = await finished(id, t);
-      expect(done).toMatchObject({ status: 'failed', cost: null });
+      expect(done).toMatchObject({ status: 'failed', cost: '0' });
       expect(done.error_message).toMatch(/duration/);
     }
     expect((await gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body).toMatchObject({ credits: '1', reserved: '0' });
@@ -145,4 +147,47 @@ describe('queue worker processes', () => {
     expect((await gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body).toMatchObject({ credits: '1', reserved: '0' });
     expect(await charges(t)).toEqual([]);
   }, 40_000);
+
+  it('tells where a queued generation stands, how far a running one is, and what each cost', async () => {
+    for (const w of workers.splice(0)) w.kill('SIGKILL');
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    // No worker yet: seven images wait in line, in the order they were enqueued.
+    const first = await enqueue({ model: 'local-image', prompt: 'in line', num_generations: 4 }, t);
+    const next = await enqueue({ model: 'local-image', prompt: 'behind them', num_generations: 3 }, t);
+    const line = [...first, ...next];
+    const waiting = await Promise.all(line.map((id) => get(id, t)));
+    expect(waiting.map((g) => g.queue_position)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(waiting.every((g) => g.status === 'queued' && g.progress === null && g.cost === null)).toBe(true);
+    // The last one is cancelled while it waits: it leaves the line and costs nothing.
+    await gw.http.request('DELETE', `/api/ai/queue/${next[2]}`, { token: t.apiKey });
+    expect(await get(next[2], t)).toMatchObject({ status: 'cancelled', queue_position: null, progress: null, cost: '0' });
+    // The listing carries the same figures.
+    const listed = (await gw.http.request<{ generations: Gen[] }>('GET', '/api/ai/queue?status=queued', { token: t.apiKey })).body.generations;
+    expect(Object.fromEntries(listed.map((g) => [g.generation_id, g.queue_position]))).toEqual(Object.fromEntries(line.slice(0, 6).map((id, i) => [id, i])));
+
+    // A worker runs four at a time (the pool's concurrency), each engine taking 3 s in 28 steps:
+    // the two behind them move to the front of the line.
+    startWorker({ LOCAL_ENGINE_LATENCY_MS: '3000' });
+    await waitFor(async () => ((await get(next[0], t)).queue_position === 0 && (await get(next[1], t)).queue_position === 1 ? true : undefined), {
+      timeoutMs: 20_000,
+      description: 'the line to move up',
+    });
+    const running = await waitFor(
+      async () => {
+        const g = await get(first[0], t);
+        return g.status === 'processing' && g.progress !== null && g.progress > 0 && g.progress < 1 ? g : undefined;
+      },
+      { timeoutMs: 20_000, description: 'progress from the running engine' },
+    );
+    expect(running).toMatchObject({ queue_position: null, cost: null });
+    const later = await waitFor(
+      async () => {
+        const g = await get(first[0], t);
+        return g.status !== 'processing' || (g.progress ?? 0) > running.progress! ? g : undefined;
+      },
+      { timeoutMs: 20_000, description: 'progress to grow' },
+    );
+    expect(later.progress).toBeGreaterThan(running.progress!);
+    for (const id of line.slice(0, 6)) expect(await finished(id, t)).toMatchObject({ status: 'succeeded', progress: 1, queue_position: null, cost: '0.01' });
+  }, 60_000);
 });

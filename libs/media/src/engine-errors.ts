@@ -18,6 +18,23 @@ export function throwIfAborted(signal: AbortSignal): void {
 }
 
 /** A delay that ends early (with GenerationCancelledError) when the signal aborts. */
+/**
+ * The built-in engines' emulated provider latency (LOCAL_ENGINE_LATENCY_MS), spent as `steps`
+ * sampling steps with `onStep(done, steps)` after each, the way a diffusion sampler reports.
+ */
+export async function sampledSteps(ms: number, steps: number, signal: AbortSignal, onStep?: (done: number, steps: number) => void): Promise<void> {
+  const n = Math.max(1, Math.floor(steps));
+  if (ms <= 0) {
+    throwIfAborted(signal);
+    onStep?.(n, n);
+    return;
+  }
+  for (let done = 1; done <= n; done++) {
+    await abortableSleep(ms / n, signal);
+    onStep?.(done, n);
+  }
+}
+
 export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
   throwIfAborted(signal);
   if (ms <= 0) return Promise.resolve();

@@ -7,6 +7,8 @@ export interface EngineRequest {
   params: Readonly<Record<string, unknown>>;
   /** Aborted when the caller goes away or the job is cancelled; engines stop their work (kill ffmpeg, abort HTTP). */
   signal: AbortSignal;
+  /** Engines that can tell report how far along they are (0-1: sampling steps, encoded frames, the provider's figure). */
+  onProgress?: (fraction: number) => void;
 }
 
 export interface EngineOutput {

@@ -31,11 +31,11 @@ export class MediaRenderer {
     return model;
   }
 
-  async render(job: MediaRenderJob, signal: AbortSignal): Promise<MediaRenderResult> {
+  async render(job: MediaRenderJob, signal: AbortSignal, onProgress?: (fraction: number) => void): Promise<MediaRenderResult> {
     const model = this.model(job.model);
     const started = performance.now();
     const engine = this.engines.engineFor(model);
-    const run = () => engine.run({ model, params: job.params, signal });
+    const run = () => engine.run({ model, params: job.params, signal, onProgress });
     // Labelled by engine type: remote providers' latency is what this mostly shows (builtin = local engines).
     const result = this.metrics ? await this.metrics.timeUpstream(model.engine.type, run) : await run();
     const engineMs = performance.now() - started;

@@ -2,13 +2,15 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
-import { Prisma, PrismaService } from '@atelier/db';
+import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { Metrics, requestContext } from '@atelier/observability';
 import { backingServiceFault, BroadcastBus, GroupCommit, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
-import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord } from './generation-record';
+import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord, type LiveFields } from './generation-record';
+import { GenerationProgress } from './generation-progress';
+import { QueuePositions } from './queue-positions';
 
 export const MAX_PAGE_SIZE = 100;
 const STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
@@ -71,6 +73,8 @@ export class GenerationQueue {
     private readonly urls: SignedUrls,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     private readonly metrics: Metrics,
+    private readonly positions: QueuePositions,
+    private readonly progress: GenerationProgress,
   ) {}
 
   /**
@@ -163,7 +167,9 @@ export class GenerationQueue {
   private jobAdder(mediaType: 'image' | 'video') {
     type Jobs = { payload: GenerationJob; jobId: string }[];
     return new GroupCommit<Jobs, void>(async (batches) => {
-      await this.queues.addBulk(queueFor(mediaType), batches.flat());
+      const jobs = batches.flat();
+      await this.queues.addBulk(queueFor(mediaType), jobs);
+      await this.positions.add(mediaType, jobs.map((j) => j.jobId));
       return batches.map(() => undefined);
     });
   }
@@ -178,7 +184,22 @@ export class GenerationQueue {
 
   async get(caller: Caller, id: string): Promise<GenerationRecord> {
     const row = await this.findVisible(caller, id);
-    return toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key));
+    const live = await this.liveFields([row]);
+    return toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key), live.get(row.id));
+  }
+
+  /** queue_position of the queued rows (one ZRANK each, pipelined); progress comes with the running ones. */
+  private async liveFields(rows: Pick<GenerationModel, 'id' | 'status' | 'mediaType'>[]): Promise<Map<string, LiveFields>> {
+    const out = new Map<string, LiveFields>();
+    const queued = rows.filter((r) => r.status === 'queued').map((r) => ({ id: r.id, pool: r.mediaType }));
+    const processing = rows.filter((r) => r.status === 'processing').map((r) => r.id);
+    const [positions, progress] = await Promise.all([
+      this.positions.positions(queued).catch(() => new Map<string, number | null>()),
+      this.progress.read(processing).catch(() => new Map<string, number | null>()),
+    ]);
+    for (const { id } of queued) out.set(id, { queuePosition: positions.get(id) ?? null, progress: null });
+    for (const id of processing) out.set(id, { queuePosition: null, progress: progress.get(id) ?? null });
+    return out;
   }
 
   async list(caller: Caller, query: ListQuery): Promise<{ count: number; generations: GenerationRecord[]; limit: number; offset: number }> {
@@ -205,7 +226,8 @@ export class GenerationQueue {
       this.prisma.generation.count({ where }),
       this.prisma.generation.findMany({ where, orderBy: [{ enqueuedAt: 'desc' }, { id: 'desc' }], take: limit, skip: offset }),
     ]);
-    return { count, generations: rows.map((r) => toGenerationRecord(r, scope.name, (key) => this.urls.url(key))), limit, offset };
+    const live = await this.liveFields(rows);
+    return { count, generations: rows.map((r) => toGenerationRecord(r, scope.name, (key) => this.urls.url(key), live.get(r.id))), limit, offset };
   }
 
   /**
@@ -226,6 +248,7 @@ export class GenerationQueue {
     if (cancelled) {
       const contract = queueFor(row.mediaType);
       await this.queues.remove(contract, id);
+      await this.positions.remove(row.mediaType, id).catch(() => undefined);
       await this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [id], reason: 'cancelled by the user' }).catch(() => undefined);
     }
     return { status: 'success', generation_id: id };

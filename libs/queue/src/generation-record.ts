@@ -16,7 +16,17 @@ export const RECORD_FIELDS = [
   'target_repo',
   'target_directory',
   'cost',
+  'queue_position',
+  'progress',
 ] as const;
+
+/** What the record reads from Redis beside the row: place in the queue, and the engine's progress. */
+export interface LiveFields {
+  queuePosition: number | null;
+  progress: number | null;
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 export type GenerationRecord = Record<string, unknown> & {
   generation_id: string;
@@ -44,6 +54,7 @@ export function toGenerationRecord(
   >,
   namespace: string,
   resultUrl: (key: string) => string,
+  live?: LiveFields,
 ): GenerationRecord {
   const params = (row.params ?? {}) as Record<string, unknown>;
   const echoed = Object.fromEntries(Object.entries(params).filter(([k]) => k !== 'prompt'));
@@ -62,6 +73,9 @@ export function toGenerationRecord(
     target_namespace: namespace,
     target_repo: row.targetRepo,
     target_directory: row.targetDirectory,
-    cost: row.cost === null ? null : new Prisma.Decimal(row.cost).toFixed(),
+    // The credits charged once terminal ("0" when failed or cancelled); null while active.
+    cost: TERMINAL.has(row.status) ? new Prisma.Decimal(row.cost ?? 0).toFixed() : null,
+    queue_position: row.status === 'queued' ? (live?.queuePosition ?? null) : null,
+    progress: row.status === 'succeeded' ? 1 : row.status === 'processing' ? (live?.progress ?? null) : null,
   };
 }

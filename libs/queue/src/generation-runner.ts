@@ -4,6 +4,7 @@ import { MediaRenderer, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { retryThroughOutage } from '@atelier/runtime';
+import { GenerationProgress } from './generation-progress';
 import { GenerationState } from './generation-state';
 
 /** Longer than any failover; shorter than GENERATION_LOST_AFTER_MS, after which the sweeper fails the row. */
@@ -22,6 +23,7 @@ export class GenerationRunner {
   constructor(
     private readonly state: GenerationState,
     private readonly media: MediaRenderer,
+    private readonly progress: GenerationProgress,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     @Optional() private readonly metrics?: Metrics,
   ) {}
@@ -70,9 +72,10 @@ export class GenerationRunner {
     const caller = await durably(() => this.state.runFor(row));
     const target = { ...(row.targetRepo ? { repo: row.targetRepo } : {}), ...(row.targetDirectory ? { directory: row.targetDirectory } : {}) };
     let result;
+    const progress = this.progress.reporter(id);
     try {
       // The same engines and storage layout as the synchronous endpoints.
-      result = await this.media.render({ caller, model: model.id, params: checked.value as Record<string, unknown>, target }, signal);
+      result = await this.media.render({ caller, model: model.id, params: checked.value as Record<string, unknown>, target }, signal, progress.report);
     } catch (err) {
       if (signal.aborted) return 'cancelled';
       // Problems of the request itself (unreachable input, provider refusal) fail the generation;
@@ -82,6 +85,8 @@ export class GenerationRunner {
         return 'failed';
       }
       throw err;
+    } finally {
+      await progress.flush();
     }
     if (signal.aborted) return 'cancelled';
     const cost = usageCost(model as MediaModelDefinition, result.usage);

@@ -4,6 +4,7 @@ import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationComple
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { BroadcastBus, UserEventLog } from '@atelier/runtime';
+import { QueuePositions } from './queue-positions';
 
 /**
  * The generation state machine as conditional updates: each transition names the state it
@@ -19,6 +20,7 @@ export class GenerationState {
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
+    private readonly positions: QueuePositions,
   ) {}
 
   /**
@@ -31,7 +33,17 @@ export class GenerationState {
       WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
       RETURNING id::text`;
     if (rows.length === 0) return undefined;
-    return (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
+    const row = (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
+    // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
+    if (row) await this.positions.remove(row.mediaType, id).catch(() => undefined);
+    return row;
+  }
+
+  /** Of these ids, the generations still queued (the sweeper drops the others from the positions). */
+  async queuedAmong(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.prisma.generation.findMany({ where: { id: { in: ids }, status: 'queued' }, select: { id: true } });
+    return new Set(rows.map((r) => r.id));
   }
 
   /** processing -> succeeded, charging `cost`; false if the generation was cancelled meanwhile. */
@@ -82,6 +94,7 @@ export class GenerationState {
       return payload;
     });
     if (!event) return false;
+    await this.positions.remove(event.media_type, id).catch(() => undefined);
     await this.publish(event).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
     );

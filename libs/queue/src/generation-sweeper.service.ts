@@ -3,6 +3,7 @@ import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
 import { GenerationQueue, queueFor } from './generation-queue.service';
 import { GenerationState } from './generation-state';
+import { QueuePositions } from './queue-positions';
 
 /**
  * Repairs what a crash between two steps can leave behind: queued rows whose job never reached
@@ -20,6 +21,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
     private readonly state: GenerationState,
     private readonly generations: GenerationQueue,
     private readonly queues: JobQueues,
+    private readonly positions: QueuePositions,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -28,6 +30,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   }
 
   async sweep(): Promise<void> {
+    await this.pruneQueuePositions();
     const stranded = await this.state.strandedQueued(this.config.GENERATION_SWEEP_INTERVAL_MS * 2);
     if (stranded.length) await this.generations.dispatch(stranded);
     await this.state.publishStranded(this.config.GENERATION_SWEEP_INTERVAL_MS);
@@ -35,6 +38,18 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
       const jobState = await this.queues.queue(queueFor(g.mediaType)).getJobState(g.id);
       if (jobState === 'failed' || jobState === 'unknown' || jobState === 'completed')
         await this.state.fail(g.id, 'The worker running this generation was lost; no credits were charged');
+    }
+  }
+
+  /**
+   * Drops the head of each pool's queue positions that is no longer queued (its removal was
+   * lost to a Redis outage), so positions behind it are not counted one too high.
+   */
+  private async pruneQueuePositions(): Promise<void> {
+    for (const pool of ['image', 'video'] as const) {
+      const head = await this.positions.head(pool, 100);
+      const queued = await this.state.queuedAmong(head);
+      await this.positions.removeMany(pool, head.filter((id) => !queued.has(id)));
     }
   }
 

@@ -3,10 +3,12 @@ import { NamespaceAccess } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { GenerationQueue } from './generation-queue.service';
 import { GenerationState } from './generation-state';
+import { GenerationProgress } from './generation-progress';
+import { QueuePositions } from './queue-positions';
 
 /**
  * Needs ModelCatalog and StorageModule from the importing app. NamespaceAccess (Prisma only) is
  * provided here rather than via AuthModule, whose global guard the queue-worker must not get.
  */
-@Module({ imports: [BillingModule], providers: [GenerationQueue, GenerationState, NamespaceAccess], exports: [GenerationQueue, GenerationState] })
+@Module({ imports: [BillingModule], providers: [GenerationQueue, GenerationState, NamespaceAccess, QueuePositions, GenerationProgress], exports: [GenerationQueue, GenerationState, QueuePositions, GenerationProgress] })
 export class QueueGatewayModule {}

@@ -23,13 +23,27 @@ export class FfmpegError extends Error {
  * Runs ffmpeg to completion. Aborting the signal kills the process at once (SIGKILL: a
  * cancelled render must stop using CPU now, not after flushing the file it no longer needs).
  */
-export function runFfmpeg(ffmpegPath: string, args: readonly string[], signal: AbortSignal): Promise<string> {
+export function runFfmpeg(ffmpegPath: string, args: readonly string[], signal: AbortSignal, onFrame?: (frame: number) => void): Promise<string> {
   if (signal.aborted) return Promise.reject(new GenerationCancelledError());
   return new Promise((resolve, reject) => {
-    const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    // -progress writes `frame=<n>` lines (among others) to stdout as encoding goes.
+    const progress = onFrame ? ['-progress', 'pipe:1', '-nostats'] : [];
+    const child = spawn(ffmpegPath, ['-hide_banner', '-nostdin', ...progress, ...args], { stdio: ['ignore', onFrame ? 'pipe' : 'ignore', 'pipe'] });
+    if (onFrame && child.stdout) {
+      let partial = '';
+      child.stdout.setEncoding('utf8');
+      child.stdout.on('data', (chunk: string) => {
+        const lines = (partial + chunk).split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          const m = /^frame=(\d+)/.exec(line);
+          if (m) onFrame(Number(m[1]));
+        }
+      });
+    }
     let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (chunk: string) => {
       // Only the tail matters for error messages; keep memory bounded on long encodes.
       stderr = (stderr + chunk).slice(-16_384);
     });

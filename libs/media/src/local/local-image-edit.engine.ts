@@ -1,7 +1,7 @@
 import sharp, { type Sharp } from 'sharp';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
-import { abortableSleep, throwIfAborted } from '../engine-errors';
+import { sampledSteps, throwIfAborted } from '../engine-errors';
 import { combineMode, describeOperation, parseEditPrompt, type CombineMode, type EditOperation } from './edit-operations';
 import { parseAspectRatio } from './geometry';
 import { encodeImage, outputFormat, outputQuality } from './image-encoding';
@@ -143,8 +143,8 @@ async function apply(r: Raster, op: EditOperation): Promise<Raster> {
 export class LocalImageEditEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
-  async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
-    await abortableSleep(this.env.localLatencyMs, signal);
+  async run({ model, params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
+    await sampledSteps(this.env.localLatencyMs, typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28, signal, (done, n) => onProgress?.((0.9 * done) / n));
     const seed = seedOf(params);
     const prompt = String(params.prompt ?? '');
     const inputs = await loadInputs(this.env, params.input_image, signal);

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
-import { abortableSleep, throwIfAborted } from '../engine-errors';
+import { sampledSteps, throwIfAborted } from '../engine-errors';
 import { encodeImage, outputFormat, outputQuality } from './image-encoding';
 import { imageSize } from './geometry';
 import { sceneSvg } from './scene';
@@ -20,8 +20,10 @@ export function seedOf(params: Readonly<Record<string, unknown>>): number {
 export class LocalImageEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
-  async run({ params, signal }: EngineRequest): Promise<EngineResult> {
-    await abortableSleep(this.env.localLatencyMs, signal);
+  async run({ params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
+    const steps = typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28;
+    // Sampling is 90 % of the run; encoding each output the rest.
+    await sampledSteps(this.env.localLatencyMs, steps, signal, (done, n) => onProgress?.((0.9 * done) / n));
     const seed = seedOf(params);
     const { width, height } = imageSize(params);
     const count = Math.min(MAX_LOCAL_IMAGES, Math.max(1, typeof params.num_images === 'number' ? params.num_images : 1));
@@ -40,6 +42,7 @@ export class LocalImageEngine implements MediaEngine {
         guidance: typeof params.guidance_scale === 'number' ? params.guidance_scale : typeof params.guidance === 'number' ? params.guidance : undefined,
       });
       outputs.push(await encodeImage(sharp(Buffer.from(svg)), format, quality));
+      onProgress?.(0.9 + (0.1 * (i + 1)) / count);
     }
     return { outputs, seed };
   }

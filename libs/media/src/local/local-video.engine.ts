@@ -4,7 +4,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
-import { abortableSleep, throwIfAborted } from '../engine-errors';
+import { sampledSteps, throwIfAborted } from '../engine-errors';
 import { FfmpegError, probeMedia, runFfmpeg } from './ffmpeg';
 import { parseAspectRatio, videoSize, type Size } from './geometry';
 import { fnv1a32, range, seededRandom } from '@atelier/random';
@@ -77,8 +77,9 @@ async function imageFile(dir: string, name: string, data: Buffer, size: Size, la
 export class LocalVideoEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
-  async run({ params, signal }: EngineRequest): Promise<EngineResult> {
-    await abortableSleep(this.env.localLatencyMs, signal);
+  async run({ params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
+    // The emulated latency is the first 10 %; encoded frames the rest.
+    await sampledSteps(this.env.localLatencyMs, 10, signal, (done, n) => onProgress?.((0.1 * done) / n));
     const seed = seedOf(params);
     const fps = typeof params.fps === 'number' ? params.fps : 24;
     const dir = await mkdtemp(path.join(tmpdir(), 'atelier-video-'));
@@ -127,7 +128,7 @@ export class LocalVideoEngine implements MediaEngine {
       const args = await this.buildArgs(dir, shots, size, fps, seed, params, { first: first?.file, tail: tail?.file, video: video?.file });
       const out = path.join(dir, 'out.mp4');
       try {
-        await runFfmpeg(this.env.ffmpegPath, [...args, out], signal);
+        await runFfmpeg(this.env.ffmpegPath, [...args, out], signal, (frame) => onProgress?.(0.1 + (0.9 * Math.min(frame, totalFrames)) / totalFrames));
       } catch (err) {
         if (err instanceof FfmpegError && video) throw ApiError.badRequest(`input_video could not be used: ${err.message}`);
         throw err;

@@ -21,8 +21,8 @@ interface Finished {
 /** One provider protocol: submit, poll once, fetch the result, cancel. */
 interface PredictionProtocol {
   submit(input: Record<string, unknown>): Promise<string>;
-  /** undefined while still running. */
-  poll(handle: string): Promise<Finished | undefined>;
+  /** undefined while still running (reporting the provider's progress, when it gives one). */
+  poll(handle: string, onProgress?: (fraction: number) => void): Promise<Finished | undefined>;
   cancel(handle: string): Promise<void>;
 }
 
@@ -31,7 +31,26 @@ interface ReplicatePrediction {
   status?: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
   output?: unknown;
   error?: unknown;
+  logs?: unknown;
   urls?: { get?: string; cancel?: string };
+}
+
+/**
+ * How far a running prediction is, from what providers report: a numeric `progress` (0-1 or
+ * percent), else the last sampler line of its logs (`14/28` or `50%`, as tqdm prints them).
+ */
+export function providerProgress(reported: { progress?: unknown; logs?: unknown }): number | undefined {
+  if (typeof reported.progress === 'number' && Number.isFinite(reported.progress)) return reported.progress > 1 ? reported.progress / 100 : reported.progress;
+  const logs = Array.isArray(reported.logs)
+    ? reported.logs.map((l) => (typeof l === 'string' ? l : typeof (l as { message?: unknown })?.message === 'string' ? (l as { message: string }).message : '')).join('\n')
+    : typeof reported.logs === 'string'
+      ? reported.logs
+      : '';
+  const tail = logs.slice(-2000);
+  const steps = [...tail.matchAll(/(\d+)\/(\d+)/g)].at(-1);
+  if (steps && Number(steps[2]) > 0) return Math.min(1, Number(steps[1]) / Number(steps[2]));
+  const percent = [...tail.matchAll(/(\d{1,3})%/g)].at(-1);
+  return percent ? Math.min(1, Number(percent[1]) / 100) : undefined;
 }
 
 interface FalSubmitted {
@@ -52,7 +71,7 @@ export class PredictionEngine implements MediaEngine {
     private readonly env: EngineEnvironment,
   ) {}
 
-  async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
+  async run({ model, params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
     const { provider, key, timeoutMs } = upstreamTarget(this.env, model.id, this.config);
     const deadline = Date.now() + timeoutMs;
     // Cancellation calls must still go out after the caller's signal has fired.
@@ -64,7 +83,7 @@ export class PredictionEngine implements MediaEngine {
     try {
       let delay = this.env.pollIntervalMs;
       for (;;) {
-        finished = await protocol.poll(handle);
+        finished = await protocol.poll(handle, onProgress);
         if (finished) break;
         if (Date.now() + delay > deadline)
           throw new ApiError('timeout', `The model provider (${provider}) did not finish within ${timeoutMs} ms`);
@@ -102,8 +121,10 @@ export class PredictionEngine implements MediaEngine {
         links.set(p.id, { get: p.urls?.get ?? `${base}/predictions/${p.id}`, cancel: p.urls?.cancel ?? `${base}/predictions/${p.id}/cancel` });
         return p.id;
       },
-      poll: async (id) => {
+      poll: async (id, onProgress) => {
         const p = await upstreamJson<ReplicatePrediction>(provider, links.get(id)!.get, { headers, signal });
+        const progress = providerProgress(p);
+        if (progress !== undefined && p.status !== 'succeeded') onProgress?.(progress);
         switch (p.status) {
           case 'succeeded':
             return { urls: collectUrls(p.output) };
@@ -135,10 +156,14 @@ export class PredictionEngine implements MediaEngine {
         links.set(r.request_id, { status: r.status_url ?? `${own}/status`, response: r.response_url ?? own, cancel: r.cancel_url ?? `${own}/cancel` });
         return r.request_id;
       },
-      poll: async (id) => {
+      poll: async (id, onProgress) => {
         const link = links.get(id)!;
-        const s = await upstreamJson<{ status?: string; error?: unknown }>(provider, link.status, { headers, signal });
-        if (s.status === 'IN_QUEUE' || s.status === 'IN_PROGRESS') return undefined;
+        const s = await upstreamJson<{ status?: string; error?: unknown; logs?: unknown; progress?: unknown }>(provider, link.status, { headers, signal });
+        if (s.status === 'IN_QUEUE' || s.status === 'IN_PROGRESS') {
+          const progress = providerProgress(s);
+          if (progress !== undefined) onProgress?.(progress);
+          return undefined;
+        }
         if (s.status !== 'COMPLETED') throw upstreamError(provider, `unexpected request status ${JSON.stringify(s.status)}`);
         if (s.error) throw upstreamError(provider, typeof s.error === 'string' ? s.error : JSON.stringify(s.error));
         const result = await upstreamJson<Record<string, unknown>>(provider, link.response, { headers, signal });
