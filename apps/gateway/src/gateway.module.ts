@@ -24,6 +24,7 @@ import { QueueBoard } from './queue-board';
 import { QueueController } from './queue.controller';
 import { ReposController } from './repos.controller';
 import { IdempotencyModule } from '@atelier/idempotency';
+import { WebhooksController } from './webhooks.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
 @Module({})
@@ -39,7 +40,7 @@ export class GatewayModule {
         ChatGatewayModule,
         MediaGatewayModule,
         IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, WebhooksController],
       providers: [QueueBoard],
     };
   }

@@ -26,6 +26,11 @@ export class QueueController {
     return this.generations.get(caller, id);
   }
 
+  @Get(':id/webhooks')
+  webhooks(@CurrentCaller() caller: Caller, @Param('id') id: string) {
+    return this.generations.webhookDeliveries(caller, id);
+  }
+
   @Delete(':id')
   cancel(@CurrentCaller() caller: Caller, @Param('id') id: string) {
     return this.generations.cancel(caller, id);

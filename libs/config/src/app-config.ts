@@ -67,6 +67,16 @@ const schema = z.object({
    * private, link-local or metadata addresses (an in-cluster asset server, test fixtures).
    * Comma-separated; empty by default, so such addresses are refused (SSRF guard).
    */
+  /**
+   * Waits before each retry of a webhook delivery (each with up to 25 % jitter): after the
+   * first attempt fails, then after the second, ...; past the last one it is given up. The
+   * default spans about 24 h: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 6 h.
+   */
+  WEBHOOK_RETRY_DELAYS_MS: z
+    .string()
+    .default('5000,300000,1800000,7200000,18000000,36000000,21600000')
+    .transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean).map(Number))
+    .pipe(z.array(z.number().int().positive()).max(20)),
   MEDIA_FETCH_ALLOWED_HOSTS: z
     .string()
     .default('')

@@ -122,6 +122,24 @@ export interface GenerationJob {
   requestId: string;
 }
 
+/** One attempt to deliver one webhook message (a generation's transition). */
+export interface WebhookDeliveryJob {
+  /** Standard Webhooks' webhook-id: one per message, the same on every attempt. */
+  webhookId: string;
+  generationId: string;
+  /** Whose webhook secret signs it. */
+  namespaceId: string;
+  type: 'generation.processing' | 'generation.completed';
+  url: string;
+  /** The message body's `timestamp` (ISO 8601), when the transition happened. */
+  timestamp: string;
+  /** The Generation record at the transition, as GET /api/ai/queue/:id returned it then. */
+  data: Record<string, unknown>;
+  /** 1-based. */
+  attempt: number;
+  requestId: string;
+}
+
 export interface FineTuneTokenizeJob {
   fineTuneId: string;
   requestId: string;
@@ -190,6 +208,22 @@ export const VIDEO_GENERATION_QUEUE = defineQueue<GenerationJob>()('generation-v
   lockDurationMs: 60_000,
 });
 
+/**
+ * Webhook deliveries. Attempts 1: each retry is a job of its own, added by the handler with the
+ * delay WEBHOOK_RETRY_DELAYS_MS gives it (plus jitter), so the schedule can span a day and
+ * every attempt is recorded. A worker that dies mid-attempt has it re-run (stalled-job check).
+ */
+export const WEBHOOK_DELIVERY_QUEUE = defineQueue<WebhookDeliveryJob>()('webhook-delivery', {
+  kind: 'work',
+  attempts: 1,
+  backoff: { type: 'fixed', delay: 0 },
+  // Deliveries wait on receivers (up to 10 s each), not on the CPU.
+  concurrency: 32,
+  removeOnComplete: { count: 1000, age: DAY },
+  removeOnFail: { count: 5000, age: 14 * DAY },
+  lockDurationMs: 30_000,
+});
+
 export const FINE_TUNE_TOKENIZE_QUEUE = defineQueue<FineTuneTokenizeJob>()('fine-tune-tokenize', {
   kind: 'work',
   attempts: 3,
@@ -200,5 +234,5 @@ export const FINE_TUNE_TOKENIZE_QUEUE = defineQueue<FineTuneTokenizeJob>()('fine
   lockDurationMs: 120_000,
 });
 
-export const QUEUES = [CHAT_COMPLETION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE] as const;
+export const QUEUES = [CHAT_COMPLETION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, WEBHOOK_DELIVERY_QUEUE] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];

@@ -110,7 +110,11 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Queue',
       summary: 'Enqueue image or video generations',
       access: 'key',
-      description: 'Checked at enqueue: the model, num_generations, namespace and credits. Model parameters are checked when the generation runs.',
+      description:
+        'Checked at enqueue: the model, num_generations, namespace and credits. Model parameters are checked when the generation runs. ' +
+        'Optional `webhook` (absolute http(s) URL) and `webhook_events_filter` (`processing`, `completed`; default `["completed"]`): ' +
+        'each selected transition is POSTed there as `{type, timestamp, data: <Generation>}`, signed (see GET /api/webhooks/default/secret), ' +
+        'retried with backoff for up to 24 h.',
       body: modelsBody(catalog, ['/images/generate', '/images/edit', '/videos/generate'], 'queue'),
       responses: { 200: ['One queued record per generation', 'Enqueued'] },
     },
@@ -133,6 +137,35 @@ function operations(catalog: ModelCatalog): Operation[] {
     },
     { method: 'get', route: '/api/ai/queue/:id', tag: 'Queue', summary: 'A generation', access: 'key', responses: { 200: ['The record', 'Generation'] } },
     { method: 'delete', route: '/api/ai/queue/:id', tag: 'Queue', summary: 'Cancel a generation', access: 'key', responses: { 200: ['Cancelled, or already terminal (unchanged)', 'Cancelled'] } },
+    {
+      method: 'get',
+      route: '/api/ai/queue/:id/webhooks',
+      tag: 'Queue',
+      summary: "Delivery attempts of a generation's webhook messages",
+      access: 'key',
+      responses: { 200: ['Oldest first', 'WebhookDeliveries'] },
+    },
+    {
+      method: 'get',
+      route: '/api/webhooks/default/secret',
+      tag: 'Queue',
+      summary: "The namespace's webhook signing secret (made on first read)",
+      access: 'key',
+      description:
+        'Standard Webhooks: `whsec_` + base64 of 32 random bytes. Each delivery carries `webhook-id`, `webhook-timestamp` and ' +
+        '`webhook-signature: v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` keyed by the base64-decoded part.',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: "Defaults to the caller's own" }],
+      responses: { 200: ['The key', 'WebhookSecret'] },
+    },
+    {
+      method: 'post',
+      route: '/api/webhooks/default/secret/rotate',
+      tag: 'Queue',
+      summary: "Replace the namespace's webhook signing secret",
+      access: 'key',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: "Defaults to the caller's own" }],
+      responses: { 200: ['The new key; signatures made with the old one stop verifying', 'WebhookSecret'] },
+    },
     {
       method: 'get',
       route: '/api/events',

@@ -113,6 +113,23 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
     ['generation_id', 'model_name', 'prompt', 'media_type', 'status', 'result_url', 'error_message', 'enqueued_at', 'started_at', 'completed_at'],
     { additionalProperties: { description: 'Every other submitted parameter, echoed' } },
   ),
+  WebhookDeliveries: obj({
+    deliveries: {
+      type: 'array',
+      items: obj(
+        {
+          webhook_id: str,
+          type: { type: 'string', enum: ['generation.processing', 'generation.completed'] },
+          attempt: int,
+          status_code: nullable(int),
+          error: nullable(str),
+          at: { type: 'string', format: 'date-time' },
+        },
+        ['webhook_id', 'type', 'attempt', 'status_code', 'error', 'at'],
+      ),
+    },
+  }),
+  WebhookSecret: obj({ key: { type: 'string', pattern: '^whsec_' } }, ['key']),
   GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),
   Enqueued: obj({ generations: { type: 'array', items: obj({ generation_id: { type: 'string', format: 'uuid' }, status: { const: 'queued' } }) } }),
   Cancelled: obj({ status: { const: 'success' }, generation_id: { type: 'string', format: 'uuid' } }),

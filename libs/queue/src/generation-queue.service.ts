@@ -11,6 +11,9 @@ import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord, type LiveFields } from './generation-record';
 import { GenerationProgress } from './generation-progress';
 import { QueuePositions } from './queue-positions';
+import { modelParams, parseWebhookRequest } from './webhook-request';
+import { WebhookNotifier } from './webhook-notifier.service';
+import { WebhookSecrets } from './webhook-secrets.service';
 
 export const MAX_PAGE_SIZE = 100;
 const STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
@@ -75,6 +78,8 @@ export class GenerationQueue {
     private readonly metrics: Metrics,
     private readonly positions: QueuePositions,
     private readonly progress: GenerationProgress,
+    private readonly webhooks: WebhookNotifier,
+    private readonly secrets: WebhookSecrets,
   ) {}
 
   /**
@@ -99,6 +104,7 @@ export class GenerationQueue {
     const targetRepo = optionalText(body.target_repo, 'target_repo');
     const targetDirectory = optionalText(body.target_directory, 'target_directory');
     const params = Object.fromEntries(Object.entries(body).filter(([k]) => !CONTROL_FIELDS.has(k)));
+    parseWebhookRequest(params);
     const shadowing = Object.keys(params).filter((k) => k !== 'prompt' && (RECORD_FIELDS as readonly string[]).includes(k));
     if (shadowing.length) throw ApiError.badRequest(`Reserved field(s) cannot be submitted: ${shadowing.join(', ')}`);
     const prompt = typeof params.prompt === 'string' ? params.prompt : '';
@@ -106,7 +112,7 @@ export class GenerationQueue {
     // from parameters that passed the model's schema. Parameters are only checked when the
     // generation runs (the contract), so one that fails now is priced at the model's defaults:
     // the generation fails at run time naming it, and its reservation is released.
-    const checked = validateModelRequest(model, { ...params, model: model.id }, { mode: 'sync' });
+    const checked = validateModelRequest(model, { ...modelParams(params), model: model.id }, { mode: 'sync' });
     const priced = checked.ok ? (checked.value as Record<string, unknown>) : {};
     const price = usageCost(model as MediaModelDefinition, requestedUsage(model as MediaModelDefinition, priced));
 
@@ -249,8 +255,33 @@ export class GenerationQueue {
       const contract = queueFor(row.mediaType);
       await this.queues.remove(contract, id);
       await this.positions.remove(row.mediaType, id).catch(() => undefined);
+      await this.webhooks.notify(id, 'completed', row.params);
       await this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [id], reason: 'cancelled by the user' }).catch(() => undefined);
     }
     return { status: 'success', generation_id: id };
   }
+
+  /** The delivery attempts of a generation's webhook messages, oldest first (its owner's namespace only). */
+  async webhookDeliveries(caller: Caller, id: string): Promise<{ deliveries: WebhookDeliveryView[] }> {
+    const row = await this.findVisible(caller, id);
+    const rows = await this.prisma.webhookDelivery.findMany({ where: { generationId: row.id }, orderBy: [{ at: 'asc' }, { attempt: 'asc' }] });
+    return {
+      deliveries: rows.map((d) => ({ webhook_id: d.webhookId, type: d.type, attempt: d.attempt, status_code: d.statusCode, error: d.error, at: d.at.toISOString() })),
+    };
+  }
+
+  /** The webhook signing secret of a namespace the caller belongs to (made on first read), or a new one. */
+  async webhookSecret(caller: Caller, namespace: unknown, rotate = false): Promise<{ key: string }> {
+    const scope = await this.access.resolve(caller, namespace);
+    return { key: rotate ? await this.secrets.rotate(scope.id) : await this.secrets.get(scope.id) };
+  }
+}
+
+export interface WebhookDeliveryView {
+  webhook_id: string;
+  type: string;
+  attempt: number;
+  status_code: number | null;
+  error: string | null;
+  at: string;
 }

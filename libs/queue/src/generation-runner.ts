@@ -6,6 +6,7 @@ import { Metrics } from '@atelier/observability';
 import { retryThroughOutage } from '@atelier/runtime';
 import { GenerationProgress } from './generation-progress';
 import { GenerationState } from './generation-state';
+import { modelParams } from './webhook-request';
 
 /** Longer than any failover; shorter than GENERATION_LOST_AFTER_MS, after which the sweeper fails the row. */
 const OUTAGE_WAIT_MS = 10 * 60_000;
@@ -64,7 +65,7 @@ export class GenerationRunner {
       return 'failed';
     }
     // Parameters are checked now, not at enqueue (the spec): a bad one fails this generation.
-    const checked = validateModelRequest(model, { ...(row.params as Record<string, unknown>), model: model.id }, { mode: 'sync' });
+    const checked = validateModelRequest(model, { ...modelParams(row.params as Record<string, unknown>), model: model.id }, { mode: 'sync' });
     if (!checked.ok) {
       await durably(() => this.state.fail(id, checked.errors.map((e) => e.message).join('; ')));
       return 'failed';

@@ -5,6 +5,7 @@ import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { BroadcastBus, UserEventLog } from '@atelier/runtime';
 import { QueuePositions } from './queue-positions';
+import { WebhookNotifier } from './webhook-notifier.service';
 
 /**
  * The generation state machine as conditional updates: each transition names the state it
@@ -21,6 +22,7 @@ export class GenerationState {
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
     private readonly positions: QueuePositions,
+    private readonly webhooks: WebhookNotifier,
   ) {}
 
   /**
@@ -35,7 +37,11 @@ export class GenerationState {
     if (rows.length === 0) return undefined;
     const row = (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
     // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
-    if (row) await this.positions.remove(row.mediaType, id).catch(() => undefined);
+    if (row) {
+      await this.positions.remove(row.mediaType, id).catch(() => undefined);
+      // Also for a redelivered job: the message id is the same, so the second add is a no-op.
+      await this.webhooks.notify(id, 'processing', row.params);
+    }
     return row;
   }
 
@@ -60,17 +66,17 @@ export class GenerationState {
     id: string,
     outcome: { status: 'succeeded'; resultKeys: string[]; cost: string } | { status: 'failed'; message: string },
   ): Promise<boolean> {
-    const event = await this.prisma.$transaction(async (tx) => {
+    const ended = await this.prisma.$transaction(async (tx) => {
       const resultKeys = outcome.status === 'succeeded' ? outcome.resultKeys : [];
       const error = outcome.status === 'failed' ? outcome.message.slice(0, 2000) : null;
       const rows = await tx.$queryRaw<
-        { owner_id: string; namespace_id: string; reservation_id: string | null; model_name: string; media_type: 'image' | 'video'; completed_at: Date }[]
+        { owner_id: string; namespace_id: string; reservation_id: string | null; model_name: string; media_type: 'image' | 'video'; completed_at: Date; params: unknown }[]
       >`
         UPDATE generations
         SET status = ${outcome.status}::"GenerationStatus", completed_at = now(), result_keys = ${resultKeys}::text[],
             error_message = ${error}, started_at = COALESCE(started_at, now())
         WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
-        RETURNING owner_id::text, namespace_id::text, reservation_id::text, model_name, media_type::text AS media_type, completed_at`;
+        RETURNING owner_id::text, namespace_id::text, reservation_id::text, model_name, media_type::text AS media_type, completed_at, params`;
       if (rows.length === 0) return undefined;
       const row = rows[0];
       if (outcome.status === 'succeeded') {
@@ -91,10 +97,12 @@ export class GenerationState {
         completed_at: Math.floor(row.completed_at.getTime() / 1000),
       };
       await tx.generationEvent.create({ data: { generationId: id, userId: row.owner_id, payload: payload as unknown as Prisma.InputJsonValue } });
-      return payload;
+      return { payload, params: row.params };
     });
-    if (!event) return false;
+    if (!ended) return false;
+    const event = ended.payload;
     await this.positions.remove(event.media_type, id).catch(() => undefined);
+    await this.webhooks.notify(id, 'completed', ended.params);
     await this.publish(event).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
     );

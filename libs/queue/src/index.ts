@@ -6,3 +6,8 @@ export { GenerationRunner, type RunOutcome } from './generation-runner';
 export { GenerationSweeper } from './generation-sweeper.service';
 export { ImageGenerationProcessor, VideoGenerationProcessor } from './generation.processor';
 export { QueueServiceModule } from './queue-service.module';
+export { WebhookDeliveryProcessor } from './webhook-delivery.processor';
+export { signWebhook, newWebhookSecret } from './webhook-signature';
+export { webhookId } from './webhook-notifier.service';
+export { WEBHOOK_EVENTS, WEBHOOK_FIELDS, parseWebhookRequest, type WebhookRequest } from './webhook-request';
+export type { WebhookDeliveryView } from './generation-queue.service';

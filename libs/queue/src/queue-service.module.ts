@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { StaleReservationsModule } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE } from '@atelier/contracts';
+import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
 import { EnginesModule } from '@atelier/media';
 import { ModelCatalogModule } from '@atelier/models';
 import { ServiceRuntimeModule } from '@atelier/runtime';
@@ -11,12 +11,13 @@ import { GenerationRunner } from './generation-runner';
 import { GenerationState, generationReservationRule } from './generation-state';
 import { GenerationSweeper } from './generation-sweeper.service';
 import { QueueGatewayModule } from './queue-gateway.module';
+import { WebhookDeliveryProcessor } from './webhook-delivery.processor';
 
 /**
  * Everything the queue worker runs: the generation pools, the sweeper that repairs what a crash
  * leaves behind, and the release of reservations no generation row owns. Image and video pools
  * are separate queues: deploy the app twice with QUEUE_WORKER_POOLS=image or =video to scale
- * them independently (default: both).
+ * them independently (default: both). Every queue-worker also delivers webhooks.
  */
 @Module({})
 export class QueueServiceModule {
@@ -25,6 +26,8 @@ export class QueueServiceModule {
     const consumes = [
       ...(pools.includes('image') ? [IMAGE_GENERATION_QUEUE] : []),
       ...(pools.includes('video') ? [VIDEO_GENERATION_QUEUE] : []),
+      // Every queue-worker delivers webhooks, whichever pools it runs.
+      WEBHOOK_DELIVERY_QUEUE,
     ];
     return {
       module: QueueServiceModule,
@@ -46,6 +49,7 @@ export class QueueServiceModule {
         GenerationSweeper,
         ...(pools.includes('image') ? [ImageGenerationProcessor] : []),
         ...(pools.includes('video') ? [VideoGenerationProcessor] : []),
+        WebhookDeliveryProcessor,
       ],
     };
   }

@@ -3,7 +3,7 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
+import { ModulesContainer, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import multipart from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
@@ -161,12 +161,13 @@ export interface HttpHooks {
   install(fastify: FastifyInstance): void;
 }
 
+/** The app's HTTP_HOOKS provider, if a module has one (app.get would log an error for a missing one). */
 function optionalHttpHooks(app: NestFastifyApplication): HttpHooks | undefined {
-  try {
-    return app.get<HttpHooks>(HTTP_HOOKS, { strict: false });
-  } catch {
-    return undefined;
+  for (const module of app.get(ModulesContainer).values()) {
+    const instance = module.providers.get(HTTP_HOOKS)?.instance as HttpHooks | undefined;
+    if (instance) return instance;
   }
+  return undefined;
 }
 
 /** Builds an app without listening, so tests can drive it with Fastify's inject. */

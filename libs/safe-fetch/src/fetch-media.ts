@@ -154,7 +154,13 @@ function guardedLookup(url: URL): LookupFunction {
   };
 }
 
-function requestOnce(url: URL, allowedHosts: readonly string[], signal: AbortSignal): Promise<IncomingMessage> {
+/** A POST instead of the GET (webhook deliveries): method, headers and body of the one request. */
+interface RequestBody {
+  headers: Record<string, string>;
+  body: string;
+}
+
+function requestOnce(url: URL, allowedHosts: readonly string[], signal: AbortSignal, post?: RequestBody): Promise<IncomingMessage> {
   const allowed = isAllowedHost(url, allowedHosts);
   if (!allowed && isIpLiteral(url.hostname)) {
     const range = blockedRange(url.hostname);
@@ -163,17 +169,54 @@ function requestOnce(url: URL, allowedHosts: readonly string[], signal: AbortSig
   return new Promise((resolve, reject) => {
     const client = url.protocol === 'https:' ? https : http;
     const req = client.request(url, {
-      method: 'GET',
+      method: post ? 'POST' : 'GET',
       // A fresh connection per fetch: a pooled socket would skip the address check of this hop.
       agent: false,
       signal,
-      headers: { 'user-agent': 'atelier-media-fetch/1', accept: '*/*', 'accept-encoding': 'identity' },
+      headers: post
+        ? { 'content-length': String(Buffer.byteLength(post.body)), ...post.headers }
+        : { 'user-agent': 'atelier-media-fetch/1', accept: '*/*', 'accept-encoding': 'identity' },
       ...(allowed ? {} : { lookup: guardedLookup(url) }),
     });
     req.once('response', resolve);
     req.once('error', (err) => reject(err instanceof MediaFetchError ? err : ((err as { cause?: unknown }).cause instanceof MediaFetchError ? (err as { cause: MediaFetchError }).cause : err)));
-    req.end();
+    req.end(post?.body);
   });
+}
+
+export interface GuardedPostOptions {
+  headers: Record<string, string>;
+  body: string;
+  /** Hosts (`host` or `host:port`) that may be reached although they are not public (MEDIA_FETCH_ALLOWED_HOSTS). */
+  allowedHosts?: readonly string[];
+  timeoutMs: number;
+}
+
+/**
+ * One POST under the same address policy as media fetches (checked after DNS, on this very
+ * connection); a redirect is not followed but answered as it is. Resolves with the status once
+ * the answer's headers arrive (its body is read and dropped, at most 64 KiB); rejects with a
+ * MediaFetchError for a refused address, a bad URL, a network error or the timeout.
+ */
+export async function guardedPost(url: string, opts: GuardedPostOptions): Promise<{ status: number }> {
+  const target = parseHttpUrl(url, 'the URL');
+  const timeout = AbortSignal.timeout(opts.timeoutMs);
+  try {
+    const res = await requestOnce(target, opts.allowedHosts ?? [], timeout, { headers: opts.headers, body: opts.body });
+    let seen = 0;
+    for await (const chunk of res as AsyncIterable<Buffer>) {
+      seen += chunk.length;
+      if (seen > 64 * 1024) {
+        res.destroy();
+        break;
+      }
+    }
+    return { status: res.statusCode ?? 0 };
+  } catch (err) {
+    if (err instanceof MediaFetchError) throw err;
+    if (timeout.aborted) throw new MediaFetchError('timeout', `No answer within ${opts.timeoutMs} ms from ${displayUrl(url)}`, url);
+    throw new MediaFetchError('network', `Could not reach ${displayUrl(url)}: ${networkReason(err)}`, url);
+  }
 }
 
 async function readBody(res: IncomingMessage, maxBytes: number, url: string): Promise<Buffer> {

@@ -1,5 +1,7 @@
 export {
   fetchMedia,
+  guardedPost,
+  type GuardedPostOptions,
   MediaFetchError,
   displayUrl,
   httpStatusMessage,

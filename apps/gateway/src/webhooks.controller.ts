@@ -1,0 +1,23 @@
+import { Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
+import { CurrentCaller, type Caller } from '@atelier/auth';
+import { GenerationQueue } from '@atelier/queue';
+
+/**
+ * The signing secret of a namespace's webhooks (Standard Webhooks): members of the namespace
+ * only. Rotating replaces it at once; signatures made with the old one stop verifying.
+ */
+@Controller('api/webhooks/default/secret')
+export class WebhooksController {
+  constructor(private readonly generations: GenerationQueue) {}
+
+  @Get()
+  secret(@CurrentCaller() caller: Caller, @Query('namespace') namespace: unknown) {
+    return this.generations.webhookSecret(caller, namespace);
+  }
+
+  @Post('rotate')
+  @HttpCode(200)
+  rotate(@CurrentCaller() caller: Caller, @Query('namespace') namespace: unknown) {
+    return this.generations.webhookSecret(caller, namespace, true);
+  }
+}
