@@ -102,15 +102,14 @@ export class GenerationState {
     if (!ended) return false;
     const event = ended.payload;
     await this.positions.remove(event.media_type, id).catch(() => undefined);
-    await this.webhooks.notify(id, 'completed', ended.params);
-    await this.publish(event).catch((err: Error) =>
+    await this.publish(event, ended.params).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
     );
     return true;
   }
 
-  private async publish(event: GenerationCompletedEvent): Promise<void> {
-    await this.broadcast(event);
+  private async publish(event: GenerationCompletedEvent, params: unknown): Promise<void> {
+    await this.broadcast(event, params);
     await this.prisma.generationEvent.update({ where: { generationId: event.generation_id }, data: { publishedAt: new Date() } });
   }
 
@@ -136,10 +135,14 @@ export class GenerationState {
    * Retained first (its id becomes the SSE `id:`, and a stream resuming with Last-Event-ID is sent
    * it from there), then broadcast to the connected streams with that id.
    */
-  private async broadcast(event: GenerationCompletedEvent): Promise<void> {
+  private async broadcast(event: GenerationCompletedEvent, params?: unknown): Promise<void> {
     const { event_id: _previous, ...payload } = event;
     const eventId = await this.events.append(event.userId, payload);
     await this.bus.publish(GENERATION_COMPLETED_CHANNEL, { ...payload, event_id: eventId });
+    // The completed webhook goes with the outbox event: a crash before it is published leaves both
+    // to the outbox sweeper (which does not know the params, so the notifier reads them), and the
+    // message id makes a repeat a no-op.
+    await this.webhooks.queueMessage(event.generation_id, 'completed', params);
   }
 
   /** Who a queued generation runs for: its owner's name and the billed namespace's, as a job caller. */

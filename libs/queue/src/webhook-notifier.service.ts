@@ -28,33 +28,41 @@ export class WebhookNotifier {
     private readonly urls: SignedUrls,
   ) {}
 
-  /** `params` spares a read when the caller has the row at hand and it has no webhook. */
+  /**
+   * Queues the message if the generation asked for it; a failure is logged, and the transition
+   * stands. `params` spares a read when the caller has the row at hand and it has no webhook.
+   */
   async notify(generationId: string, event: WebhookEvent, params?: unknown): Promise<void> {
-    if (params !== undefined && (params as { webhook?: unknown } | null)?.webhook === undefined) return;
     try {
-      const row = await this.prisma.generation.findUnique({ where: { id: generationId }, include: { namespace: { select: { name: true } } } });
-      if (!row) return;
-      const webhook = parseWebhookRequest(row.params as Record<string, unknown>);
-      if (!webhook || !webhook.events.includes(event)) return;
-      const id = webhookId(generationId, event);
-      await this.queues.add(
-        WEBHOOK_DELIVERY_QUEUE,
-        {
-          webhookId: id,
-          generationId,
-          namespaceId: row.namespaceId,
-          type: event === 'processing' ? 'generation.processing' : 'generation.completed',
-          url: webhook.url,
-          timestamp: new Date().toISOString(),
-          data: toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key)),
-          attempt: 1,
-          requestId: requestContext.current()?.requestId ?? generationId,
-        },
-        { jobId: `${id}.1` },
-      );
+      await this.queueMessage(generationId, event, params);
     } catch (err) {
       // The generation's own transition stands; its webhook message is what is lost (logged).
       this.logger.warn(`Webhook message for generation ${generationId} (${event}) could not be queued: ${(err as Error).message}`);
     }
+  }
+
+  /** As notify, but throws when the message could not be queued (the outbox then tries again). */
+  async queueMessage(generationId: string, event: WebhookEvent, params?: unknown): Promise<void> {
+    if (params !== undefined && (params as { webhook?: unknown } | null)?.webhook === undefined) return;
+    const row = await this.prisma.generation.findUnique({ where: { id: generationId }, include: { namespace: { select: { name: true } } } });
+    if (!row) return;
+    const webhook = parseWebhookRequest(row.params as Record<string, unknown>);
+    if (!webhook || !webhook.events.includes(event)) return;
+    const id = webhookId(generationId, event);
+    await this.queues.add(
+      WEBHOOK_DELIVERY_QUEUE,
+      {
+        webhookId: id,
+        generationId,
+        namespaceId: row.namespaceId,
+        type: event === 'processing' ? 'generation.processing' : 'generation.completed',
+        url: webhook.url,
+        timestamp: new Date().toISOString(),
+        data: toGenerationRecord(row, row.namespace.name, (key) => this.urls.url(key)),
+        attempt: 1,
+        requestId: requestContext.current()?.requestId ?? generationId,
+      },
+      { jobId: `${id}.1` },
+    );
   }
 }
