@@ -211,7 +211,7 @@ const loops = {
         Buffer.from(`\r\n--${boundary}--\r\n`),
       ]);
       const up = await call('repo upload', 'PUT', `/api/repos/${ns}/${repo}/file/main/`, { key, raw: multipart, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } });
-      if (up.status === 200) {
+      if (up.status === 201) {
         const created = await call('fine_tunes create', 'POST', `/api/repos/${ns}/${repo}/fine_tunes`, {
           key,
           body: { resource: `main/${file}`, base_model: 'Qwen/Qwen3-0.6B', script_type: 'text_generation', training_params: { question_column: 'question', answer_column: 'answer' } },

@@ -98,9 +98,9 @@ describe('fine-tunes', () => {
       ]) },
       { field: 'files[]', filename: 'broken.parquet', content: 'this is not parquet at all, just text' },
     ]);
-    expect(upload.status).toBe(200);
+    expect(upload.status).toBe(201);
     const pics = await uploadFiles(gw.http, alice.apiKey, `${alice.namespace}/ds`, 'main/pics', [{ filename: 'circle.png', content: PNG }]);
-    expect(pics.status).toBe(200);
+    expect(pics.status).toBe(201);
   });
   afterAll(async () => {
     await worker?.close();
@@ -221,11 +221,11 @@ describe('fine-tunes', () => {
       expect(res.body.fine_tune).toMatchObject({ name: 'my run', training_params: { samples, steps: 10, timestep_type: 'linear', use_lora: false } });
     });
 
-    it('reports every problem at once as {field, message} in detail', async () => {
+    it('reports every problem at once as {field, message} in detail.fields', async () => {
       const res = await create(qaBody({ answer_column: undefined, batch_size: '2', epochs: 0, learning_rate: -1, save_strategy: 'sometimes', dropout: 0.1 }));
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ status: 'error', status_message: 'invalid_request', error: { type: 'invalid_request', message: expect.stringMatching(/^Invalid fine-tune: /) } });
-      const detail = (res.body as unknown as { error: { detail: { field: string; message: string }[] } }).error.detail;
+      const detail = (res.body as unknown as { error: { detail: { fields: { field: string; message: string }[] } } }).error.detail.fields;
       expect(detail).toEqual(
         expect.arrayContaining([
           { field: 'training_params.dropout', message: 'is not a training parameter of script_type text_generation' },
@@ -267,7 +267,7 @@ describe('fine-tunes', () => {
       const resource = scriptType === 'text_chat_messages' ? 'main/chat.parquet' : 'main/images.parquet';
       const res = await create({ resource, base_model: models[scriptType], script_type: scriptType, training_params: params });
       expect(res.status).toBe(400);
-      expect((res.body as unknown as { error: { detail: unknown[] } }).error.detail).toContainEqual({ field, message });
+      expect((res.body as unknown as { error: { detail: { fields: unknown[] } } }).error.detail.fields).toContainEqual({ field, message });
     });
 
     it('rejects an unsupported base model with 400 listing the supported ones', async () => {
@@ -285,10 +285,10 @@ describe('fine-tunes', () => {
     it('rejects an unknown script type, and missing top-level fields', async () => {
       const res = await create({ resource: 'main/qa.parquet', base_model: 'Qwen/Qwen3-0.6B', script_type: 'summarization', training_params: {}, colour: 1 });
       expect(res.status).toBe(400);
-      const detail = (res.body as unknown as { error: { detail: { field: string }[] } }).error.detail;
+      const detail = (res.body as unknown as { error: { detail: { fields: { field: string }[] } } }).error.detail.fields;
       expect(detail.map((d) => d.field).sort()).toEqual(['colour', 'script_type']);
       const empty = await create({});
-      expect((empty.body as unknown as { error: { detail: { field: string; message: string }[] } }).error.detail).toEqual(
+      expect((empty.body as unknown as { error: { detail: { fields: { field: string; message: string }[] } } }).error.detail.fields).toEqual(
         expect.arrayContaining([
           { field: 'resource', message: 'is required' },
           { field: 'base_model', message: 'is required' },
@@ -306,13 +306,13 @@ describe('fine-tunes', () => {
     ])('rejects %s as resource with 400', async (_label, resource, message) => {
       const res = await create({ ...qaBody(), resource });
       expect(res.status).toBe(400);
-      expect((res.body as unknown as { error: { detail: unknown[] } }).error.detail).toContainEqual({ field: 'resource', message: expect.stringMatching(message) });
+      expect((res.body as unknown as { error: { detail: { fields: unknown[] } } }).error.detail.fields).toContainEqual({ field: 'resource', message: expect.stringMatching(message) });
     });
 
     it('rejects columns the dataset does not have, naming the columns it has', async () => {
       const res = await create(qaBody({ answer_column: 'response' }));
       expect(res.status).toBe(400);
-      expect((res.body as unknown as { error: { detail: unknown[] } }).error.detail).toEqual([
+      expect((res.body as unknown as { error: { detail: { fields: unknown[] } } }).error.detail.fields).toEqual([
         { field: 'training_params.answer_column', message: "column 'response' does not exist in main/qa.parquet; its columns are: question, answer" },
       ]);
       const multi = await create({
@@ -321,7 +321,7 @@ describe('fine-tunes', () => {
         script_type: 'multi_image_editing',
         training_params: { caption_column: 'caption', image_column: 'image', control_image_columns: ['control', 'ctrl_x'] },
       });
-      expect((multi.body as unknown as { error: { detail: { field: string }[] } }).error.detail.map((d) => d.field)).toEqual(['training_params.control_image_columns[1]']);
+      expect((multi.body as unknown as { error: { detail: { fields: { field: string }[] } } }).error.detail.fields.map((d) => d.field)).toEqual(['training_params.control_image_columns[1]']);
     });
 
     it('keeps other tenants out (403) and answers unknown repositories with 404', async () => {
@@ -418,6 +418,18 @@ describe('fine-tunes', () => {
       });
     });
 
+    it('starts with an empty body sent as application/json (clients that always send the header)', async () => {
+      const created = await create(qaBody({ epochs: 1, seq_length: 12 }));
+      const id = created.body.fine_tune.id;
+      const started = await gw.http.request<FineTuneBody>('POST', `${base}/fine_tunes/${id}/tokenize`, {
+        token: alice.apiKey,
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(started.status).toBe(200);
+      expect(started.body).toMatchObject({ fine_tune: { id, status: 'tokenizing' } });
+      expect((await settled(id)).status).toBe('tokenized');
+    });
+
     it('checks image bytes and marks counts from a stand-in tokenizer as approximate', async () => {
       const created = await create({
         resource: 'main/images.parquet',
@@ -470,7 +482,7 @@ describe('fine-tunes', () => {
       expect(again.status).toBe(409);
       expect(again.body).toMatchObject({
         status: 'error',
-        error: { type: 'conflict', message: `Fine-tune ${id} is in state 'tokenized'; tokenization can only be started from state 'created'` },
+        error: { type: 'invalid_state', message: `Fine-tune ${id} is in state 'tokenized'; tokenization can only be started from state 'created'` },
       });
     });
 

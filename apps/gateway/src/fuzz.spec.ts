@@ -98,7 +98,7 @@ describe('fuzzing every route (real processes)', () => {
       parquet,
       Buffer.from(`\r\n--${boundary}--\r\n`),
     ]);
-    expect((await api('PUT', `/api/repos/${namespace}/fz/file/main/`, key, multipart, { 'content-type': `multipart/form-data; boundary=${boundary}` })).status).toBe(200);
+    expect((await api('PUT', `/api/repos/${namespace}/fz/file/main/`, key, multipart, { 'content-type': `multipart/form-data; boundary=${boundary}` })).status).toBe(201);
     const ft = await api<{ fine_tune: { id: string } }>('POST', `/api/repos/${namespace}/fz/fine_tunes`, key, {
       resource: 'main/qa.parquet',
       base_model: 'Qwen/Qwen3-0.6B',

@@ -62,11 +62,11 @@ export class ReposController {
 
   /** Multipart upload into `<branch>/<directory...>`; each part's filename is its name in that directory. */
   @Put(':namespace/:repo/file/*')
-  @HttpCode(200)
+  @HttpCode(201)
   async upload(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Req() req: WildcardRequest) {
     const { branch, rest } = branchAndRest(req.params['*']);
     const repo = await this.repo(caller, namespace, name);
-    const commit = await this.repos.upload(repo, branch, rest, multipartUploadItems(req, this.config), caller.userId);
+    const commit = await this.repos.upload(repo, branch, rest, multipartUploadItems(req, this.config), { userId: caller.userId, username: caller.username });
     return { commit, status: 'success', status_message: 'resource_created' };
   }
 

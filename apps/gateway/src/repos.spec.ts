@@ -86,12 +86,14 @@ describe('repositories', () => {
     it('uploads one file to the repository root and downloads the same bytes', async () => {
       const content = Buffer.from('PAR1 not really parquet but bytes');
       const res = await uploadFiles(gw.http, alice.apiKey, repo(), 'main', [{ filename: 'train.parquet', content }], { message: 'first data' });
-      expect(res.status).toBe(200);
+      expect(res.status).toBe(201);
       expect(res.body).toMatchObject({
         commit: {
           id: expect.any(String),
           branch: 'main',
           message: 'first data',
+          // The uploader by username, as a user reads it (not the internal user id).
+          author: alice.username,
           timestamp: expect.any(Number),
           files: [{ path: 'train.parquet', size: content.length, sha256: sha256(content), content_type: 'application/vnd.apache.parquet' }],
         },
@@ -109,7 +111,7 @@ describe('repositories', () => {
         { field: 'files[]', filename: 'a.txt', content: 'alpha', contentType: 'text/plain' },
         { field: 'files[]', filename: 'b.json', content: '{"b":1}' },
       ]);
-      expect(res.status).toBe(200);
+      expect(res.status).toBe(201);
       const commit = (res.body as { commit: { id: string; message: string; files: { path: string }[] } }).commit;
       expect(commit.files.map((f) => f.path)).toEqual(['data/v1/a.txt', 'data/v1/b.json']);
       expect(commit.message).toBe('Upload 2 files');
@@ -135,7 +137,7 @@ describe('repositories', () => {
       await uploadFiles(gw.http, alice.apiKey, repo(), 'main/replace', [{ filename: 'x.txt', content: 'old' }]);
       const before = countFiles(storageDir);
       const res = await uploadFiles(gw.http, alice.apiKey, repo(), 'main/replace', [{ filename: 'x.txt', content: 'new content' }]);
-      expect(res.status).toBe(200);
+      expect(res.status).toBe(201);
       expect((await gw.http.request('GET', `/api/repos/${repo()}/file/main/replace/x.txt`, { token: alice.apiKey })).text).toBe('new content');
       expect(countFiles(storageDir)).toBe(before);
     });

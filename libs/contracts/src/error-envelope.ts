@@ -19,6 +19,7 @@ export const ERROR_TYPES = {
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   conflict: { status: 409, title: 'The resource already exists' },
   idempotency_key_in_use: { status: 409, title: 'A request with this Idempotency-Key is still running' },
+  invalid_state: { status: 409, title: 'The resource is not in a state that allows this' },
   payload_too_large: { status: 413, title: 'The request body is too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported content type' },
   unprocessable_entity: { status: 422, title: 'The request cannot be processed' },

@@ -33,7 +33,7 @@ export function invalidFineTune(problems: FieldProblem[]): ApiError {
     .map((p) => `${p.field} ${p.message}`)
     .join('; ');
   const more = problems.length > 5 ? ` (and ${problems.length - 5} more)` : '';
-  return ApiError.badRequest(`Invalid fine-tune: ${summary}${more}`, problems);
+  return ApiError.badRequest(`Invalid fine-tune: ${summary}${more}`, { fields: problems });
 }
 
 export interface ParsedCreateFineTune {

@@ -141,7 +141,7 @@ export class FineTunesService {
     const deleted = await this.prisma.fineTune.deleteMany({ where: { id: ft.id, state: { notIn: [...RUNNING_STATES] } } });
     if (deleted.count === 0) {
       const current = await this.find(repo, id);
-      throw ApiError.conflict(`Fine-tune ${id} is ${current.state}; it can be deleted once it is no longer running`);
+      throw new ApiError('invalid_state', `Fine-tune ${id} is ${current.state}; it can be deleted once it is no longer running`);
     }
     return toFineTuneView(ft, repo);
   }
@@ -155,7 +155,7 @@ export class FineTunesService {
     });
     if (moved.count === 0) {
       const current = await this.find(repo, id);
-      throw ApiError.conflict(`Fine-tune ${id} is in state '${current.state}'; tokenization can only be started from state 'created'`);
+      throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${current.state}'; tokenization can only be started from state 'created'`);
     }
     // Read before queueing: a fast job could otherwise already have moved it on.
     const tokenizing = await this.find(repo, id);

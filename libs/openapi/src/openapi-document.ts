@@ -243,7 +243,7 @@ function operations(catalog: ModelCatalog): Operation[] {
           message: { type: 'string' },
         },
       },
-      responses: { 200: ['The commit', 'Commit'] },
+      responses: { 201: ['The commit (author by username)', 'Commit'] },
     },
     {
       method: 'get',

@@ -117,8 +117,9 @@ export class RepositoriesService {
     branch: string,
     directory: string,
     items: AsyncIterable<UploadItem>,
-    authorId: string,
+    author: { userId: string; username: string },
   ): Promise<CommitView> {
+    const authorId = author.userId;
     const dir = pathSegments(directory, 'directory');
     await this.requireBranch(repo, branch);
     const stored: { path: string; key: string; size: number; sha256: string; contentType: string }[] = [];
@@ -182,7 +183,7 @@ export class RepositoriesService {
       throw err;
     }
     await this.deleteUnreferenced(replaced);
-    return { id: commit.id, branch, message: commit.message, author: authorId, timestamp: unix(commit.createdAt), files: changes };
+    return { id: commit.id, branch, message: commit.message, author: author.username, timestamp: unix(commit.createdAt), files: changes };
   }
 
   /** The stored file at `branch`/`path`, or undefined. */

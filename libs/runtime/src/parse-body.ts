@@ -11,5 +11,5 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
     if (i.code === 'unrecognized_keys') return `unknown field(s): ${i.keys.join(', ')}`;
     return i.message;
   });
-  throw ApiError.badRequest(problems.join('; '), { fields: result.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) });
+  throw ApiError.badRequest(problems.join('; '), { fields: result.error.issues.map((i) => ({ field: i.path.join('.'), message: i.message })) });
 }
