@@ -333,6 +333,18 @@ describe('fine-tunes', () => {
     });
   });
 
+  it('lists the base models, training_params and an example body per script type, and the example works', async () => {
+    const res = await gw.http.request<{ data: { script_type: string; base_models: string[]; example: Record<string, unknown> }[] }>('GET', '/api/fine_tunes/base_models', { token: alice.apiKey });
+    expect(res.status).toBe(200);
+    expect(res.body.data.map((d) => d.script_type)).toContain('text_generation');
+    const text = res.body.data.find((d) => d.script_type === 'text_generation')!;
+    expect(text.base_models).toContain('Qwen/Qwen3-0.6B');
+    // The example names its dataset columns after the parameters: qa.parquet has question and answer.
+    const created = await create({ ...text.example, resource: 'main/qa.parquet' });
+    expect(created.status).toBe(201);
+    expect((await gw.http.request('GET', '/api/fine_tunes/base_models')).status).toBe(401);
+  });
+
   describe('tokenize', () => {
     it('tokenizes a text_generation dataset with the Qwen3 tokenizer and stores the stats', async () => {
       const created = await create(qaBody({ epochs: 3, seq_length: 12 }));

@@ -25,6 +25,7 @@ import { QueueController } from './queue.controller';
 import { ReposController } from './repos.controller';
 import { IdempotencyModule } from '@atelier/idempotency';
 import { WebhooksController } from './webhooks.controller';
+import { FineTuneCatalogController } from './fine-tune-catalog.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
 @Module({})
@@ -40,7 +41,7 @@ export class GatewayModule {
         ChatGatewayModule,
         MediaGatewayModule,
         IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, WebhooksController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController],
       providers: [QueueBoard],
     };
   }

@@ -23,3 +23,4 @@ export { TokenizerRegistry, type TokenCounter } from './tokenizers';
 export { blobAsyncBuffer, openParquet, readRowWindows, ParquetReadError, type ParquetDataset } from './parquet-dataset';
 export { tokenizeDataset, estimateCost, LengthStats, type TokenizationStats, type TokenizeOptions } from './tokenize-dataset';
 export { createFineTuneJsonSchema, trainingParamsJsonSchema } from './fine-tune-json-schema';
+export { baseModelListing, exampleCreateBody, type ScriptTypeListing } from './base-model-listing';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AdjustCreditsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
-import { createFineTuneJsonSchema, FINE_TUNE_STATES } from '@atelier/fine-tune';
+import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
 import { RESPONSE_SCHEMAS } from './response-schemas';
 
@@ -25,6 +25,8 @@ interface Operation {
   responses: Record<number, [string, (Schema | string)?, string?]>;
   /** Accepts an Idempotency-Key header (routes marked IDEMPOTENT in the gateway). */
   idempotent?: boolean;
+  /** Named request-body examples (OpenAPI `examples`). */
+  bodyExamples?: Record<string, unknown>;
 }
 
 const IDEMPOTENCY_KEY_PARAMETER = {
@@ -260,9 +262,20 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Fine-tunes',
       summary: 'Create a fine-tune',
       access: 'key',
-      description: 'Every problem is reported at once: 400 with `error.detail` = `[{field, message}]`. Defaults are filled in and returned.',
+      description:
+        'Every problem is reported at once: 400 with `error.detail` = `{fields: [{field, message}]}`. Defaults are filled in and returned. ' +
+        'GET /api/fine_tunes/base_models lists the base models and training_params of each script type, with an example body.',
       body: createFineTuneJsonSchema(),
+      bodyExamples: Object.fromEntries(SCRIPT_TYPES.map((t) => [t, { summary: t, value: exampleCreateBody(t) }])),
       responses: { 201: ['Created', 'FineTuneAnswer'] },
+    },
+    {
+      method: 'get',
+      route: '/api/fine_tunes/base_models',
+      tag: 'Fine-tunes',
+      summary: 'Base models, training_params and an example body, per script type',
+      access: 'key',
+      responses: { 200: ['One entry per script type', 'BaseModelListing'] },
     },
     {
       method: 'get',
@@ -345,6 +358,11 @@ const ERROR_STATUSES: Record<Access, number[]> = {
   public: [403, 404],
 };
 
+function withExamples(media: Schema, examples: Record<string, unknown> | undefined): Schema {
+  if (!examples) return media;
+  return Object.fromEntries(Object.entries(media).map(([type, m]) => [type, { ...(m as Schema), examples }]));
+}
+
 function content(schema: Schema | string | undefined, type = 'application/json'): Schema | undefined {
   if (schema === undefined) return undefined;
   return { [type]: { schema: typeof schema === 'string' ? { $ref: `#/components/schemas/${schema}` } : schema } };
@@ -390,7 +408,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
       parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })),
         ...(op.headers ?? []).map((h) => ({ in: 'header', required: false, ...h })),
         ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
-      ...(op.body && { requestBody: { required: true, content: content(op.body, op.bodyType) } }),
+      ...(op.body && { requestBody: { required: true, content: withExamples(content(op.body, op.bodyType)!, op.bodyExamples) } }),
       responses,
     };
   }

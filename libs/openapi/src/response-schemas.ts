@@ -129,6 +129,17 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
       ),
     },
   }),
+  BaseModelListing: obj({
+    data: {
+      type: 'array',
+      items: obj({
+        script_type: str,
+        base_models: { type: 'array', items: str },
+        training_params_schema: { type: 'object', description: 'JSON Schema of training_params, with defaults and minimums' },
+        example: { type: 'object', description: 'A create body for this script type' },
+      }),
+    },
+  }),
   WebhookSecret: obj({ key: { type: 'string', pattern: '^whsec_' } }, ['key']),
   GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),
   Enqueued: obj({ generations: { type: 'array', items: obj({ generation_id: { type: 'string', format: 'uuid' }, status: { const: 'queued' } }) } }),
