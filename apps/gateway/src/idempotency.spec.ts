@@ -191,6 +191,7 @@ describe('Idempotency-Key', () => {
         'post /api/ai/chat/completions',
         'post /api/ai/images/edit',
         'post /api/ai/images/generate',
+        'post /api/ai/images/generations',
         'post /api/ai/queue',
         'post /api/ai/videos/generate',
         'post /api/repos/{namespace}/{repo}/fine_tunes',

@@ -1,7 +1,9 @@
-import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { Body, Controller, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, type Caller } from '@atelier/auth';
-import { MediaGenerations, type MediaEndpoint } from '@atelier/media';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { fromOpenAiImageRequest, MediaGenerations, toOpenAiImagesAnswer, type MediaEndpoint } from '@atelier/media';
+import { openAiEditForm } from './multipart-upload';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
 
@@ -15,7 +17,10 @@ const KEEPALIVE_PROBE_MS = 30_000;
  */
 @Controller('api/ai')
 export class MediaController {
-  constructor(private readonly media: MediaGenerations) {}
+  constructor(
+    private readonly media: MediaGenerations,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
 
   @Post('images/generate')
   @RouteConfig(IDEMPOTENT)
@@ -29,6 +34,26 @@ export class MediaController {
   @HttpCode(200)
   editImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     return this.render('/images/edit', caller, body, req, reply);
+  }
+
+  /** OpenAI's Images API on the same base URL (`client.images.generate`): the contract's images/generate underneath. */
+  @Post('images/generations')
+  @RouteConfig(IDEMPOTENT)
+  @HttpCode(200)
+  async generations(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+    return toOpenAiImagesAnswer(await this.render('/images/generate', caller, fromOpenAiImageRequest(body), req, reply));
+  }
+
+  /**
+   * OpenAI's image edits (`client.images.edit`, multipart with the image file): images/edit
+   * underneath, the file passed as a data URI. Not idempotent by key: a multipart body has no
+   * canonical form to compare a retry with.
+   */
+  @Post('images/edits')
+  @HttpCode(200)
+  async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+    const { fields, images } = await openAiEditForm(req, this.config);
+    return toOpenAiImagesAnswer(await this.render('/images/edit', caller, fromOpenAiImageRequest(fields, images), req, reply));
   }
 
   @Post('videos/generate')

@@ -54,3 +54,36 @@ function toUploadError(err: unknown, config: AppConfig, inPart = false): unknown
   if (inPart || (typeof e.message === 'string' && /multipart|boundary/i.test(e.message))) return ApiError.badRequest(`Malformed multipart body: ${e.message}`);
   return err;
 }
+
+/**
+ * An OpenAI Images API edit form (`image` or `image[]` files, `prompt`, `model`, `n`, ...): its
+ * fields, and each image as a data URI, at most MEDIA_FETCH_MAX_BYTES each (the bound of any
+ * input image). A mask is refused: no engine here takes one.
+ */
+export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Promise<{ fields: Record<string, string>; images: string[] }> {
+  const fields: Record<string, string> = {};
+  const images: string[] = [];
+  for await (const item of multipartUploadItems(req, config)) {
+    if (item.kind === 'field') {
+      fields[item.name] = item.value;
+      continue;
+    }
+    if (item.fieldname !== 'image' && item.fieldname !== 'image[]') {
+      item.stream.resume();
+      throw ApiError.badRequest(item.fieldname === 'mask' ? 'mask is not supported: describe the change in the prompt' : `Unknown file field '${item.fieldname}'; send the image as 'image'`);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of item.stream as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > config.MEDIA_FETCH_MAX_BYTES) {
+        item.stream.destroy();
+        throw new ApiError('payload_too_large', `An image is larger than ${config.MEDIA_FETCH_MAX_BYTES} bytes (MEDIA_FETCH_MAX_BYTES)`);
+      }
+      chunks.push(chunk);
+    }
+    images.push(`data:${item.mimetype || 'application/octet-stream'};base64,${Buffer.concat(chunks, size).toString('base64')}`);
+  }
+  if (images.length === 0) throw ApiError.badRequest("An image to edit is required (multipart file field 'image')");
+  return { fields, images };
+}

@@ -18,3 +18,4 @@ export { MediaServiceModule } from './media-service.module';
 export { ImageRenderProcessor, VideoRenderProcessor } from './media-render.processor';
 export { MediaGenerations, type MediaAnswer, type MediaEndpoint } from './media-generation.service';
 export { MediaGatewayModule } from './media-gateway.module';
+export { fromOpenAiImageRequest, toOpenAiImagesAnswer } from './openai-images';

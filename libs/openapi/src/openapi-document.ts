@@ -107,6 +107,52 @@ function operations(catalog: ModelCatalog): Operation[] {
     ),
     {
       method: 'post',
+      idempotent: true,
+      route: '/api/ai/images/generations',
+      tag: 'Media',
+      summary: "Generate images (OpenAI's Images API, `client.images.generate`)",
+      access: 'key',
+      description:
+        'The same generation, billing and validation as /api/ai/images/generate, in OpenAI\'s shape: `n` is `num_images`, `size` (`WxH`) is width and height. ' +
+        '`user`, `quality`, `style`, `background` and `moderation` are accepted and ignored.',
+      body: {
+        type: 'object',
+        required: ['model', 'prompt'],
+        properties: {
+          model: { type: 'string', description: 'An image model of the catalog, e.g. local-image' },
+          prompt: { type: 'string' },
+          n: { type: 'integer', minimum: 1, maximum: 10, default: 1 },
+          size: { type: 'string', pattern: '^(\\d+x\\d+|auto)$', examples: ['1024x1024'] },
+          response_format: { type: 'string', enum: ['url', 'b64_json'], default: 'url' },
+          output_format: { type: 'string', enum: ['png', 'jpeg', 'webp'] },
+        },
+      },
+      responses: { 200: ['The images', 'OpenAiImages'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/images/edits',
+      tag: 'Media',
+      summary: "Edit images (OpenAI's Images API, `client.images.edit`)",
+      access: 'key',
+      description: 'The same edit, billing and validation as /api/ai/images/edit; the uploaded image goes to the model as its input_image. No mask.',
+      bodyType: 'multipart/form-data',
+      body: {
+        type: 'object',
+        required: ['image', 'prompt', 'model'],
+        properties: {
+          image: { type: 'string', contentMediaType: 'application/octet-stream', description: "The image file ('image' or 'image[]', up to 4)" },
+          prompt: { type: 'string' },
+          model: { type: 'string', description: 'An image-editing model, e.g. local-image-edit' },
+          n: { type: 'integer', minimum: 1, maximum: 10, default: 1 },
+          size: { type: 'string' },
+          response_format: { type: 'string', enum: ['url', 'b64_json'], default: 'url' },
+        },
+      },
+      responses: { 200: ['The images', 'OpenAiImages'] },
+    },
+    {
+      method: 'post',
       route: '/api/ai/queue',
       idempotent: true,
       tag: 'Queue',

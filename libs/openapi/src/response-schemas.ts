@@ -140,6 +140,10 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
       }),
     },
   }),
+  OpenAiImages: obj({
+    created: int,
+    data: { type: 'array', items: { type: 'object', properties: { url: { type: 'string', format: 'uri' }, b64_json: str } } },
+  }),
   WebhookSecret: obj({ key: { type: 'string', pattern: '^whsec_' } }, ['key']),
   GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),
   Enqueued: obj({ generations: { type: 'array', items: obj({ generation_id: { type: 'string', format: 'uuid' }, status: { const: 'queued' } }) } }),
