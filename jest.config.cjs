@@ -12,5 +12,6 @@ for (const group of ['apps', 'libs']) {
 projects.push(path.join(__dirname, 'tools/db/jest.config.cjs'));
 projects.push(path.join(__dirname, 'deploy/jest.config.cjs'));
 projects.push(path.join(__dirname, 'tools/workspace/jest.config.cjs'));
+projects.push(path.join(__dirname, 'examples/jest.config.cjs'));
 
 module.exports = { projects };

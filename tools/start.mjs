@@ -33,6 +33,34 @@ function fail(message) {
 }
 
 
+/**
+ * Every local install defaults to the same database, so a "fresh" start may inherit an old demo
+ * user and its spent credits: say so, and how to start fresh.
+ */
+async function sayIfReused() {
+  const pg = (await import('pg')).default;
+  const url = new URL(env.DATABASE_URL);
+  const name = decodeURIComponent(url.pathname.slice(1)) || 'postgres';
+  const client = new pg.Client({ connectionString: env.DATABASE_URL });
+  try {
+    await client.connect();
+    const users = await client.query('SELECT count(*)::int AS n FROM users').catch(() => undefined);
+    if (!users || users.rows[0].n === 0) return;
+    const demo = await client
+      .query(`SELECT n.credits::text AS credits FROM namespaces n WHERE n.name = $1`, [env.DEMO_USER ?? 'demo'])
+      .catch(() => ({ rows: [] }));
+    const credits = demo.rows[0] ? `, ${env.DEMO_USER ?? 'demo'} has ${Number(demo.rows[0].credits)} credits left` : '';
+    console.log(
+      `Reusing the existing database '${name}' (${users.rows[0].n} user(s)${credits}). ` +
+        `To start fresh: node tools/db/migrate.mjs reset --force, or set DATABASE_URL to another database.`,
+    );
+  } catch {
+    // No database yet (migrations create it) or no access: nothing to say.
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 async function checkDependencies() {
   const pg = new URL(env.DATABASE_URL);
   const redis = new URL(env.REDIS_URL);
@@ -84,6 +112,7 @@ async function waitHealthy(app, timeoutMs = 60_000) {
 }
 
 await checkDependencies();
+await sayIfReused();
 const { deploy } = await import('./db/migrations.mjs');
 try {
   await deploy({ databaseUrl: env.DATABASE_URL, log: (line) => console.log(`migrate     | ${line}`) });

@@ -1,4 +1,4 @@
-import { ConsoleLogger, type LoggerService } from '@nestjs/common';
+import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
 import pino, { type Logger } from 'pino';
 import { requestContext } from './request-context';
 
@@ -66,8 +66,38 @@ export class JsonLogger implements LoggerService {
   }
 }
 
-/** Human-readable logs (development), with the request id of the work in progress after the context. */
+const NEST_BOOT_CONTEXTS = new Set(['InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestFactory', 'NestApplication']);
+
+/**
+ * Human-readable logs (development), with the request id of the work in progress after the
+ * context. A structured entry (an object with `msg`, such as the access line of every request)
+ * is one line: `msg`, plus its fields (`key=value ...`) at debug. Nest would print it as an
+ * indented object over eight lines.
+ */
 export class PrettyLogger extends ConsoleLogger {
+  /**
+   * Nest's own start-up lines (a line per module and per route, some 60 per app) bury the
+   * banner; they are shown at debug.
+   */
+  override log(message: unknown, ...rest: unknown[]): void {
+    const context = rest.at(-1);
+    if (typeof context === 'string' && NEST_BOOT_CONTEXTS.has(context) && !this.isLevelEnabled('debug')) return;
+    super.log(message, ...(rest as [string?]));
+  }
+
+  protected override stringifyMessage(message: unknown, logLevel: LogLevel): string {
+    if (message !== null && typeof message === 'object' && !Array.isArray(message) && !(message instanceof Error) && 'msg' in message) {
+      const { msg, ...rest } = message as Record<string, unknown>;
+      // The fields are for machines (JSON logs keep them); a person reads them at debug.
+      if (!this.isLevelEnabled('debug')) return super.stringifyMessage(String(msg), logLevel);
+      const fields = Object.entries(rest)
+        .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+        .join(' ');
+      return super.stringifyMessage(fields ? `${String(msg)} ${fields}` : String(msg), logLevel);
+    }
+    return super.stringifyMessage(message, logLevel);
+  }
+
   protected override formatContext(context: string): string {
     const ids = contextFields();
     const suffix = ids.requestId ? ` req=${ids.requestId}` : '';

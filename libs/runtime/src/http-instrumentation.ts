@@ -27,7 +27,7 @@ export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logge
       metrics.httpRequestDuration.observe({ method: req.method, route, status_code: String(status) }, seconds);
       if (logger && !QUIET_ROUTES.has(route))
         requestContext.run(context, () =>
-          logger.log({ msg: 'request completed', method: req.method, route, url: req.url.split('?')[0], status, ms: Math.round(seconds * 1000) }, 'HTTP'),
+          logger.log({ msg: `${req.method} ${req.url.split('?')[0]} ${status} ${Math.round(seconds * 1000)} ms`, method: req.method, route, status, ms: Math.round(seconds * 1000) }, 'HTTP'),
         );
     });
     requestContext.run(context, done);

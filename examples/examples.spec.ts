@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { buildAppsForTest, createTestEnvironment, repoRoot, startAppProcess, uniqueName, type AppProcess, type TestEnvironment } from '@atelier/testing';
+
+/**
+ * Every script in examples/ runs green against the real services (all six, compiled, as
+ * `npm start` runs them), so the examples a newcomer copies never rot.
+ */
+describe('examples/', () => {
+  let env: TestEnvironment;
+  let build: ReturnType<typeof buildAppsForTest>;
+  const apps: AppProcess[] = [];
+  const spawned: ChildProcess[] = [];
+  let baseUrl: string;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    env = await createTestEnvironment({ ADMIN_TOKEN: 'examples-admin-token-0123456789' });
+    build = buildAppsForTest(['gateway', 'chat', 'media', 'queue-worker', 'events', 'fine-tune']);
+    const ports: [string, string][] = [
+      ['gateway', 'PORT'],
+      ['chat', 'CHAT_PORT'],
+      ['media', 'MEDIA_PORT'],
+      ['queue-worker', 'QUEUE_WORKER_PORT'],
+      ['events', 'EVENTS_PORT'],
+      ['fine-tune', 'FINE_TUNE_PORT'],
+    ];
+    for (const [name, portVar] of ports) apps.push(await startAppProcess(build, env, name, portVar, {}, (c) => spawned.push(c)));
+    baseUrl = `http://127.0.0.1:${apps[0].port}`;
+    const res = await fetch(`${baseUrl}/api/admin/users`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ username: uniqueName(), credits: '100' }),
+    });
+    apiKey = ((await res.json()) as { api_key: string }).api_key;
+  }, 120_000);
+  afterAll(async () => {
+    for (const c of spawned) c.kill('SIGKILL');
+    await env?.cleanup();
+    build?.cleanup();
+  });
+
+  /** Runs one example as a user would (`node examples/<file>`); resolves with its output, or fails with it. */
+  const run = (file: string) =>
+    new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, [path.join(repoRoot, 'examples', file)], {
+        cwd: repoRoot,
+        env: { PATH: process.env.PATH, ATELIER_BASE_URL: baseUrl, ATELIER_API_KEY: apiKey },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (out += d));
+      child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${file} exited with ${code}:\n${out}`))));
+    });
+
+  it('chat.mjs: a plain answer, a stream and a tool call through the OpenAI SDK', async () => {
+    const out = await run('chat.mjs');
+    expect(out).toMatch(/^plain: \S/m);
+    expect(out).toMatch(/^stream: \S/m);
+    expect(out).toMatch(/^tool call: get_weather \{.*"city"/m);
+  });
+
+  it('images.mjs: generate, edit and the SDK images.generate', async () => {
+    const out = await run('images.mjs');
+    expect(out).toMatch(/^generated: seed \d+/m);
+    expect(out).toMatch(/^edited: temporary link http/m);
+    expect(out).toMatch(/^OpenAI SDK: temporary link http/m);
+  });
+
+  it('video.mjs: a synchronous video', async () => {
+    expect(await run('video.mjs')).toMatch(/^video: temporary link http.*\.mp4/m);
+  });
+
+  it('queue-events.mjs: enqueue and receive the completion events', async () => {
+    const out = await run('queue-events.mjs');
+    expect(out.match(/^completed: \S+ succeeded http/gm)).toHaveLength(2);
+    expect(out).toMatch(/^record: succeeded cost 0\.01 result http/m);
+  });
+
+  it('fine-tune.mjs: a Parquet dataset, uploaded, fine-tuned and tokenized', async () => {
+    const out = await run('fine-tune.mjs');
+    expect(out).toMatch(/^uploaded: main\/train\.parquet by \S+/m);
+    expect(out).toMatch(/^tokenized: tokenized \{.*"valid_rows":3/m);
+  });
+});
