@@ -1,6 +1,6 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CurrentCaller, type Caller } from '@atelier/auth';
+import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { ChatCompletionsService } from '@atelier/chat';
 import { toErrorResponse } from '@atelier/runtime';
 import { RouteConfig } from '@nestjs/platform-fastify';
@@ -13,6 +13,7 @@ import { IDEMPOTENT } from '@atelier/idempotency';
  * upstream call).
  */
 @Controller('api/ai/chat')
+@RequiresScope('chat')
 export class ChatController {
   constructor(private readonly chat: ChatCompletionsService) {}
 

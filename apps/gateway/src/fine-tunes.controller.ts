@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
+import { CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
 import { FineTunesService } from '@atelier/fine-tune';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
 import { RouteConfig } from '@nestjs/platform-fastify';
@@ -8,6 +8,7 @@ import { IDEMPOTENT } from '@atelier/idempotency';
 
 /** Fine-tunes of a repository: create (validated against the dataset), read, list, delete, tokenize. */
 @Controller('api/repos/:namespace/:repo/fine_tunes')
+@RequiresScope('fine_tunes')
 export class FineTunesController {
   constructor(
     private readonly access: NamespaceAccess,

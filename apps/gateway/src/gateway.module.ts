@@ -25,6 +25,7 @@ import { QueueController } from './queue.controller';
 import { ReposController } from './repos.controller';
 import { IdempotencyModule } from '@atelier/idempotency';
 import { WebhooksController } from './webhooks.controller';
+import { ApiKeysController } from './api-keys.controller';
 import { FineTuneCatalogController } from './fine-tune-catalog.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
@@ -41,7 +42,7 @@ export class GatewayModule {
         ChatGatewayModule,
         MediaGatewayModule,
         IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController],
       providers: [QueueBoard],
     };
   }

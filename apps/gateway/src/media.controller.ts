@@ -1,6 +1,6 @@
 import { Body, Controller, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CurrentCaller, type Caller } from '@atelier/auth';
+import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { fromOpenAiImageRequest, MediaGenerations, toOpenAiImagesAnswer, type MediaEndpoint } from '@atelier/media';
 import { openAiEditForm } from './multipart-upload';
@@ -23,6 +23,7 @@ export class MediaController {
   ) {}
 
   @Post('images/generate')
+  @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   generateImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
@@ -30,6 +31,7 @@ export class MediaController {
   }
 
   @Post('images/edit')
+  @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   editImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
@@ -38,6 +40,7 @@ export class MediaController {
 
   /** OpenAI's Images API on the same base URL (`client.images.generate`): the contract's images/generate underneath. */
   @Post('images/generations')
+  @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async generations(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
@@ -50,6 +53,7 @@ export class MediaController {
    * canonical form to compare a retry with.
    */
   @Post('images/edits')
+  @RequiresScope('images')
   @HttpCode(200)
   async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
     const { fields, images } = await openAiEditForm(req, this.config);
@@ -57,6 +61,7 @@ export class MediaController {
   }
 
   @Post('videos/generate')
+  @RequiresScope('videos')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   generateVideo(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {

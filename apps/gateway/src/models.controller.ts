@@ -1,11 +1,13 @@
 import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog, toPublicModel, type ModelDefinition, type ModelEndpoint, type Modality, type PublicModel } from '@atelier/models';
+import { RequiresScope } from '@atelier/auth';
 
 const ENDPOINTS: readonly string[] = ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'];
 const MODALITIES: readonly string[] = ['text', 'image', 'video', 'audio'];
 
 @Controller('api/ai/models')
+@RequiresScope('models')
 export class ModelsController {
   /** The catalog is immutable after load, so each public object (schemas included) is built once. */
   private readonly publicModels = new Map<string, PublicModel>();

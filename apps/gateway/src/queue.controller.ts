@@ -1,11 +1,12 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { CurrentCaller, type Caller } from '@atelier/auth';
+import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { GenerationQueue, type ListQuery } from '@atelier/queue';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
 
 /** The asynchronous generation queue: POST/GET/DELETE /api/ai/queue. */
 @Controller('api/ai/queue')
+@RequiresScope('queue')
 export class QueueController {
   constructor(private readonly generations: GenerationQueue) {}
 

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Put, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
+import { CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, CreateBranchRequest, CreateRepositoryRequest } from '@atelier/contracts';
 import { DEFAULT_BRANCH, RepositoriesService, type RepositoryRecord } from '@atelier/repos';
@@ -18,6 +18,7 @@ function branchAndRest(wildcard: string | undefined): { branch: string; rest: st
 
 /** Repositories: create, describe, branches, upload and download files. Members of the namespace only. */
 @Controller('api/repos')
+@RequiresScope('repos')
 export class ReposController {
   constructor(
     private readonly access: NamespaceAccess,

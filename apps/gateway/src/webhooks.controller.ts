@@ -1,5 +1,5 @@
 import { Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
-import { CurrentCaller, type Caller } from '@atelier/auth';
+import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { GenerationQueue } from '@atelier/queue';
 
 /**
@@ -7,6 +7,7 @@ import { GenerationQueue } from '@atelier/queue';
  * only. Rotating replaces it at once; signatures made with the old one stop verifying.
  */
 @Controller('api/webhooks/default/secret')
+@RequiresScope('queue')
 export class WebhooksController {
   constructor(private readonly generations: GenerationQueue) {}
 

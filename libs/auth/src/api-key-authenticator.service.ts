@@ -53,7 +53,7 @@ export class ApiKeyAuthenticator implements OnModuleInit {
 
     const now = Date.now();
     const cached = this.cache.get(hash);
-    if (cached && cached.until > now) return cached.caller;
+    if (cached && cached.until > now) return unexpired(cached.caller, now);
 
     const inFlight = this.lookups.get(hash);
     if (inFlight) return inFlight;
@@ -69,17 +69,27 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       where: { prefix },
       include: { user: { include: { namespace: true } } },
     });
+    // A key made for an org bills there by default (the namespace a request names still wins).
+    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true } }) : undefined;
     if (!row || !hashesEqual(row.hash, hash) || row.revokedAt || !row.user.namespace) {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key');
     }
+    if (row.namespaceId && !billed) {
+      this.cache.delete(hash);
+      throw ApiError.unauthorized('Invalid API key: its namespace no longer exists');
+    }
     const caller: Caller = {
       userId: row.userId,
       username: row.user.username,
-      namespaceId: row.user.namespace.id,
-      namespace: row.user.namespace.name,
+      namespaceId: billed?.id ?? row.user.namespace.id,
+      namespace: billed?.name ?? row.user.namespace.name,
+      ...(billed && { namespaceType: 'org' as const }),
       keyPrefix: prefix,
+      scopes: row.scopes,
+      ...(row.expiresAt && { expiresAt: row.expiresAt.getTime() }),
     };
+    unexpired(caller, now);
     if (this.config.AUTH_CACHE_MS > 0) {
       if (this.cache.size > 10_000) this.cache.clear();
       this.cache.set(hash, { caller, until: now + this.config.AUTH_CACHE_MS });
@@ -95,4 +105,11 @@ export class ApiKeyAuthenticator implements OnModuleInit {
     this.lastUsedWritten.set(keyId, now);
     void this.prisma.apiKey.update({ where: { id: keyId }, data: { lastUsedAt: new Date(now) } }).catch(() => undefined);
   }
+}
+
+/** The caller, unless its key has expired (401 saying so, cached or not). */
+function unexpired(caller: Caller, now: number): Caller {
+  if (caller.expiresAt !== undefined && caller.expiresAt <= now)
+    throw ApiError.unauthorized(`API key ${caller.keyPrefix} expired at ${new Date(caller.expiresAt).toISOString()}`);
+  return caller;
 }

@@ -6,6 +6,7 @@ import { ApiError } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
 import { ACCESS_METADATA, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
+import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
 import { secretsEqual } from './api-key';
 import type { Caller } from './caller';
 
@@ -40,8 +41,14 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const end = this.metrics?.stage('auth');
-    req.caller = await this.authenticator.authenticate(req.headers.authorization);
+    const caller = await this.authenticator.authenticate(req.headers.authorization);
+    req.caller = caller;
     end?.();
+    const scope = this.reflector.getAllAndOverride<string | undefined>(SCOPE_METADATA, [context.getHandler(), context.getClass()]);
+    if (scope && caller.scopes && caller.scopes.length > 0) {
+      if (scope === FULL_ACCESS) throw ApiError.forbidden(`This API key is limited to ${caller.scopes.join(', ')}; managing API keys needs a key without scopes`);
+      if (!caller.scopes.includes(scope)) throw ApiError.forbidden(`This API key lacks the '${scope}' scope (it has: ${caller.scopes.join(', ')})`);
+    }
     return true;
   }
 }

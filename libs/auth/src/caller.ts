@@ -2,10 +2,16 @@
 export interface Caller {
   userId: string;
   username: string;
-  /** The user's own namespace. */
+  /** The namespace requests bill to by default: the user's own, or the org the key was made for. */
   namespaceId: string;
   namespace: string;
+  /** 'org' when the key bills to an org by default. */
+  namespaceType?: 'user' | 'org';
   keyPrefix: string;
+  /** What the key may be used for; empty: everything (ApiScope). */
+  scopes?: readonly string[];
+  /** When the key stops working (ms since the epoch); undefined: never. */
+  expiresAt?: number;
 }
 
 /** A namespace the caller has been allowed to bill and write to. */

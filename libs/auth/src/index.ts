@@ -5,3 +5,4 @@ export { NamespaceAccess } from './namespace-access.service';
 export { AccessGuard, CurrentCaller } from './auth.guard';
 export { AdminRoute, PublicRoute } from '@atelier/runtime';
 export { AuthModule } from './auth.module';
+export { API_SCOPES, RequiresFullAccess, RequiresScope, type ApiScope } from './api-scopes';

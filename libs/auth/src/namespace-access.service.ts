@@ -14,7 +14,7 @@ export class NamespaceAccess {
    */
   async resolve(caller: Caller, requested?: unknown): Promise<NamespaceScope> {
     if (requested === undefined || requested === null || requested === '' || requested === caller.namespace)
-      return { id: caller.namespaceId, name: caller.namespace, type: 'user' };
+      return { id: caller.namespaceId, name: caller.namespace, type: caller.namespaceType ?? 'user' };
     if (typeof requested !== 'string') throw ApiError.badRequest('target_namespace must be a string');
     const ns = await this.prisma.namespace.findUnique({
       where: { name: requested },

@@ -1,10 +1,11 @@
 import { Controller, Get, Headers, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { CurrentCaller, type Caller } from '@atelier/auth';
+import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { EventStreamHub } from './event-stream-hub.service';
 
 /** GET /api/events: the caller's completion events as Server-Sent Events. */
 @Controller('api/events')
+@RequiresScope('events')
 export class EventsController {
   constructor(private readonly hub: EventStreamHub) {}
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AdjustCreditsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
+import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
 import { RESPONSE_SCHEMAS } from './response-schemas';
@@ -192,6 +193,37 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: "Delivery attempts of a generation's webhook messages",
       access: 'key',
       responses: { 200: ['Oldest first', 'WebhookDeliveries'] },
+    },
+    {
+      method: 'post',
+      route: '/api/api_keys',
+      tag: 'Credits',
+      summary: 'Make an API key (shown once): name, billed namespace, scopes, expiry',
+      access: 'key',
+      description:
+        'Needs a key without scopes. `namespace`: the caller\'s own (default) or an org they belong to; requests bill there by default. ' +
+        `\`scopes\`: some of ${API_SCOPES.join(', ')} (absent: all); a request outside them is 403 naming the scope. ` +
+        '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. `limits` and `budget` are not supported yet (400).',
+      body: {
+        type: 'object',
+        required: ['name'],
+        properties: {
+          name: { type: 'string', minLength: 1, maxLength: 100 },
+          namespace: { type: 'string' },
+          scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
+          expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
+        },
+      },
+      responses: { 201: ['The key; `api_key` is shown only here', 'CreatedSelfServiceKey'] },
+    },
+    { method: 'get', route: '/api/api_keys', tag: 'Credits', summary: "The caller's keys (no secrets), with last_used_at", access: 'key', responses: { 200: ['Newest first', 'ApiKeyList'] } },
+    {
+      method: 'delete',
+      route: '/api/api_keys/:prefix',
+      tag: 'Credits',
+      summary: "Revoke one of the caller's keys (every replica within a second)",
+      access: 'key',
+      responses: { 200: ['Revoked', 'RevokedApiKey'] },
     },
     {
       method: 'get',

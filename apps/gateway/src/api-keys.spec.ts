@@ -1,0 +1,127 @@
+import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+
+interface KeyView {
+  api_key?: string;
+  prefix: string;
+  name: string | null;
+  namespace: string;
+  scopes: string[] | null;
+  expires_at: string | null;
+  limits: null;
+  budget: null;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+/** Self-service API keys: create, list, revoke; scopes; expiry; the namespace a key bills to. */
+describe('self-service API keys', () => {
+  let gw: GatewayHarness;
+  let alice: Tenant;
+  let bob: Tenant;
+
+  beforeAll(async () => {
+    gw = await startGateway();
+    alice = await createTenant(gw.http, gw.adminToken);
+    bob = await createTenant(gw.http, gw.adminToken);
+  });
+  afterAll(() => gw?.close());
+
+  const make = (body: Record<string, unknown>, token = alice.apiKey) => gw.http.request<KeyView>('POST', '/api/api_keys', { token, body });
+  const credits = (token: string) => gw.http.request<{ namespace: string }>('GET', '/api/credits', { token });
+
+  it('makes a named key shown once, lists it without the secret, and sees it used', async () => {
+    const made = await make({ name: 'ci pipeline' });
+    expect(made.status).toBe(201);
+    expect(made.body).toMatchObject({
+      api_key: expect.stringMatching(/^atl_/),
+      prefix: expect.any(String),
+      name: 'ci pipeline',
+      namespace: alice.namespace,
+      scopes: null,
+      expires_at: null,
+      limits: null,
+      budget: null,
+      created_at: expect.stringMatching(/^\d{4}-/),
+      last_used_at: null,
+    });
+    expect((await credits(made.body.api_key!)).body.namespace).toBe(alice.namespace);
+    const listed = await waitFor(
+      async () => {
+        const res = await gw.http.request<{ data: KeyView[] }>('GET', '/api/api_keys', { token: alice.apiKey });
+        const mine = res.body.data.find((k) => k.prefix === made.body.prefix);
+        return mine?.last_used_at ? res.body.data : undefined;
+      },
+      { description: 'the key to show it was used' },
+    );
+    expect(listed.every((k) => !('api_key' in k))).toBe(true);
+    expect(listed.find((k) => k.prefix === made.body.prefix)).toMatchObject({ name: 'ci pipeline', last_used_at: expect.stringMatching(/^\d{4}-/) });
+    // Bob does not see Alice's keys.
+    const bobs = await gw.http.request<{ data: KeyView[] }>('GET', '/api/api_keys', { token: bob.apiKey });
+    expect(bobs.body.data.some((k) => k.prefix === made.body.prefix)).toBe(false);
+  });
+
+  it('limits a key to its scopes with a 403 that names the missing one', async () => {
+    const made = await make({ name: 'models only', scopes: ['models'] });
+    expect(made.body.scopes).toEqual(['models']);
+    const key = made.body.api_key!;
+    expect((await gw.http.request('GET', '/api/ai/models/local-image', { token: key })).status).toBe(200);
+    const queue = await gw.http.request('POST', '/api/ai/queue', { token: key, body: { model: 'local-image', prompt: 'x' } });
+    expect(queue.status).toBe(403);
+    expect(queue.body).toMatchObject({ error: { type: 'permission_denied', message: "This API key lacks the 'queue' scope (it has: models)" } });
+    expect((await gw.http.request('GET', '/api/events', { token: key })).status).toBe(403);
+    // A limited key cannot mint an unlimited one.
+    const mint = await make({ name: 'escalate' }, key);
+    expect(mint.status).toBe(403);
+    expect(mint.body).toMatchObject({ error: { message: expect.stringMatching(/managing API keys needs a key without scopes/) } });
+    // Routes outside every scope (credits) stay open to it.
+    expect((await credits(key)).status).toBe(200);
+  });
+
+  it('refuses a key after it expires, with a 401 that says so', async () => {
+    const expires = new Date(Date.now() + 1500);
+    const made = await make({ name: 'short lived', expires_at: expires.toISOString() });
+    expect(made.body.expires_at).toBe(expires.toISOString());
+    const key = made.body.api_key!;
+    expect((await credits(key)).status).toBe(200);
+    const refused = await waitFor(async () => ((r) => (r.status === 401 ? r : undefined))(await credits(key)), { timeoutMs: 5000, description: 'the key to expire' });
+    expect(refused.body).toMatchObject({ error: { type: 'authentication_required', message: expect.stringMatching(/^API key \S+ expired at \d{4}-/) } });
+    // Unix seconds work too; the past does not.
+    expect((await make({ name: 'unix', expires_at: Math.floor(Date.now() / 1000) + 3600 })).status).toBe(201);
+    expect((await make({ name: 'past', expires_at: '2020-01-01T00:00:00Z' })).body).toMatchObject({ error: { detail: { fields: [{ field: 'expires_at', message: 'must be in the future' }] } } });
+  });
+
+  it('revokes its own key (every replica within a second) and cannot touch anyone else’s', async () => {
+    const replica = await gw.replica();
+    const made = await make({ name: 'to revoke' });
+    const key = made.body.api_key!;
+    for (const http of [gw.http, replica.http]) expect((await http.request('GET', '/api/credits', { token: key })).status).toBe(200);
+    expect((await gw.http.request('DELETE', `/api/api_keys/${made.body.prefix}`, { token: bob.apiKey })).status).toBe(404);
+    const revoked = await gw.http.request('DELETE', `/api/api_keys/${made.body.prefix}`, { token: alice.apiKey });
+    expect(revoked.status).toBe(200);
+    await waitFor(async () => (await replica.http.request('GET', '/api/credits', { token: key })).status === 401, { timeoutMs: 1000, description: 'the replica to refuse it' });
+    const listed = await gw.http.request<{ data: KeyView[] }>('GET', '/api/api_keys', { token: alice.apiKey });
+    expect(listed.body.data.some((k) => k.prefix === made.body.prefix)).toBe(false);
+  });
+
+  it('bills a key made for an org to the org by default, and only for members', async () => {
+    const org = `org-${alice.username}`;
+    await gw.http.request('POST', '/api/admin/orgs', { token: gw.adminToken, body: { name: org, members: [alice.username], credits: 5 } });
+    const made = await make({ name: 'team key', namespace: org });
+    expect(made.status).toBe(201);
+    expect(made.body.namespace).toBe(org);
+    expect((await credits(made.body.api_key!)).body).toMatchObject({ namespace: org });
+    expect((await make({ name: 'not mine', namespace: org }, bob.apiKey)).status).toBe(403);
+  });
+
+  it.each([
+    ['an unknown scope', { name: 'x', scopes: ['everything'] }, 'scopes'],
+    ['no name', {}, 'name'],
+    ['limits (not supported yet)', { name: 'x', limits: { rpm: 10 } }, 'limits'],
+    ['an unknown field', { name: 'x', colour: 'red' }, 'colour'],
+  ])('refuses %s with 400 naming the field', async (_label, body, field) => {
+    const res = await make(body);
+    expect(res.status).toBe(400);
+    expect((res.body as unknown as { error: { detail: { fields: { field: string }[] } } }).error.detail.fields.map((f) => f.field)).toContain(field);
+  });
+});
