@@ -1,7 +1,7 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put } from '@nestjs/common';
 import { AccountsService } from '@atelier/accounts';
 import { AdminRoute } from '@atelier/auth';
-import { AdjustCreditsRequest, CreateOrgRequest, CreateUserRequest } from '@atelier/contracts';
+import { AdjustCreditsRequest, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
 
 /** Operator interface; enabled only when ADMIN_TOKEN is set. */
@@ -40,6 +40,12 @@ export class AdminController {
   adjustCredits(@Param('namespace') namespace: string, @Body() body: unknown) {
     const req = parseBody(AdjustCreditsRequest, body);
     return this.accounts.adjustCredits(namespace, req.amount);
+  }
+
+  /** Takes effect on every gateway within AUTH_CACHE_MS (the limits ride on the cached key). */
+  @Put('namespaces/:namespace/limits')
+  setLimits(@Param('namespace') namespace: string, @Body() body: unknown) {
+    return this.accounts.setLimits(namespace, parseBody(NamespaceLimitsRequest, body).rpm);
   }
 
   @Get('namespaces/:namespace')

@@ -117,7 +117,7 @@ describe('self-service API keys', () => {
   it.each([
     ['an unknown scope', { name: 'x', scopes: ['everything'] }, 'scopes'],
     ['no name', {}, 'name'],
-    ['limits (not supported yet)', { name: 'x', limits: { rpm: 10 } }, 'limits'],
+    ['tpm (not supported yet)', { name: 'x', limits: { tpm: 1000 } }, 'limits.tpm'],
     ['an unknown field', { name: 'x', colour: 'red' }, 'colour'],
   ])('refuses %s with 400 naming the field', async (_label, body, field) => {
     const res = await make(body);

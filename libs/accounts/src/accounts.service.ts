@@ -96,6 +96,12 @@ export class AccountsService {
     return { namespace, credits: balance.credits };
   }
 
+  async setLimits(namespace: string, rpm: number | null): Promise<{ namespace: string; limits: { rpm: number | null } }> {
+    const ns = await this.findNamespace(namespace);
+    await this.prisma.namespace.update({ where: { id: ns.id }, data: { rpm } });
+    return { namespace, limits: { rpm } };
+  }
+
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {
     const ns = await this.findNamespace(namespace);
     return {

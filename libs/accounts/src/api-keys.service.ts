@@ -14,7 +14,7 @@ export interface ApiKeyView {
   /** null: every scope. */
   scopes: string[] | null;
   expires_at: string | null;
-  limits: null;
+  limits: { rpm: number } | null;
   budget: null;
   created_at: string;
   last_used_at: string | null;
@@ -39,8 +39,8 @@ export class ApiKeys {
     const problems: { field: string; message: string }[] = [];
     const unknown = Object.keys(body).filter((k) => !['name', 'namespace', 'expires_at', 'scopes', 'limits', 'budget'].includes(k));
     for (const k of unknown) problems.push({ field: k, message: 'is not a field of an API key' });
-    for (const k of ['limits', 'budget'] as const)
-      if (body[k] !== undefined && body[k] !== null) problems.push({ field: k, message: 'is not supported yet: keys carry no rate limits or budgets of their own' });
+    if (body.budget !== undefined && body.budget !== null) problems.push({ field: 'budget', message: 'is not supported yet: keys carry no budgets of their own' });
+    const rpm = requestsPerMinute(body.limits, problems);
     if (typeof body.name !== 'string' || body.name.trim() === '' || body.name.length > 100) problems.push({ field: 'name', message: 'must be a string of 1 to 100 characters' });
     const expiresAt = expiry(body.expires_at, problems);
     let scopes: string[] = [];
@@ -51,9 +51,12 @@ export class ApiKeys {
     }
     if (problems.length) throw ApiError.badRequest(problems.map((p) => `${p.field} ${p.message}`).join('; '), { fields: problems });
     const scope = await this.access.resolve(caller, body.namespace ?? caller.username);
+    const namespaceRpm = (await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true } }))?.rpm ?? null;
+    if (rpm !== null && namespaceRpm !== null && rpm > namespaceRpm)
+      throw ApiError.badRequest(`limits.rpm must not exceed the namespace's own limit of ${namespaceRpm}`, { fields: [{ field: 'limits.rpm', message: `must be at most ${namespaceRpm}` }] });
     const key = generateApiKey();
     const row = await this.prisma.apiKey.create({
-      data: { userId: caller.userId, prefix: key.prefix, hash: key.hash, name: (body.name as string).trim(), namespaceId: scope.id, scopes, expiresAt },
+      data: { userId: caller.userId, prefix: key.prefix, hash: key.hash, name: (body.name as string).trim(), namespaceId: scope.id, scopes, expiresAt, rpm },
     });
     return { api_key: key.key, ...view(row, scope.name) };
   }
@@ -75,6 +78,23 @@ export class ApiKeys {
   }
 }
 
+/** `limits`: `rpm` (requests per minute) for now; tpm and max_concurrent are not built yet. */
+function requestsPerMinute(limits: unknown, problems: { field: string; message: string }[]): number | null {
+  if (limits === undefined || limits === null) return null;
+  if (typeof limits !== 'object' || Array.isArray(limits)) {
+    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60}' });
+    return null;
+  }
+  const l = limits as Record<string, unknown>;
+  for (const k of Object.keys(l)) if (k !== 'rpm') problems.push({ field: `limits.${k}`, message: k === 'tpm' || k === 'max_concurrent' ? 'is not supported yet' : 'is not a limit' });
+  if (l.rpm === undefined) return null;
+  if (typeof l.rpm !== 'number' || !Number.isInteger(l.rpm) || l.rpm < 1 || l.rpm > 1_000_000) {
+    problems.push({ field: 'limits.rpm', message: 'must be an integer between 1 and 1000000' });
+    return null;
+  }
+  return l.rpm;
+}
+
 function expiry(value: unknown, problems: { field: string; message: string }[]): Date | null {
   if (value === undefined || value === null) return null;
   const ms = typeof value === 'number' ? value * 1000 : typeof value === 'string' && /^\d{4}-\d\d-\d\d/.test(value) ? Date.parse(value) : NaN;
@@ -86,7 +106,7 @@ function expiry(value: unknown, problems: { field: string; message: string }[]):
 }
 
 function view(
-  row: { prefix: string; name: string | null; scopes: string[]; expiresAt: Date | null; createdAt: Date; lastUsedAt: Date | null },
+  row: { prefix: string; name: string | null; scopes: string[]; expiresAt: Date | null; createdAt: Date; lastUsedAt: Date | null; rpm: number | null },
   namespace: string,
 ): ApiKeyView {
   return {
@@ -95,7 +115,7 @@ function view(
     namespace,
     scopes: row.scopes.length > 0 ? row.scopes : null,
     expires_at: row.expiresAt?.toISOString() ?? null,
-    limits: null,
+    limits: row.rpm === null ? null : { rpm: row.rpm },
     budget: null,
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,

@@ -1,10 +1,10 @@
 import { createParamDecorator, Inject, Injectable, Optional, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
-import { ACCESS_METADATA, type RouteAccess } from '@atelier/runtime';
+import { ACCESS_METADATA, RateLimiter, type RateDecision, type RateLimit, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
 import { secretsEqual } from './api-key';
@@ -24,6 +24,7 @@ export class AccessGuard implements CanActivate {
     private readonly authenticator: ApiKeyAuthenticator,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Optional() private readonly metrics?: Metrics,
+    @Optional() private readonly limiter?: RateLimiter,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -49,7 +50,36 @@ export class AccessGuard implements CanActivate {
       if (scope === FULL_ACCESS) throw ApiError.forbidden(`This API key is limited to ${caller.scopes.join(', ')}; managing API keys needs a key without scopes`);
       if (!caller.scopes.includes(scope)) throw ApiError.forbidden(`This API key lacks the '${scope}' scope (it has: ${caller.scopes.join(', ')})`);
     }
+    if (caller.rpm !== undefined || caller.namespaceRpm !== undefined) await this.takeRequest(caller, context.switchToHttp().getResponse<FastifyReply>());
     return true;
+  }
+
+  /**
+   * Counts the request against the key's and its namespace's requests-per-minute, across every
+   * replica (one Redis script), and says where it stands in OpenAI's headers, so the SDK's own
+   * retry logic works. Over a limit: 429 naming it, with retry-after.
+   */
+  private async takeRequest(caller: Caller, reply: FastifyReply): Promise<void> {
+    const limits: (RateLimit & { name: string })[] = [];
+    if (caller.rpm !== undefined) limits.push({ key: `key:${caller.keyPrefix}`, limit: caller.rpm, periodMs: 60_000, name: `API key ${caller.keyPrefix}` });
+    if (caller.namespaceRpm !== undefined)
+      limits.push({ key: `ns:${caller.namespaceId}`, limit: caller.namespaceRpm, periodMs: 60_000, name: `namespace ${caller.namespace}` });
+    let decision: RateDecision;
+    try {
+      decision = await this.limiter!.take(limits);
+    } catch {
+      // Redis away: limits are not enforced for its duration rather than refusing every limited key.
+      return;
+    }
+    // The binding limit: the one with the fewest requests left.
+    const i = decision.remaining.indexOf(Math.min(...decision.remaining));
+    reply.header('x-ratelimit-limit-requests', String(limits[i].limit));
+    reply.header('x-ratelimit-remaining-requests', String(decision.allowed ? decision.remaining[i] : 0));
+    reply.header('x-ratelimit-reset-requests', `${Math.ceil(decision.resetMs[i] / 1000)}s`);
+    if (decision.allowed) return;
+    const refused = limits[decision.remaining.findIndex((r) => r === 0)] ?? limits[i];
+    reply.header('retry-after', String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
+    throw new ApiError('rate_limited', `Rate limit reached: ${refused.limit} requests per minute for ${refused.name}; retry after ${Math.ceil(decision.retryAfterMs / 1000)} s`);
   }
 }
 

@@ -12,6 +12,9 @@ export interface Caller {
   scopes?: readonly string[];
   /** When the key stops working (ms since the epoch); undefined: never. */
   expiresAt?: number;
+  /** Requests per minute: the key's own limit and its namespace's (operator-set), when there are. */
+  rpm?: number;
+  namespaceRpm?: number;
 }
 
 /** A namespace the caller has been allowed to bill and write to. */

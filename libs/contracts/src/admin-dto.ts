@@ -40,6 +40,12 @@ export const AdjustCreditsRequest = z.strictObject({
 });
 export type AdjustCreditsRequest = z.infer<typeof AdjustCreditsRequest>;
 
+/** PUT /api/admin/namespaces/{ns}/limits: what every key billing to the namespace may do together (null: no limit). */
+export const NamespaceLimitsRequest = z.strictObject({
+  rpm: z.number({ error: 'rpm must be an integer or null' }).int('rpm must be an integer').min(1, 'rpm must be at least 1').max(1_000_000, 'rpm must be at most 1000000').nullable(),
+});
+export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
+
 export interface CreatedUserResponse {
   username: string;
   namespace: string;

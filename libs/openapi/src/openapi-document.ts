@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdjustCreditsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
+import { AdjustCreditsRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -391,6 +391,15 @@ function operations(catalog: ModelCatalog): Operation[] {
     { method: 'post', route: '/api/admin/users/:username/api_keys', tag: 'Operator', summary: 'Issue another API key', access: 'admin', responses: { 201: ['Shown once', 'CreatedApiKey'] } },
     { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
     { method: 'post', route: '/api/admin/orgs', tag: 'Operator', summary: 'Create an organization', access: 'admin', body: fromZod(CreateOrgRequest), responses: { 201: ['Created', 'CreatedOrg'] } },
+    {
+      method: 'put',
+      route: '/api/admin/namespaces/:namespace/limits',
+      tag: 'Operator',
+      summary: "Set a namespace's requests per minute (all its keys together; null: none)",
+      access: 'admin',
+      body: fromZod(NamespaceLimitsRequest),
+      responses: { 200: ['The limits', { type: 'object', properties: { namespace: { type: 'string' }, limits: { type: 'object' } } }] },
+    },
     {
       method: 'post',
       route: '/api/admin/namespaces/:namespace/credits',

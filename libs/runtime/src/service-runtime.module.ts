@@ -11,6 +11,7 @@ import { RedisModule } from './redis.module';
 import { RpcClient } from './rpc-client.service';
 import { WorkerHostModule } from './worker-host.service';
 import { UserEventLog } from './user-event-log.service';
+import { RateLimiter } from './rate-limiter.service';
 
 export interface ServiceRuntimeOptions {
   service: string;
@@ -48,8 +49,9 @@ export class ServiceRuntimeModule {
         JobQueues,
         RpcClient,
         UserEventLog,
+        RateLimiter,
       ],
-      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog],
+      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog, RateLimiter],
     };
   }
 }
