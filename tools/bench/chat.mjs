@@ -306,6 +306,25 @@ if (PHASES.includes('0')) {
     `   with Idempotency-Key   new key each request p50 ${ms(keyed.latency.p50)} (added over no key ${ms(keyed.latency.p50 - gp.latency.p50)})   replayed p50 ${ms(replayed.latency.p50)}`,
   );
   summary.idempotency = { keyedP50: keyed.latency.p50, addedOverPlainP50: keyed.latency.p50 - gp.latency.p50, replayP50: replayed.latency.p50 };
+  // Governance on the hot path: another user whose namespace has a requests-per-minute limit,
+  // calling with a self-service key limited to the chat scope with an rpm of its own (both far
+  // above this rate): scope check and one Redis script per request, against the unlimited key.
+  const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+  const governedUser = await (await fetch(`${gatewayUrl}/api/admin/users`, { method: 'POST', headers: admin, body: JSON.stringify({ username: 'bench-governed', credits: '1000' }) })).json();
+  await fetch(`${gatewayUrl}/api/admin/namespaces/bench-governed/limits`, { method: 'PUT', headers: admin, body: JSON.stringify({ rpm: 1_000_000 }) });
+  const governedKey = await (
+    await fetch(`${gatewayUrl}/api/api_keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${governedUser.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench', scopes: ['chat'], limits: { rpm: 1_000_000 } }),
+    })
+  ).json();
+  const plainAgain = await sequential(targets.gateway, false, n);
+  const governed = await sequential({ ...targets.gateway, auth: `Bearer ${governedKey.api_key}` }, false, n);
+  console.log(
+    `   with governance        scoped key, key and namespace rpm: p50 ${ms(governed.latency.p50)} (added over the unlimited key, same run: ${ms(governed.latency.p50 - plainAgain.latency.p50)})`,
+  );
+  summary.governance = { p50: governed.latency.p50, plainP50: plainAgain.latency.p50, addedP50: governed.latency.p50 - plainAgain.latency.p50 };
   breakdown(before, after);
 }
 
