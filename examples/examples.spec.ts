@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { buildAppsForTest, createTestEnvironment, repoRoot, startAppProcess, uniqueName, type AppProcess, type TestEnvironment } from '@atelier/testing';
+import { buildAppsForTest, createTestEnvironment, repoRoot, SERVICE_APPS, startAppProcess, uniqueName, type AppProcess, type TestEnvironment } from '@atelier/testing';
 
 /**
  * Every script in examples/ runs green against the real services (all six, compiled, as
@@ -16,16 +16,8 @@ describe('examples/', () => {
 
   beforeAll(async () => {
     env = await createTestEnvironment({ ADMIN_TOKEN: 'examples-admin-token-0123456789' });
-    build = buildAppsForTest(['gateway', 'chat', 'media', 'queue-worker', 'events', 'fine-tune']);
-    const ports: [string, string][] = [
-      ['gateway', 'PORT'],
-      ['chat', 'CHAT_PORT'],
-      ['media', 'MEDIA_PORT'],
-      ['queue-worker', 'QUEUE_WORKER_PORT'],
-      ['events', 'EVENTS_PORT'],
-      ['fine-tune', 'FINE_TUNE_PORT'],
-    ];
-    for (const [name, portVar] of ports) apps.push(await startAppProcess(build, env, name, portVar, {}, (c) => spawned.push(c)));
+    build = buildAppsForTest(SERVICE_APPS.map(([name]) => name));
+    for (const [name, portVar] of SERVICE_APPS) apps.push(await startAppProcess(build, env, name, portVar, {}, (c) => spawned.push(c)));
     baseUrl = `http://127.0.0.1:${apps[0].port}`;
     const res = await fetch(`${baseUrl}/api/admin/users`, {
       method: 'POST',

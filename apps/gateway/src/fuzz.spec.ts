@@ -11,7 +11,7 @@ import {
   envelopeProblem,
   fc,
   requestArbitrary,
-  startAppProcess,
+  SERVICE_APPS, startAppProcess,
   uniqueName,
   waitFor,
   type AppProcess,
@@ -64,18 +64,10 @@ describe('fuzzing every route (real processes)', () => {
     writeFileSync(path.join(sandbox, 'secret.txt'), secret);
     mkdirSync(path.join(sandbox, 'storage'));
     env = await createTestEnvironment({ STORAGE_DIR: path.join(sandbox, 'storage') });
-    build = buildAppsForTest(['gateway', 'chat', 'media', 'queue-worker', 'events', 'fine-tune']);
-    const ports: [string, string][] = [
-      ['gateway', 'PORT'],
-      ['chat', 'CHAT_PORT'],
-      ['media', 'MEDIA_PORT'],
-      ['queue-worker', 'QUEUE_WORKER_PORT'],
-      ['events', 'EVENTS_PORT'],
-      ['fine-tune', 'FINE_TUNE_PORT'],
-    ];
+    build = buildAppsForTest(SERVICE_APPS.map(([name]) => name));
     // Each kept as soon as it runs, so a sibling that fails to start does not leave it behind.
     const started = await Promise.all(
-      ports.map(async ([name, v]) => {
+      SERVICE_APPS.map(async ([name, v]) => {
         const proc = await startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage') }, (child) => procs.push(child));
         return proc;
       }),

@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { WebhookDeliveryView } from '@atelier/queue';
 import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -42,14 +43,6 @@ function verifies(secret: string, r: Received): boolean {
   return String(r.headers['webhook-signature']).split(' ').includes(`v1,${expected}`);
 }
 
-interface Delivery {
-  webhook_id: string;
-  type: string;
-  attempt: number;
-  status_code: number | null;
-  error: string | null;
-  at: string;
-}
 
 describe('webhooks of queued generations (gateway + a compiled queue-worker)', () => {
   let gw: GatewayHarness;
@@ -84,7 +77,7 @@ describe('webhooks of queued generations (gateway + a compiled queue-worker)', (
   });
 
   const enqueue = async (body: Record<string, unknown>, t = user) => gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', { token: t.apiKey, body });
-  const deliveries = async (id: string, t = user) => (await gw.http.request<{ deliveries: Delivery[] }>('GET', `/api/ai/queue/${id}/webhooks`, { token: t.apiKey })).body.deliveries;
+  const deliveries = async (id: string, t = user) => (await gw.http.request<{ deliveries: WebhookDeliveryView[] }>('GET', `/api/ai/queue/${id}/webhooks`, { token: t.apiKey })).body.deliveries;
   const secret = async (t = user) => (await gw.http.request<{ key: string }>('GET', '/api/webhooks/default/secret', { token: t.apiKey })).body.key;
 
   it.each([

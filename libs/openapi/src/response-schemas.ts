@@ -21,6 +21,19 @@ const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` })
 
 const errorTypes = Object.keys(ERROR_TYPES);
 
+/** A self-service API key as listed (and, with `api_key`, as made). */
+const API_KEY_VIEW: Record<string, Schema> = {
+  prefix: str,
+  name: nullable(str),
+  namespace: str,
+  scopes: nullable({ type: 'array', items: str }),
+  expires_at: nullable({ type: 'string', format: 'date-time' }),
+  limits: nullable({ type: 'object', properties: { rpm: int } }),
+  budget: { type: 'null' },
+  created_at: { type: 'string', format: 'date-time' },
+  last_used_at: nullable({ type: 'string', format: 'date-time' }),
+};
+
 export const RESPONSE_SCHEMAS: Record<string, Schema> = {
   Error: obj({
     error: obj(
@@ -144,29 +157,8 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
     created: int,
     data: { type: 'array', items: { type: 'object', properties: { url: { type: 'string', format: 'uri' }, b64_json: str } } },
   }),
-  ApiKeyList: obj({ data: { type: 'array', items: obj({
-      prefix: str,
-      name: nullable(str),
-      namespace: str,
-      scopes: nullable({ type: 'array', items: str }),
-      expires_at: nullable({ type: 'string', format: 'date-time' }),
-      limits: { type: 'null' },
-      budget: { type: 'null' },
-      created_at: { type: 'string', format: 'date-time' },
-      last_used_at: nullable({ type: 'string', format: 'date-time' }),
-    }) } }),
-  CreatedSelfServiceKey: obj({
-      api_key: str,
-      prefix: str,
-      name: nullable(str),
-      namespace: str,
-      scopes: nullable({ type: 'array', items: str }),
-      expires_at: nullable({ type: 'string', format: 'date-time' }),
-      limits: { type: 'null' },
-      budget: { type: 'null' },
-      created_at: { type: 'string', format: 'date-time' },
-      last_used_at: nullable({ type: 'string', format: 'date-time' }),
-  }),
+  ApiKeyList: obj({ data: { type: 'array', items: obj(API_KEY_VIEW) } }),
+  CreatedSelfServiceKey: obj({ api_key: str, ...API_KEY_VIEW }),
   RevokedApiKey: obj({ prefix: str, revoked_at: int }),
   WebhookSecret: obj({ key: { type: 'string', pattern: '^whsec_' } }, ['key']),
   GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),

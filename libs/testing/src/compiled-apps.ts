@@ -7,6 +7,16 @@ import { waitFor } from './wait-for';
 
 const root = path.resolve(__dirname, '../../..');
 
+/** The six apps `npm start` runs, each with the variable that sets its port. */
+export const SERVICE_APPS: readonly (readonly [name: string, portVar: string])[] = [
+  ['gateway', 'PORT'],
+  ['chat', 'CHAT_PORT'],
+  ['media', 'MEDIA_PORT'],
+  ['queue-worker', 'QUEUE_WORKER_PORT'],
+  ['events', 'EVENTS_PORT'],
+  ['fine-tune', 'FINE_TUNE_PORT'],
+];
+
 /**
  * Compiles apps the way production does (SWC, CommonJS) so tests can run them as real
  * processes (kill -9, SIGTERM). The output sits inside the repo so node_modules resolve.
