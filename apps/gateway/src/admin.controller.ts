@@ -45,7 +45,7 @@ export class AdminController {
   /** Takes effect on every gateway within AUTH_CACHE_MS (the limits ride on the cached key). */
   @Put('namespaces/:namespace/limits')
   setLimits(@Param('namespace') namespace: string, @Body() body: unknown) {
-    return this.accounts.setLimits(namespace, parseBody(NamespaceLimitsRequest, body).rpm);
+    return this.accounts.setLimits(namespace, parseBody(NamespaceLimitsRequest, body));
   }
 
   @Get('namespaces/:namespace')

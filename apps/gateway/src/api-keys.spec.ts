@@ -117,7 +117,7 @@ describe('self-service API keys', () => {
   it.each([
     ['an unknown scope', { name: 'x', scopes: ['everything'] }, 'scopes'],
     ['no name', {}, 'name'],
-    ['tpm (not supported yet)', { name: 'x', limits: { tpm: 1000 } }, 'limits.tpm'],
+    ['max_concurrent (not supported yet)', { name: 'x', limits: { max_concurrent: 4 } }, 'limits.max_concurrent'],
     ['an unknown field', { name: 'x', colour: 'red' }, 'colour'],
   ])('refuses %s with 400 naming the field', async (_label, body, field) => {
     const res = await make(body);

@@ -34,10 +34,12 @@ export class ChatController {
     reply.raw.on('close', onClose);
     // Gone already: do not start work nobody will receive.
     if (req.raw.socket?.destroyed === true) gone.abort();
+    const extra: Record<string, string> = {};
     const openStream = () => {
       if (reply.sent) return;
       reply.hijack();
       reply.raw.writeHead(200, {
+        ...extra,
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache',
         connection: 'keep-alive',
@@ -48,6 +50,11 @@ export class ChatController {
     try {
       await this.chat.create(caller, body, req.id, {
         signal: gone.signal,
+        header: (name, value) => {
+          // On the reply for JSON answers and errors; kept for the stream's own head.
+          extra[name] = value;
+          void reply.header(name, value);
+        },
         chunk: (data) => {
           openStream();
           reply.raw.write(`data: ${data}\n\n`);

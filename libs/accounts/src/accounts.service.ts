@@ -96,10 +96,11 @@ export class AccountsService {
     return { namespace, credits: balance.credits };
   }
 
-  async setLimits(namespace: string, rpm: number | null): Promise<{ namespace: string; limits: { rpm: number | null } }> {
+  /** Sets the limits given (null removes one); the others stay. */
+  async setLimits(namespace: string, limits: { rpm?: number | null; tpm?: number | null }): Promise<{ namespace: string; limits: { rpm: number | null; tpm: number | null } }> {
     const ns = await this.findNamespace(namespace);
-    await this.prisma.namespace.update({ where: { id: ns.id }, data: { rpm } });
-    return { namespace, limits: { rpm } };
+    const row = await this.prisma.namespace.update({ where: { id: ns.id }, data: limits, select: { rpm: true, tpm: true } });
+    return { namespace, limits: row };
   }
 
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {

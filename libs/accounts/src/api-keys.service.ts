@@ -14,7 +14,7 @@ export interface ApiKeyView {
   /** null: every scope. */
   scopes: string[] | null;
   expires_at: string | null;
-  limits: { rpm: number } | null;
+  limits: { rpm?: number; tpm?: number } | null;
   budget: null;
   created_at: string;
   last_used_at: string | null;
@@ -40,7 +40,7 @@ export class ApiKeys {
     const unknown = Object.keys(body).filter((k) => !['name', 'namespace', 'expires_at', 'scopes', 'limits', 'budget'].includes(k));
     for (const k of unknown) problems.push({ field: k, message: 'is not a field of an API key' });
     if (body.budget !== undefined && body.budget !== null) problems.push({ field: 'budget', message: 'is not supported yet: keys carry no budgets of their own' });
-    const rpm = requestsPerMinute(body.limits, problems);
+    const limits = keyLimits(body.limits, problems);
     if (typeof body.name !== 'string' || body.name.trim() === '' || body.name.length > 100) problems.push({ field: 'name', message: 'must be a string of 1 to 100 characters' });
     const expiresAt = expiry(body.expires_at, problems);
     let scopes: string[] = [];
@@ -51,12 +51,15 @@ export class ApiKeys {
     }
     if (problems.length) throw ApiError.badRequest(problems.map((p) => `${p.field} ${p.message}`).join('; '), { fields: problems });
     const scope = await this.access.resolve(caller, body.namespace ?? caller.username);
-    const namespaceRpm = (await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true } }))?.rpm ?? null;
-    if (rpm !== null && namespaceRpm !== null && rpm > namespaceRpm)
-      throw ApiError.badRequest(`limits.rpm must not exceed the namespace's own limit of ${namespaceRpm}`, { fields: [{ field: 'limits.rpm', message: `must be at most ${namespaceRpm}` }] });
+    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, tpm: true } });
+    for (const k of ['rpm', 'tpm'] as const) {
+      const cap = own?.[k] ?? null;
+      if (limits[k] !== null && cap !== null && limits[k] > cap)
+        throw ApiError.badRequest(`limits.${k} must not exceed the namespace's own limit of ${cap}`, { fields: [{ field: `limits.${k}`, message: `must be at most ${cap}` }] });
+    }
     const key = generateApiKey();
     const row = await this.prisma.apiKey.create({
-      data: { userId: caller.userId, prefix: key.prefix, hash: key.hash, name: (body.name as string).trim(), namespaceId: scope.id, scopes, expiresAt, rpm },
+      data: { userId: caller.userId, prefix: key.prefix, hash: key.hash, name: (body.name as string).trim(), namespaceId: scope.id, scopes, expiresAt, rpm: limits.rpm, tpm: limits.tpm },
     });
     return { api_key: key.key, ...view(row, scope.name) };
   }
@@ -78,21 +81,25 @@ export class ApiKeys {
   }
 }
 
-/** `limits`: `rpm` (requests per minute) for now; tpm and max_concurrent are not built yet. */
-function requestsPerMinute(limits: unknown, problems: { field: string; message: string }[]): number | null {
-  if (limits === undefined || limits === null) return null;
+/** `limits`: `rpm` (requests per minute) and `tpm` (chat tokens per minute); max_concurrent is not built yet. */
+function keyLimits(limits: unknown, problems: { field: string; message: string }[]): { rpm: number | null; tpm: number | null } {
+  const none = { rpm: null, tpm: null };
+  if (limits === undefined || limits === null) return none;
   if (typeof limits !== 'object' || Array.isArray(limits)) {
-    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60}' });
-    return null;
+    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60, "tpm": 100000}' });
+    return none;
   }
   const l = limits as Record<string, unknown>;
-  for (const k of Object.keys(l)) if (k !== 'rpm') problems.push({ field: `limits.${k}`, message: k === 'tpm' || k === 'max_concurrent' ? 'is not supported yet' : 'is not a limit' });
-  if (l.rpm === undefined) return null;
-  if (typeof l.rpm !== 'number' || !Number.isInteger(l.rpm) || l.rpm < 1 || l.rpm > 1_000_000) {
-    problems.push({ field: 'limits.rpm', message: 'must be an integer between 1 and 1000000' });
-    return null;
-  }
-  return l.rpm;
+  for (const k of Object.keys(l)) if (k !== 'rpm' && k !== 'tpm') problems.push({ field: `limits.${k}`, message: k === 'max_concurrent' ? 'is not supported yet' : 'is not a limit' });
+  const one = (k: 'rpm' | 'tpm', max: number): number | null => {
+    if (l[k] === undefined || l[k] === null) return null;
+    if (typeof l[k] !== 'number' || !Number.isInteger(l[k]) || (l[k] as number) < 1 || (l[k] as number) > max) {
+      problems.push({ field: `limits.${k}`, message: `must be an integer between 1 and ${max}` });
+      return null;
+    }
+    return l[k] as number;
+  };
+  return { rpm: one('rpm', 1_000_000), tpm: one('tpm', 1_000_000_000) };
 }
 
 function expiry(value: unknown, problems: { field: string; message: string }[]): Date | null {
@@ -106,7 +113,7 @@ function expiry(value: unknown, problems: { field: string; message: string }[]):
 }
 
 function view(
-  row: { prefix: string; name: string | null; scopes: string[]; expiresAt: Date | null; createdAt: Date; lastUsedAt: Date | null; rpm: number | null },
+  row: { prefix: string; name: string | null; scopes: string[]; expiresAt: Date | null; createdAt: Date; lastUsedAt: Date | null; rpm: number | null; tpm: number | null },
   namespace: string,
 ): ApiKeyView {
   return {
@@ -115,7 +122,7 @@ function view(
     namespace,
     scopes: row.scopes.length > 0 ? row.scopes : null,
     expires_at: row.expiresAt?.toISOString() ?? null,
-    limits: row.rpm === null ? null : { rpm: row.rpm },
+    limits: row.rpm === null && row.tpm === null ? null : { ...(row.rpm !== null && { rpm: row.rpm }), ...(row.tpm !== null && { tpm: row.tpm }) },
     budget: null,
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,

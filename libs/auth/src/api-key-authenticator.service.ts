@@ -70,7 +70,7 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       include: { user: { include: { namespace: true } } },
     });
     // A key made for an org bills there by default (the namespace a request names still wins).
-    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true, rpm: true } }) : undefined;
+    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true, rpm: true, tpm: true } }) : undefined;
     if (!row || !hashesEqual(row.hash, hash) || row.revokedAt || !row.user.namespace) {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key');
@@ -90,6 +90,8 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       ...(row.expiresAt && { expiresAt: row.expiresAt.getTime() }),
       ...(row.rpm !== null && { rpm: row.rpm }),
       ...((billed ?? row.user.namespace).rpm !== null && { namespaceRpm: (billed ?? row.user.namespace).rpm! }),
+      ...(row.tpm !== null && { tpm: row.tpm }),
+      ...((billed ?? row.user.namespace).tpm !== null && { namespaceTpm: (billed ?? row.user.namespace).tpm! }),
     };
     unexpired(caller, now);
     if (this.config.AUTH_CACHE_MS > 0) {

@@ -15,6 +15,9 @@ export interface Caller {
   /** Requests per minute: the key's own limit and its namespace's (operator-set), when there are. */
   rpm?: number;
   namespaceRpm?: number;
+  /** Chat tokens per minute: the key's own limit and its namespace's, when there are. */
+  tpm?: number;
+  namespaceTpm?: number;
 }
 
 /** A namespace the caller has been allowed to bill and write to. */

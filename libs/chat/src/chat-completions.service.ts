@@ -5,7 +5,7 @@ import { PaidRequests, reservationReference, type Reservation } from '@atelier/b
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { RpcClient } from '@atelier/runtime';
+import { RateLimiter, RpcClient, type RateDecision, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
@@ -20,6 +20,8 @@ export interface ChatDelivery {
   chunk(data: string): void;
   /** The whole answer (null: the end of a stream). The charge is settled once this resolves. */
   deliver(completion: Record<string, unknown> | null): Promise<void>;
+  /** A response header (rate-limit figures); set before the first chunk or the answer, or before a refusal is thrown. */
+  header(name: string, value: string): void;
 }
 
 /** A validated, paid-for (reserved) request, ready to hand to the chat service. */
@@ -34,6 +36,8 @@ interface PreparedChat {
   reservation: Reservation;
   requestId: string;
   startedAt: number;
+  /** The tokens-per-minute limits this request was counted against, and for how many tokens. */
+  tokenLimits: RateLimit[];
 }
 
 interface ChatEnding {
@@ -59,6 +63,7 @@ export class ChatCompletionsService {
     private readonly rpc: RpcClient,
     private readonly usage: ChatUsageRecorder,
     private readonly metrics: Metrics,
+    private readonly limiter: RateLimiter,
   ) {}
 
   /**
@@ -67,7 +72,7 @@ export class ChatCompletionsService {
    * that breaks off, the prompt and the completion tokens already delivered.
    */
   async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<void> {
-    const prepared = await this.prepare(caller, rawBody, requestId);
+    const prepared = await this.prepare(caller, rawBody, requestId, delivery);
     const { signal } = delivery;
     const sent: string[] = [];
     const onChunk = (chunk: unknown) => {
@@ -93,16 +98,57 @@ export class ChatCompletionsService {
     await this.metrics.timed('chat.settle', () => this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider }));
   }
 
-  private async prepare(caller: Caller, rawBody: unknown, requestId: string): Promise<PreparedChat> {
+  private async prepare(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<PreparedChat> {
     const validating = this.metrics.stage('chat.validate');
     const model = resolveChatModel(this.catalog, rawBody);
     const { request, body, promptTokens } = parseChatRequest(model, rawBody);
     const scope = await this.access.resolve(caller, body.target_namespace);
     validating();
     const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
+    const tokenLimits = await this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    const reservation = await this.metrics.timed('chat.reserve', () => this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId)));
-    return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now() };
+    let reservation: Reservation;
+    try {
+      reservation = await this.metrics.timed('chat.reserve', () => this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId)));
+    } catch (err) {
+      // Refused (402): the tokens it was counted for are given back.
+      void this.limiter.correct(tokenLimits, tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
+      throw err;
+    }
+    return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now(), tokenLimits };
+  }
+
+  /**
+   * Counts the request against the key's and its namespace's tokens per minute for its upper
+   * bound (prompt plus completion limit, what the reservation covers), corrected to what it used
+   * when it settles (finish). Says where it stands in OpenAI's x-ratelimit-*-tokens headers; over
+   * a limit, 429 naming it with retry-after. Keys without token limits cost nothing here.
+   */
+  private async takeTokens(caller: Caller, tokens: number, delivery: ChatDelivery): Promise<RateLimit[]> {
+    const limits: (RateLimit & { name: string })[] = [];
+    if (caller.tpm !== undefined) limits.push({ key: `tokens:key:${caller.keyPrefix}`, limit: caller.tpm, periodMs: 60_000, cost: tokens, name: `API key ${caller.keyPrefix}` });
+    if (caller.namespaceTpm !== undefined)
+      limits.push({ key: `tokens:ns:${caller.namespaceId}`, limit: caller.namespaceTpm, periodMs: 60_000, cost: tokens, name: `namespace ${caller.namespace}` });
+    if (limits.length === 0) return [];
+    const tooBig = limits.find((l) => tokens > l.limit);
+    if (tooBig)
+      throw new ApiError('rate_limited', `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; lower max_tokens`);
+    let decision: RateDecision;
+    try {
+      decision = await this.limiter.take(limits);
+    } catch {
+      // Redis away: not enforced for its duration (as for requests per minute).
+      return [];
+    }
+    const i = decision.remaining.indexOf(Math.min(...decision.remaining));
+    delivery.header('x-ratelimit-limit-tokens', String(limits[i].limit));
+    delivery.header('x-ratelimit-remaining-tokens', String(decision.allowed ? decision.remaining[i] : 0));
+    delivery.header('x-ratelimit-reset-tokens', `${Math.ceil(decision.resetMs[i] / 1000)}s`);
+    if (decision.allowed) return limits;
+    const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+    delivery.header('retry-after', String(seconds));
+    const refused = limits[i];
+    throw new ApiError('rate_limited', `Rate limit reached: ${refused.limit} tokens per minute for ${refused.name}; retry after ${seconds} s`);
   }
 
   private run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
@@ -127,6 +173,11 @@ export class ChatCompletionsService {
    * delivered is still charged exactly once, and recorded when the charge lands.
    */
   private async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
+    if (prepared.tokenLimits.length > 0) {
+      // The tokens it was counted for become the tokens it used (none when nothing was delivered).
+      const used = ending.usage ? ending.usage.prompt_tokens + ending.usage.completion_tokens : 0;
+      void this.limiter.correct(prepared.tokenLimits, prepared.tokenLimits.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
+    }
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
     await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged));
   }

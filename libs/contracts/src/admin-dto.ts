@@ -41,9 +41,12 @@ export const AdjustCreditsRequest = z.strictObject({
 export type AdjustCreditsRequest = z.infer<typeof AdjustCreditsRequest>;
 
 /** PUT /api/admin/namespaces/{ns}/limits: what every key billing to the namespace may do together (null: no limit). */
-export const NamespaceLimitsRequest = z.strictObject({
-  rpm: z.number({ error: 'rpm must be an integer or null' }).int('rpm must be an integer').min(1, 'rpm must be at least 1').max(1_000_000, 'rpm must be at most 1000000').nullable(),
-});
+export const NamespaceLimitsRequest = z
+  .strictObject({
+    rpm: z.number({ error: 'rpm must be an integer or null' }).int('rpm must be an integer').min(1, 'rpm must be at least 1').max(1_000_000, 'rpm must be at most 1000000').nullable().optional(),
+    tpm: z.number({ error: 'tpm must be an integer or null' }).int('tpm must be an integer').min(1, 'tpm must be at least 1').max(1_000_000_000, 'tpm must be at most 1000000000').nullable().optional(),
+  })
+  .refine((l) => l.rpm !== undefined || l.tpm !== undefined, 'give rpm, tpm or both (null removes a limit)');
 export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
 
 export interface CreatedUserResponse {

@@ -203,7 +203,8 @@ function operations(catalog: ModelCatalog): Operation[] {
       description:
         'Needs a key without scopes. `namespace`: the caller\'s own (default) or an org they belong to; requests bill there by default. ' +
         `\`scopes\`: some of ${API_SCOPES.join(', ')} (absent: all); a request outside them is 403 naming the scope. ` +
-        '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. `limits` and `budget` are not supported yet (400).',
+        '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. ' +
+        '`limits`: `rpm` and `tpm` (chat tokens), each at most the namespace\'s; `max_concurrent` and `budget` are not supported yet (400).',
       body: {
         type: 'object',
         required: ['name'],
@@ -212,6 +213,7 @@ function operations(catalog: ModelCatalog): Operation[] {
           namespace: { type: 'string' },
           scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
           expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
+          limits: { type: 'object', additionalProperties: false, properties: { rpm: { type: 'integer', minimum: 1 }, tpm: { type: 'integer', minimum: 1 } } },
         },
       },
       responses: { 201: ['The key; `api_key` is shown only here', 'CreatedSelfServiceKey'] },
@@ -395,7 +397,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       method: 'put',
       route: '/api/admin/namespaces/:namespace/limits',
       tag: 'Operator',
-      summary: "Set a namespace's requests per minute (all its keys together; null: none)",
+      summary: "Set a namespace's requests and chat tokens per minute (all its keys together; null: none)",
       access: 'admin',
       body: fromZod(NamespaceLimitsRequest),
       responses: { 200: ['The limits', { type: 'object', properties: { namespace: { type: 'string' }, limits: { type: 'object' } } }] },

@@ -28,7 +28,7 @@ const API_KEY_VIEW: Record<string, Schema> = {
   namespace: str,
   scopes: nullable({ type: 'array', items: str }),
   expires_at: nullable({ type: 'string', format: 'date-time' }),
-  limits: nullable({ type: 'object', properties: { rpm: int } }),
+  limits: nullable({ type: 'object', properties: { rpm: int, tpm: int } }),
   budget: { type: 'null' },
   created_at: { type: 'string', format: 'date-time' },
   last_used_at: nullable({ type: 'string', format: 'date-time' }),

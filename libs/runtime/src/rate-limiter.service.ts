@@ -1,11 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
 
-/** One limit to take a request from: at most `limit` per `periodMs`, counted under `key`. */
+/** One limit to take a request from: at most `limit` units per `periodMs`, counted under `key`. */
 export interface RateLimit {
   key: string;
   limit: number;
   periodMs: number;
+  /** Units this request counts for (1 request; or its estimated tokens). Default 1. */
+  cost?: number;
 }
 
 export interface RateDecision {
@@ -29,11 +31,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local tats = {}
 local retry = 0
 for i = 1, #KEYS do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local tolerance = tonumber(ARGV[(i - 1) * 2 + 2])
+  local interval = tonumber(ARGV[(i - 1) * 3 + 1])
+  local period = tonumber(ARGV[(i - 1) * 3 + 2])
+  local cost = tonumber(ARGV[(i - 1) * 3 + 3])
   local tat = tonumber(redis.call('GET', KEYS[i]) or now)
   if tat < now then tat = now end
-  if now < tat - tolerance then retry = math.max(retry, tat - tolerance - now) end
+  local over = tat + cost * interval - period - now
+  if over > 0 then retry = math.max(retry, over) end
   tats[i] = tat
 end
 local out = { now }
@@ -44,30 +48,51 @@ if retry > 0 then
 end
 out[2] = 0
 for i = 1, #KEYS do
-  local interval = tonumber(ARGV[(i - 1) * 2 + 1])
-  local nextTat = tats[i] + interval
+  local interval = tonumber(ARGV[(i - 1) * 3 + 1])
+  local cost = tonumber(ARGV[(i - 1) * 3 + 3])
+  local nextTat = tats[i] + cost * interval
   redis.call('SET', KEYS[i], nextTat, 'PX', math.ceil(nextTat - now) + 1000)
   out[#out + 1] = nextTat
 end
 return out`;
+
+/** Gives back (or takes more of) what a request was counted for, once its real cost is known. */
+const CORRECT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 1, #KEYS do
+  local tat = tonumber(redis.call('GET', KEYS[i]) or now) + tonumber(ARGV[i])
+  if tat > now then redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now) + 1000) else redis.call('DEL', KEYS[i]) end
+end
+return 1`;
 
 @Injectable()
 export class RateLimiter {
   constructor(private readonly redis: RedisService) {}
 
   async take(limits: RateLimit[]): Promise<RateDecision> {
-    const args = limits.flatMap((l) => {
-      const interval = l.periodMs / l.limit;
-      return [String(interval), String(l.periodMs - interval)];
-    });
-    const client = this.redis.client as unknown as { atelierGcra?: (...a: (string | number)[]) => Promise<number[]> };
-    if (!client.atelierGcra) this.redis.client.defineCommand('atelierGcra', { lua: GCRA });
-    const [now, refused, ...tats] = (await client.atelierGcra!(limits.length, ...limits.map((l) => this.redis.names.key('rate', l.key)), ...args)).map(Number);
+    const args = limits.flatMap((l) => [String(l.periodMs / l.limit), String(l.periodMs), String(l.cost ?? 1)]);
+    const [now, refused, ...tats] = (await this.script('atelierGcra', GCRA)(limits.length, ...limits.map((l) => this.key(l)), ...args)).map(Number);
     return {
       allowed: refused === 0,
       retryAfterMs: refused < 0 ? -refused : 0,
       remaining: limits.map((l, i) => Math.max(0, Math.floor((now + l.periodMs - tats[i]) / (l.periodMs / l.limit)))),
       resetMs: limits.map((_, i) => Math.max(0, tats[i] - now)),
     };
+  }
+
+  /** Corrects what a request was counted for by `delta` units per limit (negative: gives back). */
+  async correct(limits: RateLimit[], deltas: number[]): Promise<void> {
+    await this.script('atelierRateCorrect', CORRECT)(limits.length, ...limits.map((l) => this.key(l)), ...limits.map((l, i) => String((deltas[i] * l.periodMs) / l.limit)));
+  }
+
+  private key(l: RateLimit): string {
+    return this.redis.names.key('rate', l.key);
+  }
+
+  private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
+    const client = this.redis.client as unknown as Record<string, (...a: (string | number)[]) => Promise<number[]>>;
+    if (!client[name]) this.redis.client.defineCommand(name, { lua });
+    return client[name].bind(client);
   }
 }
