@@ -138,7 +138,7 @@ describe('GET /api/events with Last-Event-ID', () => {
     const text = await readRaw(carol, '0-1', (t) => t.includes(`"generation_id":"g${USER_EVENTS_KEPT}"`));
     expect(text).toMatch(/^: some events after 0-1 are no longer retained/m);
     expect(text).not.toContain('"generation_id":"g0"');
-    expect(text).toContain(`id: ${ids[1]}\nevent: media_generation_completed`);
+    expect(text).toMatch(new RegExp(`event: media_generation_completed\ndata: \\{"generation_id":"g1"[^\n]*\nid: ${ids[1]}\n\n`));
     expect(text.match(/event: media_generation_completed/g)).toHaveLength(USER_EVENTS_KEPT);
     // Resuming from a retained id says nothing is missing and sends only what follows it.
     const tail = await readRaw(carol, ids[USER_EVENTS_KEPT - 1], (t) => t.includes(`"generation_id":"g${USER_EVENTS_KEPT}"`));

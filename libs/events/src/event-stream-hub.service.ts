@@ -141,7 +141,9 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       conn.lastId = id;
     }
     const data = JSON.stringify(eventPayload(event, (k) => this.urls.url(k)));
-    this.write(conn, `${id !== undefined ? `id: ${id}\n` : ''}event: media_generation_completed\ndata: ${data}\n\n`);
+    // The id goes last: SSE reads fields in any order, and clients that parse frames by hand see
+    // the contract's `event:` line first, followed by `data:`.
+    this.write(conn, `event: media_generation_completed\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n`);
   }
 
   /** Arms the one timer for the oldest connection, unless it is already armed (it then re-arms itself). */

@@ -255,7 +255,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: 'Completion events (Server-Sent Events)',
       access: 'key',
       description:
-        '`id: <event id>` + `event: media_generation_completed` with `data: {generation_id, status, media_type, model, url | error}`; `: keep-alive` every 15 s. ' +
+        '`event: media_generation_completed`, then `data: {generation_id, status, media_type, model, url | error}`, then `id: <event id>`; `: keep-alive` every 15 s. ' +
         'Send `Last-Event-ID` to resume: the retained events after it come first (EVENTS_REPLAY_SECONDS, at most 1,000 per user), then live ones.',
       headers: [
         {
