@@ -79,19 +79,20 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key: its namespace no longer exists');
     }
+    const home = billed ?? row.user.namespace;
     const caller: Caller = {
       userId: row.userId,
       username: row.user.username,
-      namespaceId: billed?.id ?? row.user.namespace.id,
-      namespace: billed?.name ?? row.user.namespace.name,
+      namespaceId: home.id,
+      namespace: home.name,
       ...(billed && { namespaceType: 'org' as const }),
       keyPrefix: prefix,
       scopes: row.scopes,
       ...(row.expiresAt && { expiresAt: row.expiresAt.getTime() }),
       ...(row.rpm !== null && { rpm: row.rpm }),
-      ...((billed ?? row.user.namespace).rpm !== null && { namespaceRpm: (billed ?? row.user.namespace).rpm! }),
+      ...(home.rpm !== null && { namespaceRpm: home.rpm }),
       ...(row.tpm !== null && { tpm: row.tpm }),
-      ...((billed ?? row.user.namespace).tpm !== null && { namespaceTpm: (billed ?? row.user.namespace).tpm! }),
+      ...(home.tpm !== null && { namespaceTpm: home.tpm }),
     };
     unexpired(caller, now);
     if (this.config.AUTH_CACHE_MS > 0) {

@@ -4,9 +4,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
-import { ACCESS_METADATA, RateLimiter, type RateDecision, type RateLimit, type RouteAccess } from '@atelier/runtime';
+import { ACCESS_METADATA, RateLimiter, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
+import { callerRateLimits, takeRateLimits } from './caller-rate-limits';
 import { secretsEqual } from './api-key';
 import type { Caller } from './caller';
 
@@ -50,36 +51,13 @@ export class AccessGuard implements CanActivate {
       if (scope === FULL_ACCESS) throw ApiError.forbidden(`This API key is limited to ${caller.scopes.join(', ')}; managing API keys needs a key without scopes`);
       if (!caller.scopes.includes(scope)) throw ApiError.forbidden(`This API key lacks the '${scope}' scope (it has: ${caller.scopes.join(', ')})`);
     }
-    if (caller.rpm !== undefined || caller.namespaceRpm !== undefined) await this.takeRequest(caller, context.switchToHttp().getResponse<FastifyReply>());
-    return true;
-  }
-
-  /**
-   * Counts the request against the key's and its namespace's requests-per-minute, across every
-   * replica (one Redis script), and says where it stands in OpenAI's headers, so the SDK's own
-   * retry logic works. Over a limit: 429 naming it, with retry-after.
-   */
-  private async takeRequest(caller: Caller, reply: FastifyReply): Promise<void> {
-    const limits: (RateLimit & { name: string })[] = [];
-    if (caller.rpm !== undefined) limits.push({ key: `key:${caller.keyPrefix}`, limit: caller.rpm, periodMs: 60_000, name: `API key ${caller.keyPrefix}` });
-    if (caller.namespaceRpm !== undefined)
-      limits.push({ key: `ns:${caller.namespaceId}`, limit: caller.namespaceRpm, periodMs: 60_000, name: `namespace ${caller.namespace}` });
-    let decision: RateDecision;
-    try {
-      decision = await this.limiter!.take(limits);
-    } catch {
-      // Redis away: limits are not enforced for its duration rather than refusing every limited key.
-      return;
+    // Keys without request limits cost no Redis call.
+    const limits = callerRateLimits(caller, 'requests');
+    if (limits.length > 0) {
+      const reply = context.switchToHttp().getResponse<FastifyReply>();
+      await takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value));
     }
-    // The binding limit: the one with the fewest requests left.
-    const i = decision.remaining.indexOf(Math.min(...decision.remaining));
-    reply.header('x-ratelimit-limit-requests', String(limits[i].limit));
-    reply.header('x-ratelimit-remaining-requests', String(decision.allowed ? decision.remaining[i] : 0));
-    reply.header('x-ratelimit-reset-requests', `${Math.ceil(decision.resetMs[i] / 1000)}s`);
-    if (decision.allowed) return;
-    const refused = limits[decision.remaining.findIndex((r) => r === 0)] ?? limits[i];
-    reply.header('retry-after', String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
-    throw new ApiError('rate_limited', `Rate limit reached: ${refused.limit} requests per minute for ${refused.name}; retry after ${Math.ceil(decision.retryAfterMs / 1000)} s`);
+    return true;
   }
 }
 

@@ -6,3 +6,4 @@ export { AccessGuard, CurrentCaller } from './auth.guard';
 export { AdminRoute, PublicRoute } from '@atelier/runtime';
 export { AuthModule } from './auth.module';
 export { API_SCOPES, RequiresFullAccess, RequiresScope, type ApiScope } from './api-scopes';
+export { callerRateLimits, takeRateLimits, type NamedRateLimit, type RateUnit } from './caller-rate-limits';

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
-import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
+import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
 import { PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { RateLimiter, RpcClient, type RateDecision, type RateLimit } from '@atelier/runtime';
+import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
@@ -125,30 +125,11 @@ export class ChatCompletionsService {
    * a limit, 429 naming it with retry-after. Keys without token limits cost nothing here.
    */
   private async takeTokens(caller: Caller, tokens: number, delivery: ChatDelivery): Promise<RateLimit[]> {
-    const limits: (RateLimit & { name: string })[] = [];
-    if (caller.tpm !== undefined) limits.push({ key: `tokens:key:${caller.keyPrefix}`, limit: caller.tpm, periodMs: 60_000, cost: tokens, name: `API key ${caller.keyPrefix}` });
-    if (caller.namespaceTpm !== undefined)
-      limits.push({ key: `tokens:ns:${caller.namespaceId}`, limit: caller.namespaceTpm, periodMs: 60_000, cost: tokens, name: `namespace ${caller.namespace}` });
-    if (limits.length === 0) return [];
+    const limits = callerRateLimits(caller, 'tokens', tokens);
     const tooBig = limits.find((l) => tokens > l.limit);
     if (tooBig)
       throw new ApiError('rate_limited', `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; lower max_tokens`);
-    let decision: RateDecision;
-    try {
-      decision = await this.limiter.take(limits);
-    } catch {
-      // Redis away: not enforced for its duration (as for requests per minute).
-      return [];
-    }
-    const i = decision.remaining.indexOf(Math.min(...decision.remaining));
-    delivery.header('x-ratelimit-limit-tokens', String(limits[i].limit));
-    delivery.header('x-ratelimit-remaining-tokens', String(decision.allowed ? decision.remaining[i] : 0));
-    delivery.header('x-ratelimit-reset-tokens', `${Math.ceil(decision.resetMs[i] / 1000)}s`);
-    if (decision.allowed) return limits;
-    const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
-    delivery.header('retry-after', String(seconds));
-    const refused = limits[i];
-    throw new ApiError('rate_limited', `Rate limit reached: ${refused.limit} tokens per minute for ${refused.name}; retry after ${seconds} s`);
+    return takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value));
   }
 
   private run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {

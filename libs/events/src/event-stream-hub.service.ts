@@ -7,6 +7,12 @@ import { Metrics } from '@atelier/observability';
 import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 
+/** One event as written to a stream: its id (absent from older publishers) and the whole SSE frame. */
+interface EventFrame {
+  id?: string;
+  frame: string;
+}
+
 interface Connection {
   userId: string;
   res: ServerResponse;
@@ -14,7 +20,7 @@ interface Connection {
   /** Id of the last event written (or the client's Last-Event-ID): nothing at or before it is written again. */
   lastId?: string;
   /** While a resumed stream is sent what it missed, live events wait here, then follow in order. */
-  held?: GenerationCompletedEvent[];
+  held?: EventFrame[];
 }
 
 /** The public payload of media_generation_completed (the spec's fields plus status/model). */
@@ -114,36 +120,42 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       const { events, incomplete } = await this.log.after<GenerationCompletedEvent>(conn.userId, afterId);
       if (incomplete)
         this.write(conn, `: some events after ${afterId} are no longer retained (older than ${this.config.EVENTS_REPLAY_SECONDS} s or beyond the last 1000) and may be missing\n\n`);
-      for (const { id, payload } of events) this.send(conn, { ...payload, event_id: id });
+      for (const { id, payload } of events) this.send(conn, this.frame({ ...payload, event_id: id }));
     } catch (err) {
       this.write(conn, `: the events after ${afterId} could not be replayed (${(err as Error).message}); live events follow\n\n`);
     } finally {
       const held = conn.held ?? [];
       conn.held = undefined;
-      for (const event of held) this.send(conn, event);
+      for (const frame of held) this.send(conn, frame);
     }
   }
 
   private deliver(event: GenerationCompletedEvent): void {
     const set = this.byUser.get(event.userId);
     if (!set) return;
+    // Built once for all of the owner's streams on this replica.
+    const frame = this.frame(event);
     for (const conn of set) {
-      if (conn.held) conn.held.push(event);
-      else this.send(conn, event);
+      if (conn.held) conn.held.push(frame);
+      else this.send(conn, frame);
     }
   }
 
-  /** Writes one event unless this stream already had it (replayed, or at or before its Last-Event-ID). */
-  private send(conn: Connection, event: GenerationCompletedEvent): void {
+  private frame(event: GenerationCompletedEvent): EventFrame {
     const id = event.event_id;
+    const data = JSON.stringify(eventPayload(event, (k) => this.urls.url(k)));
+    // The id goes last: SSE reads fields in any order, and clients that parse frames by hand see
+    // the contract's `event:` line first, followed by `data:`.
+    return { id, frame: `event: media_generation_completed\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n` };
+  }
+
+  /** Writes one event unless this stream already had it (replayed, or at or before its Last-Event-ID). */
+  private send(conn: Connection, { id, frame }: EventFrame): void {
     if (id !== undefined) {
       if (conn.lastId !== undefined && compareEventIds(id, conn.lastId) <= 0) return;
       conn.lastId = id;
     }
-    const data = JSON.stringify(eventPayload(event, (k) => this.urls.url(k)));
-    // The id goes last: SSE reads fields in any order, and clients that parse frames by hand see
-    // the contract's `event:` line first, followed by `data:`.
-    this.write(conn, `event: media_generation_completed\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n`);
+    this.write(conn, frame);
   }
 
   /** Arms the one timer for the oldest connection, unless it is already armed (it then re-arms itself). */

@@ -30,6 +30,11 @@ export class GenerationProgress {
       lastWrite = Date.now();
       writing = this.redis.client.set(this.key(id), value.toFixed(4), 'EX', PROGRESS_TTL_SECONDS).catch(() => undefined);
     };
+    const writePending = () => {
+      timer = undefined;
+      if (pending !== undefined) write(pending);
+      pending = undefined;
+    };
     return {
       report: (fraction) => {
         if (!Number.isFinite(fraction)) return;
@@ -39,17 +44,11 @@ export class GenerationProgress {
         const wait = lastWrite + MIN_INTERVAL_MS - Date.now();
         if (wait <= 0) return write(value);
         pending = value;
-        timer ??= setTimeout(() => {
-          timer = undefined;
-          if (pending !== undefined) write(pending);
-          pending = undefined;
-        }, wait);
+        timer ??= setTimeout(writePending, wait);
       },
       flush: async () => {
         clearTimeout(timer);
-        timer = undefined;
-        if (pending !== undefined) write(pending);
-        pending = undefined;
+        writePending();
         await writing;
       },
     };
@@ -63,7 +62,4 @@ export class GenerationProgress {
     return out;
   }
 
-  async clear(id: string): Promise<void> {
-    await this.redis.client.del(this.key(id));
-  }
 }

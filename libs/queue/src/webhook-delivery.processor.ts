@@ -57,7 +57,7 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
       if (res.status >= 200 && res.status < 300) retry = false;
       else error = `The receiver answered HTTP ${res.status}`;
     } catch (err) {
-      error = err instanceof MediaFetchError ? webhookFailure(err) : (err as Error).message;
+      error = (err as Error).message;
       if (err instanceof MediaFetchError && (err.reason === 'blocked_address' || err.reason === 'invalid_url')) retry = false;
     }
     const delay = this.config.WEBHOOK_RETRY_DELAYS_MS[job.attempt - 1];
@@ -72,14 +72,5 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
     }
     const next = job.attempt + 1;
     await this.queues.add(WEBHOOK_DELIVERY_QUEUE, { ...job, attempt: next }, { jobId: `${job.webhookId}.${next}`, delay: Math.round(delay * (1 + Math.random() * JITTER)) });
-  }
-}
-
-function webhookFailure(err: MediaFetchError): string {
-  switch (err.reason) {
-    case 'blocked_address':
-      return `Refused: ${err.message.replace(/^Refusing to fetch /, '').replace(/ Input media must be publicly accessible .*$/, '')} Webhook receivers must be publicly reachable (an operator can allow a host with MEDIA_FETCH_ALLOWED_HOSTS)`;
-    default:
-      return err.message;
   }
 }

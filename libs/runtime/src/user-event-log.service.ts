@@ -53,9 +53,11 @@ export class UserEventLog {
    */
   async after<T>(userId: string, afterId: string): Promise<{ events: RetainedEvent<T>[]; incomplete: boolean }> {
     const key = this.redis.names.userEvents(userId);
-    const entries = (await this.redis.client.xrange(key, `(${afterId}`, '+', 'COUNT', USER_EVENTS_KEPT)) as [string, string[]][];
+    // From the id itself: whether it is still retained comes with the events after it.
+    const entries = (await this.redis.client.xrange(key, afterId, '+', 'COUNT', USER_EVENTS_KEPT + 1)) as [string, string[]][];
+    const stillThere = entries[0]?.[0] === afterId;
     const events: RetainedEvent<T>[] = [];
-    for (const [id, fields] of entries) {
+    for (const [id, fields] of stillThere ? entries.slice(1) : entries.slice(0, USER_EVENTS_KEPT)) {
       const at = fields.indexOf('payload');
       try {
         events.push({ id, payload: JSON.parse(fields[at + 1]) as T });
@@ -63,21 +65,17 @@ export class UserEventLog {
         // an unreadable entry is skipped
       }
     }
-    return { events, incomplete: await this.trimmedAfter(key, afterId) };
+    return { events, incomplete: !stillThere && (await this.trimmedBefore(key, afterId)) };
   }
 
   /**
-   * Whether events after `afterId` may have been trimmed. Trimming leaves no record of the ids it
-   * removed (max-deleted-entry-id only follows XDEL), so: the id is no longer retained, and
-   * entries older than the first retained one were removed. The one false alarm is a client whose
-   * last event was exactly the last one trimmed; the comment says "may".
+   * Whether events after `afterId`, which is no longer retained, may have been trimmed. Trimming
+   * leaves no record of the ids it removed (max-deleted-entry-id only follows XDEL), so: entries
+   * older than the first retained one were removed. The one false alarm is a client whose last
+   * event was exactly the last one trimmed; the comment says "may".
    */
-  private async trimmedAfter(key: string, afterId: string): Promise<boolean> {
-    const [stillThere, info] = await Promise.all([
-      this.redis.client.xrange(key, afterId, afterId),
-      this.redis.client.xinfo('STREAM', key).catch(() => undefined) as Promise<unknown[] | undefined>,
-    ]);
-    if (stillThere.length > 0) return false;
+  private async trimmedBefore(key: string, afterId: string): Promise<boolean> {
+    const info = (await this.redis.client.xinfo('STREAM', key).catch(() => undefined)) as unknown[] | undefined;
     // No stream: nothing retained. Something was missed if the id is older than the retention.
     if (!info) return Number(afterId.split('-')[0]) < Date.now() - this.config.EVENTS_REPLAY_SECONDS * 1000;
     const field = (name: string) => info[info.indexOf(name) + 1];

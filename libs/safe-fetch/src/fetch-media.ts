@@ -128,24 +128,27 @@ function parseHttpUrl(raw: string, what: string): URL {
   return url;
 }
 
-function blockedError(url: URL, address: string, range: string): MediaFetchError {
+/** `post`: the refused request is a delivery (a webhook), not a fetch of input media. */
+function blockedError(url: URL, address: string, range: string, post: boolean): MediaFetchError {
+  const where = `${displayUrl(url.toString())}: ${url.hostname} resolves to ${address}, a ${range} address.`;
   return new MediaFetchError(
     'blocked_address',
-    `Refusing to fetch ${displayUrl(url.toString())}: ${url.hostname} resolves to ${address}, a ${range} address. ` +
-      'Input media must be publicly accessible (an operator can allow a host with MEDIA_FETCH_ALLOWED_HOSTS).',
+    post
+      ? `Refused: ${where} Webhook receivers must be publicly reachable (an operator can allow a host with MEDIA_FETCH_ALLOWED_HOSTS)`
+      : `Refusing to fetch ${where} Input media must be publicly accessible (an operator can allow a host with MEDIA_FETCH_ALLOWED_HOSTS).`,
     url.toString(),
   );
 }
 
 /** A DNS lookup that refuses the host when any of its addresses is not public. */
-function guardedLookup(url: URL): LookupFunction {
+function guardedLookup(url: URL, post: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dns.lookup(hostname, { all: true, family: options.family, hints: options.hints }, (err, addresses) => {
       if (err) return callback(err, '', 0);
       const list = addresses as dns.LookupAddress[];
       for (const a of list) {
         const range = blockedRange(a.address);
-        if (range) return callback(blockedError(url, a.address, range), '', 0);
+        if (range) return callback(blockedError(url, a.address, range, post), '', 0);
       }
       if (list.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
       if (options.all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
@@ -164,7 +167,7 @@ function requestOnce(url: URL, allowedHosts: readonly string[], signal: AbortSig
   const allowed = isAllowedHost(url, allowedHosts);
   if (!allowed && isIpLiteral(url.hostname)) {
     const range = blockedRange(url.hostname);
-    if (range) return Promise.reject(blockedError(url, url.hostname.replace(/^\[|\]$/g, ''), range));
+    if (range) return Promise.reject(blockedError(url, url.hostname.replace(/^\[|\]$/g, ''), range, post !== undefined));
   }
   return new Promise((resolve, reject) => {
     const client = url.protocol === 'https:' ? https : http;
@@ -176,7 +179,7 @@ function requestOnce(url: URL, allowedHosts: readonly string[], signal: AbortSig
       headers: post
         ? { 'content-length': String(Buffer.byteLength(post.body)), ...post.headers }
         : { 'user-agent': 'atelier-media-fetch/1', accept: '*/*', 'accept-encoding': 'identity' },
-      ...(allowed ? {} : { lookup: guardedLookup(url) }),
+      ...(allowed ? {} : { lookup: guardedLookup(url, post !== undefined) }),
     });
     req.once('response', resolve);
     req.once('error', (err) => reject(err instanceof MediaFetchError ? err : ((err as { cause?: unknown }).cause instanceof MediaFetchError ? (err as { cause: MediaFetchError }).cause : err)));

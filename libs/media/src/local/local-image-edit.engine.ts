@@ -5,7 +5,7 @@ import { sampledSteps, throwIfAborted } from '../engine-errors';
 import { combineMode, describeOperation, parseEditPrompt, type CombineMode, type EditOperation } from './edit-operations';
 import { parseAspectRatio } from './geometry';
 import { encodeImage, outputFormat, outputQuality } from './image-encoding';
-import { seedOf } from './local-image.engine';
+import { inferenceSteps, seedOf } from './local-image.engine';
 
 const MAX_SIDE = 4096;
 
@@ -144,7 +144,7 @@ export class LocalImageEditEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
   async run({ model, params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
-    await sampledSteps(this.env.localLatencyMs, typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28, signal, (done, n) => onProgress?.((0.9 * done) / n));
+    await sampledSteps(this.env.localLatencyMs, inferenceSteps(params), signal, (done, n) => onProgress?.((0.9 * done) / n));
     const seed = seedOf(params);
     const prompt = String(params.prompt ?? '');
     const inputs = await loadInputs(this.env, params.input_image, signal);

@@ -8,6 +8,11 @@ import { randomSeed } from '@atelier/random';
 
 export const MAX_LOCAL_IMAGES = 4;
 
+/** The sampling steps of a request (the local engines' progress is reported per step). */
+export function inferenceSteps(params: Readonly<Record<string, unknown>>): number {
+  return typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28;
+}
+
 /** Renders the seed for a request: the given one, or a fresh random one that is reported back. */
 export function seedOf(params: Readonly<Record<string, unknown>>): number {
   return typeof params.seed === 'number' ? params.seed >>> 0 : randomSeed();
@@ -21,7 +26,7 @@ export class LocalImageEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
   async run({ params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
-    const steps = typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28;
+    const steps = inferenceSteps(params);
     // Sampling is 90 % of the run; encoding each output the rest.
     await sampledSteps(this.env.localLatencyMs, steps, signal, (done, n) => onProgress?.((0.9 * done) / n));
     const seed = seedOf(params);
@@ -38,7 +43,7 @@ export class LocalImageEngine implements MediaEngine {
         seed: (seed + i) >>> 0,
         width,
         height,
-        steps: typeof params.num_inference_steps === 'number' ? params.num_inference_steps : 28,
+        steps,
         guidance: typeof params.guidance_scale === 'number' ? params.guidance_scale : typeof params.guidance === 'number' ? params.guidance : undefined,
       });
       outputs.push(await encodeImage(sharp(Buffer.from(svg)), format, quality));
