@@ -4,20 +4,24 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { AccountsModule, AccountsService } from '@atelier/accounts';
+import { AccountsModule, AccountsService, ApiKeys } from '@atelier/accounts';
 import { ApiKeyAuthenticator } from '@atelier/auth';
 import { loadConfigOrExit, type AppConfig } from '@atelier/config';
-import { AdjustCreditsRequest, ApiError, CreateOrgRequest, CreateUserRequest } from '@atelier/contracts';
+import { AdjustCreditsRequest, ApiError, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody, ServiceRuntimeModule } from '@atelier/runtime';
 
 const USAGE = `Usage: npm run admin -- <command> [args]
 
   create-user <username> [--credits N]          a user, their namespace and a first API key
-  create-key <username>                         another API key for a user
+  create-key <username> [--name N] [--namespace NS] [--scopes chat,images] [--expires-at ISO|UNIX]
+             [--rpm N] [--tpm N] [--max-concurrent N] [--budget DECIMAL --budget-period day|month|total]
+                                                another API key for a user, with the self-service fields
   revoke-key <prefix>                           revoke a key by its public prefix
   create-org <name> [--members a,b] [--credits N]
   credits <namespace> <amount>                  add (or, negative, remove) credits
   show <namespace>                              credits and reservations of a namespace
+  limits <namespace> [--rpm N|none] [--tpm N|none] [--max-concurrent N|none]
+                                                what all keys billing to a namespace may do together
   demo [--username NAME] [--credits N] [--key-file PATH]
                                                 ensure a demo user and print a working key
 
@@ -42,6 +46,15 @@ async function main(): Promise<number> {
       members: { type: 'string' },
       username: { type: 'string' },
       'key-file': { type: 'string' },
+      name: { type: 'string' },
+      namespace: { type: 'string' },
+      scopes: { type: 'string' },
+      'expires-at': { type: 'string' },
+      rpm: { type: 'string' },
+      tpm: { type: 'string' },
+      'max-concurrent': { type: 'string' },
+      budget: { type: 'string' },
+      'budget-period': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -65,10 +78,29 @@ async function main(): Promise<number> {
         result = await accounts.createUser(req.username, req.credits);
         break;
       }
-      case 'create-key':
+      case 'create-key': {
         need(1);
-        result = await accounts.createApiKey(args[0]);
+        // The same body the operator API takes; ApiKeys validates it and names a bad field.
+        const int = (v: string | undefined) => (v === undefined ? undefined : /^\d+$/.test(v) ? Number(v) : v);
+        const limits = { rpm: int(values.rpm), tpm: int(values.tpm), max_concurrent: int(values['max-concurrent']) };
+        const body = {
+          name: values.name,
+          namespace: values.namespace,
+          scopes: values.scopes?.split(',').map((x) => x.trim()),
+          expires_at: values['expires-at'] === undefined ? undefined : int(values['expires-at']),
+          limits: Object.values(limits).some((v) => v !== undefined) ? limits : undefined,
+          budget: values.budget === undefined && values['budget-period'] === undefined ? undefined : { max_spend: values.budget, period: values['budget-period'] ?? 'total' },
+        };
+        result = await app.get(ApiKeys).createForUser(args[0], JSON.parse(JSON.stringify(body)));
         break;
+      }
+      case 'limits': {
+        need(1);
+        const limit = (v: string | undefined) => (v === undefined ? undefined : v === 'none' ? null : /^\d+$/.test(v) ? Number(v) : v);
+        const req = parseBody(NamespaceLimitsRequest, { rpm: limit(values.rpm), tpm: limit(values.tpm), max_concurrent: limit(values['max-concurrent']) });
+        result = await accounts.setLimits(args[0], req);
+        break;
+      }
       case 'revoke-key':
         need(1);
         result = await accounts.revokeApiKey(args[0]);

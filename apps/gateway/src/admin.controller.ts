@@ -1,14 +1,35 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put } from '@nestjs/common';
-import { AccountsService } from '@atelier/accounts';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { AccountsService, ApiKeys } from '@atelier/accounts';
 import { AdminRoute } from '@atelier/auth';
-import { AdjustCreditsRequest, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, UsageReports, type UsageQuery } from '@atelier/billing';
+import { PrismaService } from '@atelier/db';
+import { AdjustCreditsRequest, ApiError, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
+import { sendUsage } from './usage.controller';
 
 /** Operator interface; enabled only when ADMIN_TOKEN is set. */
 @AdminRoute()
 @Controller('api/admin')
 export class AdminController {
-  constructor(private readonly accounts: AccountsService) {}
+  constructor(
+    private readonly accounts: AccountsService,
+    private readonly apiKeys: ApiKeys,
+    private readonly usageReports: UsageReports,
+    private readonly prisma: PrismaService,
+  ) {}
+
+  /** Usage over every namespace (or one, ?namespace=), also groupable by namespace. */
+  @Get('usage')
+  async usage(@Query() query: UsageQuery & { namespace?: unknown; format?: unknown }, @Res() reply: FastifyReply): Promise<void> {
+    let scope: { id: string; name: string } | undefined;
+    if (query.namespace !== undefined && query.namespace !== '') {
+      const ns = typeof query.namespace === 'string' ? await this.prisma.namespace.findUnique({ where: { name: query.namespace }, select: { id: true, name: true } }) : null;
+      if (!ns) throw ApiError.notFound(`Namespace not found: ${String(query.namespace)}`);
+      scope = ns;
+    }
+    await sendUsage(reply, await this.usageReports.report(scope, query, ADMIN_USAGE_GROUPS), query.format);
+  }
 
   @Post('users')
   @HttpCode(201)
@@ -19,8 +40,8 @@ export class AdminController {
 
   @Post('users/:username/api_keys')
   @HttpCode(201)
-  createApiKey(@Param('username') username: string) {
-    return this.accounts.createApiKey(username);
+  createApiKey(@Param('username') username: string, @Body() body: unknown) {
+    return this.apiKeys.createForUser(username, body);
   }
 
   @Delete('api_keys/:prefix')

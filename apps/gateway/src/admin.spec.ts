@@ -37,7 +37,17 @@ describe('operator (admin) API', () => {
     await admin('POST', '/api/admin/users', { username });
     const key = await admin('POST', `/api/admin/users/${username}/api_keys`);
     expect(key.status).toBe(201);
-    expect(key.body).toEqual({ api_key: expect.any(String), prefix: expect.stringMatching(/^[a-z0-9]{12}$/) });
+    expect(key.body).toMatchObject({ api_key: expect.any(String), prefix: expect.stringMatching(/^[a-z0-9]{12}$/), name: null, namespace: username, budget: null });
+    // The operator sets the same fields users can, validated the same way.
+    const shaped = await admin('POST', `/api/admin/users/${username}/api_keys`, {
+      name: 'batch job',
+      scopes: ['chat'],
+      limits: { rpm: 10, max_concurrent: 2 },
+      budget: { max_spend: '3', period: 'day' },
+    });
+    expect(shaped.status).toBe(201);
+    expect(shaped.body).toMatchObject({ name: 'batch job', scopes: ['chat'], limits: { rpm: 10, max_concurrent: 2 }, budget: { max_spend: '3', period: 'day', spent: '0' } });
+    expect((await admin('POST', `/api/admin/users/${username}/api_keys`, { budget: { max_spend: 'lots', period: 'day' } })).status).toBe(400);
     expect((await admin('POST', '/api/admin/users/nobody-here/api_keys')).status).toBe(404);
     expect((await admin('DELETE', `/api/admin/api_keys/${key.body.prefix}`)).status).toBe(200);
     expect((await gw.http.request('GET', '/api/credits', { token: key.body.api_key as string })).status).toBe(401);

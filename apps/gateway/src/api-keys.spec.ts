@@ -8,8 +8,8 @@ interface KeyView {
   namespace: string;
   scopes: string[] | null;
   expires_at: string | null;
-  limits: null;
-  budget: null;
+  limits: { rpm?: number; tpm?: number; max_concurrent?: number } | null;
+  budget: { max_spend: string; period: string; spent: string } | null;
   created_at: string;
   last_used_at: string | null;
 }
@@ -114,10 +114,21 @@ describe('self-service API keys', () => {
     expect((await make({ name: 'not mine', namespace: org }, bob.apiKey)).status).toBe(403);
   });
 
+  it('makes a key with max_concurrent and a budget, and shows the budget spent this period', async () => {
+    const made = await make({ name: 'capped', limits: { max_concurrent: 3 }, budget: { max_spend: '12.50', period: 'month' } });
+    expect(made.status).toBe(201);
+    expect(made.body).toMatchObject({ limits: { max_concurrent: 3 }, budget: { max_spend: '12.5', period: 'month', spent: '0' } });
+    const listed = await gw.http.request<{ data: KeyView[] }>('GET', '/api/api_keys', { token: alice.apiKey });
+    expect(listed.body.data.find((k) => k.prefix === made.body.prefix)).toMatchObject({ budget: { max_spend: '12.5', period: 'month', spent: '0' } });
+  });
+
   it.each([
     ['an unknown scope', { name: 'x', scopes: ['everything'] }, 'scopes'],
     ['no name', {}, 'name'],
-    ['max_concurrent (not supported yet)', { name: 'x', limits: { max_concurrent: 4 } }, 'limits.max_concurrent'],
+    ['a max_concurrent of 0', { name: 'x', limits: { max_concurrent: 0 } }, 'limits.max_concurrent'],
+    ['a budget without a period', { name: 'x', budget: { max_spend: '5' } }, 'budget.period'],
+    ['a budget of more than 6 decimals', { name: 'x', budget: { max_spend: '0.0000001', period: 'day' } }, 'budget.max_spend'],
+    ['a negative budget', { name: 'x', budget: { max_spend: '-1', period: 'month' } }, 'budget.max_spend'],
     ['an unknown field', { name: 'x', colour: 'red' }, 'colour'],
   ])('refuses %s with 400 naming the field', async (_label, body, field) => {
     const res = await make(body);

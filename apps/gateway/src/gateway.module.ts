@@ -26,6 +26,7 @@ import { ReposController } from './repos.controller';
 import { IdempotencyModule } from '@atelier/idempotency';
 import { WebhooksController } from './webhooks.controller';
 import { ApiKeysController } from './api-keys.controller';
+import { UsageController } from './usage.controller';
 import { FineTuneCatalogController } from './fine-tune-catalog.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
@@ -42,7 +43,7 @@ export class GatewayModule {
         ChatGatewayModule,
         MediaGatewayModule,
         IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController, UsageController],
       providers: [QueueBoard],
     };
   }

@@ -97,10 +97,17 @@ export class AccountsService {
   }
 
   /** Sets the limits given (null removes one); the others stay. */
-  async setLimits(namespace: string, limits: { rpm?: number | null; tpm?: number | null }): Promise<{ namespace: string; limits: { rpm: number | null; tpm: number | null } }> {
+  async setLimits(
+    namespace: string,
+    limits: { rpm?: number | null; tpm?: number | null; max_concurrent?: number | null },
+  ): Promise<{ namespace: string; limits: { rpm: number | null; tpm: number | null; max_concurrent: number | null } }> {
     const ns = await this.findNamespace(namespace);
-    const row = await this.prisma.namespace.update({ where: { id: ns.id }, data: limits, select: { rpm: true, tpm: true } });
-    return { namespace, limits: row };
+    const row = await this.prisma.namespace.update({
+      where: { id: ns.id },
+      data: { rpm: limits.rpm, tpm: limits.tpm, maxConcurrent: limits.max_concurrent },
+      select: { rpm: true, tpm: true, maxConcurrent: true },
+    });
+    return { namespace, limits: { rpm: row.rpm, tpm: row.tpm, max_concurrent: row.maxConcurrent } };
   }
 
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {

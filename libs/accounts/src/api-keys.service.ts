@@ -1,8 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { API_SCOPES, generateApiKey, NamespaceAccess, type Caller } from '@atelier/auth';
-import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
+import { Prisma, PrismaService, type ApiKeyModel } from '@atelier/db';
 import { AccountsService } from './accounts.service';
+
+export const BUDGET_PERIODS = ['day', 'month', 'total'] as const;
+export type BudgetPeriod = (typeof BUDGET_PERIODS)[number];
+
+type Problems = { field: string; message: string }[];
 
 /** Longest lifetime a self-service key may be given. */
 const MAX_LIFETIME_MS = 5 * 365 * 24 * 3600 * 1000;
@@ -14,8 +19,9 @@ export interface ApiKeyView {
   /** null: every scope. */
   scopes: string[] | null;
   expires_at: string | null;
-  limits: { rpm?: number; tpm?: number } | null;
-  budget: null;
+  limits: { rpm?: number; tpm?: number; max_concurrent?: number } | null;
+  /** `spent`: charged in the current period (UTC day or month, or in total). */
+  budget: { max_spend: string; period: BudgetPeriod; spent: string } | null;
   created_at: string;
   last_used_at: string | null;
 }
@@ -33,15 +39,33 @@ export class ApiKeys {
     private readonly accounts: AccountsService,
   ) {}
 
-  async create(caller: Caller, rawBody: unknown): Promise<ApiKeyView & { api_key: string }> {
+  /** POST /api/api_keys: a key of the caller's own. */
+  create(caller: Caller, rawBody: unknown): Promise<ApiKeyView & { api_key: string }> {
+    return this.createFor(caller, rawBody, true);
+  }
+
+  /**
+   * The operator's POST /api/admin/users/{username}/api_keys: the same fields for any user
+   * (name optional there; an empty body makes a plain key, as before).
+   */
+  async createForUser(username: string, rawBody: unknown): Promise<ApiKeyView & { api_key: string }> {
+    const user = await this.prisma.user.findUnique({ where: { username }, include: { namespace: { select: { id: true, name: true } } } });
+    if (!user?.namespace) throw ApiError.notFound(`User not found: ${username}`);
+    const owner: Caller = { userId: user.id, username, namespaceId: user.namespace.id, namespace: user.namespace.name, keyPrefix: '' };
+    return this.createFor(owner, rawBody ?? {}, false);
+  }
+
+  private async createFor(owner: Caller, rawBody: unknown, nameRequired: boolean): Promise<ApiKeyView & { api_key: string }> {
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
-    const problems: { field: string; message: string }[] = [];
+    const problems: Problems = [];
     const unknown = Object.keys(body).filter((k) => !['name', 'namespace', 'expires_at', 'scopes', 'limits', 'budget'].includes(k));
     for (const k of unknown) problems.push({ field: k, message: 'is not a field of an API key' });
-    if (body.budget !== undefined && body.budget !== null) problems.push({ field: 'budget', message: 'is not supported yet: keys carry no budgets of their own' });
     const limits = keyLimits(body.limits, problems);
-    if (typeof body.name !== 'string' || body.name.trim() === '' || body.name.length > 100) problems.push({ field: 'name', message: 'must be a string of 1 to 100 characters' });
+    const budget = keyBudget(body.budget, problems);
+    if (body.name === undefined && !nameRequired) {
+      // The operator's plain key: no name.
+    } else if (typeof body.name !== 'string' || body.name.trim() === '' || body.name.length > 100) problems.push({ field: 'name', message: 'must be a string of 1 to 100 characters' });
     const expiresAt = expiry(body.expires_at, problems);
     let scopes: string[] = [];
     if (body.scopes !== undefined && body.scopes !== null) {
@@ -50,16 +74,30 @@ export class ApiKeys {
       else scopes = [...new Set(body.scopes as string[])];
     }
     if (problems.length) throw ApiError.badRequest(problems.map((p) => `${p.field} ${p.message}`).join('; '), { fields: problems });
-    const scope = await this.access.resolve(caller, body.namespace ?? caller.username);
-    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, tpm: true } });
-    for (const k of ['rpm', 'tpm'] as const) {
-      const cap = own?.[k] ?? null;
+    const scope = await this.access.resolve(owner, body.namespace ?? owner.namespace);
+    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, tpm: true, maxConcurrent: true } });
+    const caps = { rpm: own?.rpm ?? null, tpm: own?.tpm ?? null, max_concurrent: own?.maxConcurrent ?? null };
+    for (const k of ['rpm', 'tpm', 'max_concurrent'] as const) {
+      const cap = caps[k];
       if (limits[k] !== null && cap !== null && limits[k] > cap)
         throw ApiError.badRequest(`limits.${k} must not exceed the namespace's own limit of ${cap}`, { fields: [{ field: `limits.${k}`, message: `must be at most ${cap}` }] });
     }
     const key = generateApiKey();
     const row = await this.prisma.apiKey.create({
-      data: { userId: caller.userId, prefix: key.prefix, hash: key.hash, name: (body.name as string).trim(), namespaceId: scope.id, scopes, expiresAt, rpm: limits.rpm, tpm: limits.tpm },
+      data: {
+        userId: owner.userId,
+        prefix: key.prefix,
+        hash: key.hash,
+        name: typeof body.name === 'string' ? body.name.trim() : null,
+        namespaceId: scope.id,
+        scopes,
+        expiresAt,
+        rpm: limits.rpm,
+        tpm: limits.tpm,
+        maxConcurrent: limits.max_concurrent,
+        budgetMaxSpend: budget?.max_spend ?? null,
+        budgetPeriod: budget?.period ?? null,
+      },
     });
     return { api_key: key.key, ...view(row, scope.name) };
   }
@@ -81,17 +119,17 @@ export class ApiKeys {
   }
 }
 
-/** `limits`: `rpm` (requests per minute) and `tpm` (chat tokens per minute); max_concurrent is not built yet. */
-function keyLimits(limits: unknown, problems: { field: string; message: string }[]): { rpm: number | null; tpm: number | null } {
-  const none = { rpm: null, tpm: null };
+/** `limits`: `rpm` (requests per minute), `tpm` (chat tokens per minute), `max_concurrent` (in flight plus active generations). */
+function keyLimits(limits: unknown, problems: Problems): { rpm: number | null; tpm: number | null; max_concurrent: number | null } {
+  const none = { rpm: null, tpm: null, max_concurrent: null };
   if (limits === undefined || limits === null) return none;
   if (typeof limits !== 'object' || Array.isArray(limits)) {
-    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60, "tpm": 100000}' });
+    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60, "tpm": 100000, "max_concurrent": 4}' });
     return none;
   }
   const l = limits as Record<string, unknown>;
-  for (const k of Object.keys(l)) if (k !== 'rpm' && k !== 'tpm') problems.push({ field: `limits.${k}`, message: k === 'max_concurrent' ? 'is not supported yet' : 'is not a limit' });
-  const one = (k: 'rpm' | 'tpm', max: number): number | null => {
+  for (const k of Object.keys(l)) if (!['rpm', 'tpm', 'max_concurrent'].includes(k)) problems.push({ field: `limits.${k}`, message: 'is not a limit' });
+  const one = (k: 'rpm' | 'tpm' | 'max_concurrent', max: number): number | null => {
     if (l[k] === undefined || l[k] === null) return null;
     if (typeof l[k] !== 'number' || !Number.isInteger(l[k]) || (l[k] as number) < 1 || (l[k] as number) > max) {
       problems.push({ field: `limits.${k}`, message: `must be an integer between 1 and ${max}` });
@@ -99,7 +137,29 @@ function keyLimits(limits: unknown, problems: { field: string; message: string }
     }
     return l[k] as number;
   };
-  return { rpm: one('rpm', 1_000_000), tpm: one('tpm', 1_000_000_000) };
+  return { rpm: one('rpm', 1_000_000), tpm: one('tpm', 1_000_000_000), max_concurrent: one('max_concurrent', 100_000) };
+}
+
+/** `budget`: `{"max_spend": "<decimal>", "period": "day" | "month" | "total"}`. */
+function keyBudget(budget: unknown, problems: Problems): { max_spend: string; period: BudgetPeriod } | null {
+  if (budget === undefined || budget === null) return null;
+  if (typeof budget !== 'object' || Array.isArray(budget)) {
+    problems.push({ field: 'budget', message: 'must be an object such as {"max_spend": "25.00", "period": "month"}' });
+    return null;
+  }
+  const b = budget as Record<string, unknown>;
+  for (const k of Object.keys(b)) if (k !== 'max_spend' && k !== 'period') problems.push({ field: `budget.${k}`, message: 'is not a field of a budget' });
+  const spend = typeof b.max_spend === 'number' && Number.isFinite(b.max_spend) && b.max_spend >= 0 ? String(b.max_spend) : b.max_spend;
+  let ok = true;
+  if (typeof spend !== 'string' || !DECIMAL_PATTERN.test(spend) || spend.startsWith('-') || new Prisma.Decimal(spend).greaterThan('99999999999999')) {
+    problems.push({ field: 'budget.max_spend', message: 'must be a non-negative decimal string with at most 6 decimal places, such as "25.00"' });
+    ok = false;
+  }
+  if (!(BUDGET_PERIODS as readonly unknown[]).includes(b.period)) {
+    problems.push({ field: 'budget.period', message: `must be one of ${BUDGET_PERIODS.join(', ')}` });
+    ok = false;
+  }
+  return ok ? { max_spend: new Prisma.Decimal(spend as string).toFixed(), period: b.period as BudgetPeriod } : null;
 }
 
 function expiry(value: unknown, problems: { field: string; message: string }[]): Date | null {
@@ -112,18 +172,30 @@ function expiry(value: unknown, problems: { field: string; message: string }[]):
   return null;
 }
 
-function view(
-  row: { prefix: string; name: string | null; scopes: string[]; expiresAt: Date | null; createdAt: Date; lastUsedAt: Date | null; rpm: number | null; tpm: number | null },
-  namespace: string,
-): ApiKeyView {
+/** The period a budget counts now, as Postgres names it (credit-statements.ts): UTC day, month, or "total". */
+function currentWindow(period: string, now = new Date()): string {
+  const iso = now.toISOString();
+  return period === 'day' ? iso.slice(0, 10) : period === 'month' ? iso.slice(0, 7) : 'total';
+}
+
+function view(row: ApiKeyModel, namespace: string): ApiKeyView {
+  const limits = { ...(row.rpm !== null && { rpm: row.rpm }), ...(row.tpm !== null && { tpm: row.tpm }), ...(row.maxConcurrent !== null && { max_concurrent: row.maxConcurrent }) };
+  const period = row.budgetPeriod as BudgetPeriod | null;
   return {
     prefix: row.prefix,
     name: row.name,
     namespace,
     scopes: row.scopes.length > 0 ? row.scopes : null,
     expires_at: row.expiresAt?.toISOString() ?? null,
-    limits: row.rpm === null && row.tpm === null ? null : { ...(row.rpm !== null && { rpm: row.rpm }), ...(row.tpm !== null && { tpm: row.tpm }) },
-    budget: null,
+    limits: Object.keys(limits).length > 0 ? limits : null,
+    budget:
+      row.budgetMaxSpend !== null && period !== null
+        ? {
+            max_spend: new Prisma.Decimal(row.budgetMaxSpend).toFixed(),
+            period,
+            spent: row.budgetWindow === currentWindow(period) ? new Prisma.Decimal(row.budgetSpent).toFixed() : '0',
+          }
+        : null,
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,
   };

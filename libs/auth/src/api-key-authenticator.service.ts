@@ -70,7 +70,7 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       include: { user: { include: { namespace: true } } },
     });
     // A key made for an org bills there by default (the namespace a request names still wins).
-    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true, rpm: true, tpm: true } }) : undefined;
+    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true, rpm: true, tpm: true, maxConcurrent: true } }) : undefined;
     if (!row || !hashesEqual(row.hash, hash) || row.revokedAt || !row.user.namespace) {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key');
@@ -87,12 +87,16 @@ export class ApiKeyAuthenticator implements OnModuleInit {
       namespace: home.name,
       ...(billed && { namespaceType: 'org' as const }),
       keyPrefix: prefix,
+      keyId: row.id,
+      ...(row.budgetMaxSpend !== null && { hasBudget: true }),
       scopes: row.scopes,
       ...(row.expiresAt && { expiresAt: row.expiresAt.getTime() }),
       ...(row.rpm !== null && { rpm: row.rpm }),
       ...(home.rpm !== null && { namespaceRpm: home.rpm }),
       ...(row.tpm !== null && { tpm: row.tpm }),
       ...(home.tpm !== null && { namespaceTpm: home.tpm }),
+      ...(row.maxConcurrent !== null && { maxConcurrent: row.maxConcurrent }),
+      ...(home.maxConcurrent !== null && { namespaceMaxConcurrent: home.maxConcurrent }),
     };
     unexpired(caller, now);
     if (this.config.AUTH_CACHE_MS > 0) {

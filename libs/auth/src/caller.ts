@@ -8,6 +8,13 @@ export interface Caller {
   /** 'org' when the key bills to an org by default. */
   namespaceType?: 'user' | 'org';
   keyPrefix: string;
+  /** The key's row id (usage by key); absent only for callers made up in tests of older code. */
+  keyId?: string;
+  /** The key has a spending budget: its requests' reservations are held against it too. */
+  hasBudget?: boolean;
+  /** Requests in flight plus active generations: the key's own limit and its namespace's. */
+  maxConcurrent?: number;
+  namespaceMaxConcurrent?: number;
   /** What the key may be used for; empty: everything (ApiScope). */
   scopes?: readonly string[];
   /** When the key stops working (ms since the epoch); undefined: never. */

@@ -2,7 +2,7 @@ import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
 import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
-import { CreditLedger } from './credit-ledger.service';
+import { CreditLedger, type Reservation } from './credit-ledger.service';
 import { ledgerFixtures } from './ledger-fixtures.harness';
 
 /**
@@ -97,7 +97,7 @@ describe('BatchedCreditLedger (real Postgres)', () => {
   it('charges a cost above the estimate by one rule, whichever ledger settles it', async () => {
     // Per ledger: 10 credits, two reservations of 2 (6 left free), actual costs 5 and 7.
     // The first is charged fully (2 + 3 of the free 6); the second gets its 2 plus the 3 left.
-    const outcome = async (settle: (r: { id: string; namespaceId: string; amount: string }, actual: string) => Promise<{ charged: string }>) => {
+    const outcome = async (settle: (r: Reservation, actual: string) => Promise<{ charged: string }>) => {
       const ns = await namespaceWith('10');
       const [a, b] = await batched.reserveMany(ns, [
         { amount: '2', reference: 'above:a' },

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { CreditLedger } from './credit-ledger.service';
 import { PaidRequests } from './paid-requests.service';
+import { UsageReports } from './usage-report.service';
 
-@Module({ providers: [CreditLedger, BatchedCreditLedger, PaidRequests], exports: [CreditLedger, BatchedCreditLedger, PaidRequests] })
+@Module({ providers: [CreditLedger, BatchedCreditLedger, PaidRequests, UsageReports], exports: [CreditLedger, BatchedCreditLedger, PaidRequests, UsageReports] })
 export class BillingModule {}

@@ -3,7 +3,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
-import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
+import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statements';
 
 export interface CreditBalance {
   credits: string;
@@ -16,6 +16,47 @@ export interface Reservation {
   id: string;
   namespaceId: string;
   amount: string;
+  reference: string;
+  /** It holds a max_concurrent slot (PaidRequests), given back when it closes. */
+  holdsSlot?: boolean;
+}
+
+/** Who pays and for what: the usage facts known when a request reserves. */
+export interface ChargeTags {
+  /** The API key that made the request (usage by key). */
+  apiKeyId?: string;
+  /** Set when that key has a budget: the reservation is held against it too (402 budget_exceeded). */
+  budgetOf?: string;
+  model?: string;
+  endpoint?: string;
+  /** max_concurrent limits the request holds a slot in until it ends (its key's and namespace's). */
+  concurrency?: NamedConcurrencyLimit[];
+}
+
+/** A max_concurrent limit with the words that name it in a 429. */
+export interface NamedConcurrencyLimit {
+  key: string;
+  limit: number;
+  name: string;
+}
+
+/** What a request delivered, recorded with its charge (GET /api/usage). */
+export interface DeliveredUsage {
+  inputTokens?: number;
+  outputTokens?: number;
+  images?: number;
+  videoSeconds?: number;
+}
+
+/** SETTLE_SQL's usage parameters ($3..$6) for settles in this order. */
+export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[]] {
+  const whole = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2_147_483_647) : 0);
+  return [
+    usages.map((u) => whole(u?.inputTokens)),
+    usages.map((u) => whole(u?.outputTokens)),
+    usages.map((u) => whole(u?.images)),
+    usages.map((u) => (u?.videoSeconds !== undefined && Number.isFinite(u.videoSeconds) && u.videoSeconds > 0 ? Math.min(u.videoSeconds, 1e8) : 0)),
+  ];
 }
 
 /** Which reservations a stale sweep may release (see releaseStale). */
@@ -61,8 +102,8 @@ export class CreditLedger {
    * UPDATE ... RETURNING feeding the INSERT: Postgres row locking serialises concurrent
    * reservations, and the condition is re-checked on the locked row.
    */
-  async reserve(namespaceId: string, amount: string, reference: string, client: Db = this.prisma): Promise<Reservation> {
-    const [reservation] = await this.reserveBatch(namespaceId, [{ id: randomUUID(), amount, reference }], client);
+  async reserve(namespaceId: string, amount: string, reference: string, client: Db = this.prisma, tags: ChargeTags = {}): Promise<Reservation> {
+    const [reservation] = await this.reserveBatch(namespaceId, [{ id: randomUUID(), amount, reference }], client, tags);
     return reservation;
   }
 
@@ -75,6 +116,7 @@ export class CreditLedger {
     namespaceId: string,
     items: { id: string; amount: string; reference: string }[],
     client: Db = this.prisma,
+    tags: ChargeTags = {},
   ): Promise<Reservation[]> {
     let total = new Prisma.Decimal(0);
     for (const item of items) {
@@ -83,6 +125,7 @@ export class CreditLedger {
       total = total.plus(item.amount);
     }
     const amount = total.toFixed();
+    if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) return this.reserveBudgeted(namespaceId, items, amount, tags, client);
     const rows = await client.$queryRawUnsafe<{ id: string }[]>(
       RESERVE_SQL,
       namespaceId,
@@ -90,16 +133,60 @@ export class CreditLedger {
       items.map((i) => i.amount),
       items.map((i) => i.reference),
       items.map(() => 0),
+      items.map(() => tags.apiKeyId ?? null),
+      items.map(() => tags.model ?? null),
+      items.map(() => tags.endpoint ?? null),
     );
-    if (rows.length === 0) {
-      const balance = await this.balance(namespaceId, client);
-      throw ApiError.insufficientCredits(
-        `Insufficient credits: this request needs ${fmt(amount)} credits but only ${balance.available} are available`,
-        { required: fmt(amount), available: balance.available },
-      );
+    if (rows.length === 0) throw await this.insufficient(namespaceId, amount, client);
+    this.metrics?.creditsReserved.inc(creditAmount(amount));
+    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount), reference: i.reference }));
+  }
+
+  /**
+   * RESERVE_BUDGETED_SQL: the namespace's credits and the key's budget, both or neither, judged
+   * under both row locks. Budgeted calls skip group commit: a budget is per key, and its row
+   * lock serialises them exactly (tested: 60 concurrent requests against a budget for 20).
+   */
+  private async reserveBudgeted(
+    namespaceId: string,
+    items: { id: string; amount: string; reference: string }[],
+    amount: string,
+    tags: ChargeTags,
+    client: Db,
+  ): Promise<Reservation[]> {
+    const [row] = await client.$queryRawUnsafe<{ credits_ok: boolean; budget_ok: boolean; spent: string; held: string; max_spend: string | null; inserted: number }[]>(
+      RESERVE_BUDGETED_SQL,
+      namespaceId,
+      items.map((i) => i.id),
+      items.map((i) => i.amount),
+      items.map((i) => i.reference),
+      tags.apiKeyId,
+      tags.model ?? null,
+      tags.endpoint ?? null,
+    );
+    if (!row) throw ApiError.unauthorized('Invalid API key');
+    if (!row.credits_ok) throw await this.insufficient(namespaceId, amount, client);
+    if (!row.budget_ok || row.inserted === 0) {
+      const maxSpend = fmt(row.max_spend ?? 0);
+      const left = new Prisma.Decimal(maxSpend).minus(row.spent).minus(row.held);
+      throw new ApiError('budget_exceeded', `Budget exceeded for key ${tags.budgetOf}`, {
+        max_spend: maxSpend,
+        spent: fmt(row.spent),
+        reserved: fmt(row.held),
+        available: (left.isNegative() ? new Prisma.Decimal(0) : left).toFixed(),
+        required: fmt(amount),
+      });
     }
     this.metrics?.creditsReserved.inc(creditAmount(amount));
-    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount) }));
+    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount), reference: i.reference }));
+  }
+
+  private async insufficient(namespaceId: string, amount: string, client: Db): Promise<ApiError> {
+    const balance = await this.balance(namespaceId, client);
+    return ApiError.insufficientCredits(
+      `Insufficient credits: this request needs ${fmt(amount)} credits but only ${balance.available} are available`,
+      { required: fmt(amount), available: balance.available },
+    );
   }
 
   /**
@@ -107,9 +194,9 @@ export class CreditLedger {
    * settle rule: a cost above the reservation is charged as far as unreserved credits reach).
    * A retried or concurrent settle finds the reservation closed: no double charge.
    */
-  async settle(reservationId: string, actual: string, client: Db = this.prisma): Promise<Settlement> {
+  async settle(reservationId: string, actual: string, client: Db = this.prisma, usage?: DeliveredUsage): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_SQL, [reservationId], [actual]);
+    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_SQL, [reservationId], [actual], ...usageColumns([usage]));
     if (rows.length === 0) return this.alreadyClosed(reservationId, client);
     this.metrics?.creditsSettled.inc(creditAmount(fmt(rows[0].charged)));
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
@@ -134,19 +221,7 @@ export class CreditLedger {
 
   /** Gives the reserved credits back (failure, cancel). Idempotent; one statement. */
   async release(reservationId: string, client: Db = this.prisma): Promise<boolean> {
-    const rows = await client.$queryRaw<{ id: string }[]>`
-      WITH cur AS (
-        SELECT id, namespace_id, amount FROM credit_reservations
-        WHERE id = ${reservationId}::uuid AND status = 'open'
-        FOR UPDATE
-      ), closed AS (
-        UPDATE credit_reservations c SET status = 'released', closed_at = now(), charged = 0
-        FROM cur WHERE c.id = cur.id
-        RETURNING c.id
-      )
-      UPDATE namespaces n SET reserved = n.reserved - cur.amount
-      FROM cur, closed WHERE n.id = cur.namespace_id
-      RETURNING n.id::text AS id`;
+    const rows = await client.$queryRawUnsafe<{ id: string }[]>(RELEASE_SQL, reservationId);
     if (rows.length > 0) this.metrics?.creditReleases.inc();
     return rows.length > 0;
   }

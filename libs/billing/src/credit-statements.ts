@@ -1,22 +1,35 @@
 /**
- * The two statements that move credits on the hot path. Both ledgers run exactly these (the
- * plain one with one call, the group-commit one with many), so there is one rule for each step.
+ * The statements that move credits on the hot path. Both ledgers run exactly these (the plain
+ * one with one call, the group-commit one with many), so there is one rule for each step.
  *
- * Lock order is always reservation rows, then the namespace row (release follows it too), so
- * concurrent statements cannot deadlock on each other.
+ * Lock order is always reservation rows, then the namespace row, then the API key row (release
+ * follows it too), so concurrent statements cannot deadlock on each other.
  */
+
+/**
+ * The budget period a key's spend counts in now, from its `budget_period`: the UTC calendar day
+ * or month, or "total". Computed by Postgres (one clock for every replica); a key whose
+ * `budget_window` differs has not spent anything in this period yet.
+ */
+const budgetWindow = (table: string) =>
+  `to_char(now() AT TIME ZONE 'UTC', CASE ${table}.budget_period WHEN 'day' THEN 'YYYY-MM-DD' WHEN 'month' THEN 'YYYY-MM' ELSE '"total"' END)`;
+
+/** What a key has spent in the current period. */
+const spentNow = (table: string) => `CASE WHEN ${table}.budget_window = ${budgetWindow(table)} THEN ${table}.budget_spent ELSE 0 END`;
 
 /**
  * Reserves calls in arrival order, each all-or-nothing: a call is accepted while the running
  * total of accepted calls fits what the namespace may spend (credits - reserved), read on the
  * namespace row this statement has locked. Returns the ids of the reservations it wrote.
  *
- * $1 namespace id, $2 reservation ids, $3 amounts, $4 references, $5 the call each item belongs to.
+ * $1 namespace id, $2 reservation ids, $3 amounts, $4 references, $5 the call each item belongs to,
+ * $6 API key ids, $7 models, $8 endpoints (the usage facts known up front).
  */
 export const RESERVE_SQL = `
   WITH req AS (
-    SELECT r.id, r.amount, r.reference, r.call
-    FROM unnest($2::uuid[], $3::numeric[], $4::text[], $5::int[]) AS r(id, amount, reference, call)
+    SELECT r.id, r.amount, r.reference, r.call, r.api_key_id, r.model, r.endpoint
+    FROM unnest($2::uuid[], $3::numeric[], $4::text[], $5::int[], $6::uuid[], $7::text[], $8::text[])
+      AS r(id, amount, reference, call, api_key_id, model, endpoint)
   ), calls AS (
     SELECT call, sum(amount) AS amount FROM req GROUP BY call
   ), ns AS (
@@ -26,15 +39,54 @@ export const RESERVE_SQL = `
     FROM (SELECT calls.*, sum(calls.amount) OVER (ORDER BY calls.call) AS running FROM calls) c, ns
     WHERE c.running <= ns.available
   ), acc AS (
-    SELECT req.id, req.amount, req.reference FROM req JOIN accepted USING (call)
+    SELECT req.* FROM req JOIN accepted USING (call)
   ), upd AS (
     UPDATE namespaces n SET reserved = n.reserved + (SELECT sum(amount) FROM acc)
     WHERE n.id = $1::uuid AND EXISTS (SELECT 1 FROM acc)
     RETURNING n.id
   )
-  INSERT INTO credit_reservations (id, namespace_id, amount, reference, status)
-  SELECT acc.id, upd.id, acc.amount, acc.reference, 'open' FROM acc, upd
+  INSERT INTO credit_reservations (id, namespace_id, amount, reference, status, api_key_id, model, endpoint)
+  SELECT acc.id, upd.id, acc.amount, acc.reference, 'open', acc.api_key_id, acc.model, acc.endpoint FROM acc, upd
   RETURNING id::text AS id`;
+
+/**
+ * One call of a key with a budget: its reservations are taken only if both the namespace's
+ * credits and the key's budget (spent this period + held + this call <= max_spend) allow all of
+ * them, judged on both rows under their locks, so concurrent calls can never overspend either.
+ * Returns one row saying which allowed it (none: the key is gone) and the budget as it stood.
+ *
+ * $1 namespace id, $2 reservation ids, $3 amounts, $4 references, $5 API key id, $6 model, $7 endpoint.
+ */
+export const RESERVE_BUDGETED_SQL = `
+  WITH req AS (
+    SELECT r.id, r.amount, r.reference FROM unnest($2::uuid[], $3::numeric[], $4::text[]) AS r(id, amount, reference)
+  ), total AS (
+    SELECT sum(amount) AS amount FROM req
+  ), ns AS (
+    SELECT id, credits - reserved AS available FROM namespaces WHERE id = $1::uuid FOR UPDATE
+  ), k AS (
+    SELECT id, budget_max_spend AS max_spend, budget_reserved AS held, ${budgetWindow('api_keys')} AS period, ${spentNow('api_keys')} AS spent
+    FROM api_keys WHERE id = $5::uuid FOR UPDATE
+  ), verdict AS (
+    SELECT total.amount <= ns.available AS credits_ok,
+           k.max_spend IS NULL OR k.spent + k.held + total.amount <= k.max_spend AS budget_ok
+    FROM total, ns, k
+  ), kupd AS (
+    UPDATE api_keys a SET budget_window = k.period, budget_spent = k.spent, budget_reserved = a.budget_reserved + (SELECT amount FROM total)
+    FROM k, verdict WHERE a.id = k.id AND verdict.credits_ok AND verdict.budget_ok
+    RETURNING a.id
+  ), upd AS (
+    UPDATE namespaces n SET reserved = n.reserved + (SELECT amount FROM total)
+    FROM verdict WHERE n.id = $1::uuid AND verdict.credits_ok AND verdict.budget_ok
+    RETURNING n.id
+  ), ins AS (
+    INSERT INTO credit_reservations (id, namespace_id, amount, reference, status, api_key_id, budget_hold, model, endpoint)
+    SELECT req.id, upd.id, req.amount, req.reference, 'open', $5::uuid, true, $6, $7 FROM req, upd
+    RETURNING id
+  )
+  SELECT verdict.credits_ok, verdict.budget_ok, k.spent::text AS spent, k.held::text AS held, k.max_spend::text AS max_spend,
+         (SELECT count(*) FROM ins)::int AS inserted
+  FROM verdict, k`;
 
 /**
  * The settle rule (README, "Credits"): a request is charged its actual cost. What the
@@ -42,18 +94,26 @@ export const RESERVE_SQL = `
  * unreserved credits reach, in the order the settles were given, so a balance never goes
  * negative and never pays for more than was delivered. A negative cost charges nothing.
  *
+ * A reservation held against a key's budget is never charged more than it reserved, so the
+ * budget cannot be overspent by a request that cost more than its estimate.
+ *
  * Only reservations still `open` are settled, under their row locks: a retried or concurrent
  * settle (or release) of the same reservation finds nothing to do, so nothing is charged twice.
- * Returns one row per reservation it settled, with what it charged.
+ * The usage delivered (tokens, images, video seconds) is written on the reservation with its
+ * charge, so usage reports and charges are one record. Returns one row per reservation it
+ * settled, with what it charged.
  *
- * $1 reservation ids, $2 actual costs (same order).
+ * $1 reservation ids, $2 actual costs, $3 input tokens, $4 output tokens, $5 images, $6 video seconds (same order).
  */
 export const SETTLE_SQL = `
   WITH req AS (
-    SELECT r.id, r.actual, r.ord
-    FROM unnest($1::uuid[], $2::numeric[]) WITH ORDINALITY AS r(id, actual, ord)
+    SELECT r.id, r.actual, r.ord, r.input_tokens, r.output_tokens, r.images, r.video_seconds
+    FROM unnest($1::uuid[], $2::numeric[], $3::int[], $4::int[], $5::int[], $6::numeric[]) WITH ORDINALITY
+      AS r(id, actual, input_tokens, output_tokens, images, video_seconds, ord)
   ), cur AS (
-    SELECT c.id AS rid, c.namespace_id, c.amount, GREATEST(req.actual, 0) AS actual, req.ord
+    SELECT c.id AS rid, c.namespace_id, c.amount, c.api_key_id, c.budget_hold, req.ord,
+           req.input_tokens, req.output_tokens, req.images, req.video_seconds,
+           CASE WHEN c.budget_hold THEN LEAST(GREATEST(req.actual, 0), c.amount) ELSE GREATEST(req.actual, 0) END AS actual
     FROM credit_reservations c JOIN req ON req.id = c.id
     WHERE c.status = 'open'
     FOR UPDATE OF c
@@ -66,13 +126,20 @@ export const SETTLE_SQL = `
            sum(GREATEST(cur.actual - cur.amount, 0)) OVER (PARTITION BY cur.namespace_id ORDER BY cur.ord) AS excess_so_far
     FROM cur JOIN ns ON ns.id = cur.namespace_id
   ), priced AS (
-    SELECT rid, namespace_id, amount, ord,
+    SELECT rid, namespace_id, amount, ord, api_key_id, budget_hold, input_tokens, output_tokens, images, video_seconds,
            LEAST(actual, amount) + LEAST(excess_so_far, free) - LEAST(excess_so_far - excess, free) AS charge
     FROM beyond
   ), closed AS (
-    UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = priced.charge
+    UPDATE credit_reservations c SET status = 'settled', closed_at = now(), closed_day = (now() AT TIME ZONE 'UTC')::date,
+      charged = priced.charge, input_tokens = COALESCE(priced.input_tokens, 0), output_tokens = COALESCE(priced.output_tokens, 0),
+      images = COALESCE(priced.images, 0), video_seconds = COALESCE(priced.video_seconds, 0)
     FROM priced WHERE c.id = priced.rid
     RETURNING c.id
+  ), budgets AS (
+    UPDATE api_keys a SET budget_spent = ${spentNow('a')} + t.charge, budget_window = ${budgetWindow('a')}, budget_reserved = a.budget_reserved - t.amount
+    FROM (SELECT api_key_id, sum(amount) AS amount, sum(charge) AS charge FROM priced WHERE budget_hold GROUP BY api_key_id) t
+    WHERE a.id = t.api_key_id
+    RETURNING a.id
   ), upd AS (
     UPDATE namespaces n SET reserved = n.reserved - t.amount, credits = n.credits - t.charge
     FROM (SELECT namespace_id, sum(amount) AS amount, sum(charge) AS charge FROM priced GROUP BY namespace_id) t
@@ -88,3 +155,28 @@ export const SETTLE_SQL = `
     FROM priced
   ) w JOIN upd ON upd.id = w.namespace_id
   RETURNING reservation_id::text AS id, (-amount)::text AS charged`;
+
+
+/**
+ * Gives a reservation's credits back (failure, cancel, a stale sweep): only if still `open`, so
+ * it is idempotent; its budget hold, if any, is given back in the same statement.
+ *
+ * $1 reservation id.
+ */
+export const RELEASE_SQL = `
+  WITH cur AS (
+    SELECT id, namespace_id, amount, api_key_id, budget_hold FROM credit_reservations
+    WHERE id = $1::uuid AND status = 'open'
+    FOR UPDATE
+  ), closed AS (
+    UPDATE credit_reservations c SET status = 'released', closed_at = now(), charged = 0
+    FROM cur WHERE c.id = cur.id
+    RETURNING c.id
+  ), budgets AS (
+    UPDATE api_keys a SET budget_reserved = a.budget_reserved - cur.amount
+    FROM cur, closed WHERE a.id = cur.api_key_id AND cur.budget_hold
+    RETURNING a.id
+  )
+  UPDATE namespaces n SET reserved = n.reserved - cur.amount
+  FROM cur, closed WHERE n.id = cur.namespace_id
+  RETURNING n.id::text AS id`;

@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { nowOrOnceBack } from '@atelier/runtime';
+import { ConcurrencyLimiter, nowOrOnceBack } from '@atelier/runtime';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
-import type { Reservation } from './credit-ledger.service';
+import { ApiError } from '@atelier/contracts';
+import type { ChargeTags, DeliveredUsage, NamedConcurrencyLimit, Reservation } from './credit-ledger.service';
 
 /**
  * Every kind of paid request and the prefix of its reservations' references. The stale sweep of
@@ -14,6 +15,38 @@ export type PaidRequestKind = keyof typeof PAID_REQUEST_KINDS;
 export function reservationReference(kind: PaidRequestKind, ...parts: string[]): string {
   return PAID_REQUEST_KINDS[kind] + parts.join(':');
 }
+
+/**
+ * What a request's reservation records about who made it and what for (usage by key, model and
+ * endpoint), and whether its key's budget must hold it too.
+ */
+export function chargeTags(payer: Payer, model: string, endpoint: string): ChargeTags {
+  const concurrency: NamedConcurrencyLimit[] = [];
+  if (payer.maxConcurrent !== undefined) concurrency.push({ key: `key:${payer.keyPrefix}`, limit: payer.maxConcurrent, name: `API key ${payer.keyPrefix}` });
+  if (payer.namespaceMaxConcurrent !== undefined)
+    concurrency.push({ key: `ns:${payer.namespaceId}`, limit: payer.namespaceMaxConcurrent, name: `namespace ${payer.namespace}` });
+  return {
+    apiKeyId: payer.keyId,
+    ...(payer.hasBudget && payer.keyId && { budgetOf: payer.keyPrefix }),
+    model,
+    endpoint,
+    ...(concurrency.length > 0 && { concurrency }),
+  };
+}
+
+/** The caller as billing sees it (the auth lib's Caller has these fields). */
+export interface Payer {
+  keyId?: string;
+  keyPrefix: string;
+  hasBudget?: boolean;
+  namespaceId: string;
+  namespace: string;
+  maxConcurrent?: number;
+  namespaceMaxConcurrent?: number;
+}
+
+/** How long a queued generation's slot lasts if its release is lost and nobody checks it (ConcurrencyLimiter). */
+const GENERATION_SLOT_LEASE_MS = 24 * 3600_000;
 
 /**
  * How long a synchronous request's reservation can legitimately stay open: the longest the
@@ -35,17 +68,65 @@ export class PaidRequests {
 
   constructor(
     private readonly ledger: BatchedCreditLedger,
-    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'RESERVATION_GRACE_MS'>,
+    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'RESERVATION_GRACE_MS' | 'RPC_TIMEOUT_MS'>,
+    private readonly slots: ConcurrencyLimiter,
   ) {}
 
-  /** Reserves `estimate` credits for one request, or throws the ledger's 402. */
-  reserve(namespaceId: string, estimate: string, reference: string): Promise<Reservation> {
-    return this.ledger.reserve(namespaceId, estimate, reference);
+  /**
+   * Reserves `estimate` credits for one request, or throws the ledger's 402 (credits, or the
+   * key's budget when `tags.budgetOf` says it has one).
+   */
+  async reserve(namespaceId: string, estimate: string, reference: string, tags: ChargeTags): Promise<Reservation> {
+    await this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config));
+    try {
+      const reservation = await this.ledger.reserve(namespaceId, estimate, reference, tags);
+      return tags.concurrency?.length ? { ...reservation, holdsSlot: true } : reservation;
+    } catch (err) {
+      await this.freeSlots(tags, [reference]);
+      throw err;
+    }
   }
 
-  /** Reservations for several units of one request (num_generations), all or none; 402 otherwise. */
-  reserveMany(namespaceId: string, items: { amount: string; reference: string }[]): Promise<Reservation[]> {
-    return this.ledger.reserveMany(namespaceId, items);
+  /**
+   * Reservations for several units of one request (num_generations), all or none; 402 otherwise.
+   * Each unit is a queued generation: its max_concurrent slot is held until the generation ends
+   * (GenerationState releases it by its reference).
+   */
+  async reserveMany(namespaceId: string, items: { amount: string; reference: string }[], tags: ChargeTags): Promise<Reservation[]> {
+    const members = items.map((i) => i.reference);
+    await this.takeSlots(tags, members, GENERATION_SLOT_LEASE_MS);
+    try {
+      return await this.ledger.reserveMany(namespaceId, items, tags);
+    } catch (err) {
+      await this.freeSlots(tags, members);
+      throw err;
+    }
+  }
+
+  /** Gives back max_concurrent slots of work that has ended (by reservation reference). Never throws. */
+  async endWork(references: string[]): Promise<void> {
+    await this.slots.release(references).catch(() => undefined);
+  }
+
+  /**
+   * 429 when a max_concurrent limit is full. While Redis is away limits are not enforced (as
+   * rate limits), rather than refusing every request.
+   */
+  private async takeSlots(tags: ChargeTags, members: string[], leaseMs: number): Promise<void> {
+    const limits = tags.concurrency;
+    if (!limits?.length) return;
+    const decision = await this.slots.acquire(limits, members, leaseMs).catch(() => ({ allowed: true as const, refusedBy: undefined }));
+    if (decision.allowed) return;
+    const limit = limits[decision.refusedBy!];
+    throw new ApiError(
+      'rate_limited',
+      `Concurrency limit reached: ${limit.limit} request(s) or generation(s) in flight at once for ${limit.name}; retry when one finishes`,
+      { limit: 'max_concurrent', max_concurrent: limit.limit, in_flight: decision.held },
+    );
+  }
+
+  private async freeSlots(tags: ChargeTags, members: string[]): Promise<void> {
+    if (tags.concurrency?.length) await this.endWork(members);
   }
 
   /**
@@ -56,13 +137,20 @@ export class PaidRequests {
    * when it lands. A step that fails for good leaves the reservation open (credits held,
    * nothing charged, `onClosed('0')`) for the stale sweep to release.
    */
-  async close(reservation: Reservation, cost: string | null, onClosed: (charged: string) => void = () => undefined): Promise<void> {
+  async close(
+    reservation: Reservation,
+    cost: string | null,
+    onClosed: (charged: string) => void = () => undefined,
+    usage?: DeliveredUsage,
+  ): Promise<void> {
+    // The work has ended (delivered or not): its max_concurrent slot is free before billing lands.
+    if (reservation.holdsSlot) void this.endWork([reservation.reference]);
     const step = async (): Promise<string> => {
       if (cost === null) {
         await this.ledger.release(reservation.id);
         return '0';
       }
-      return (await this.ledger.settle(reservation, cost)).charged;
+      return (await this.ledger.settle(reservation, cost, usage)).charged;
     };
     const charged = await nowOrOnceBack(step, {
       maxWaitMs: Math.floor(this.config.RESERVATION_GRACE_MS * 0.8),

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
-import { PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
+import { chargeTags, PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
+
+/** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
+const CHAT_ENDPOINT = '/api/ai/chat/completions';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
@@ -109,7 +112,9 @@ export class ChatCompletionsService {
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     let reservation: Reservation;
     try {
-      reservation = await this.metrics.timed('chat.reserve', () => this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId)));
+      reservation = await this.metrics.timed('chat.reserve', () =>
+        this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId), chargeTags(caller, model.id, CHAT_ENDPOINT)),
+      );
     } catch (err) {
       // Refused (402): the tokens it was counted for are given back.
       void this.limiter.correct(tokenLimits, tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
@@ -160,7 +165,8 @@ export class ChatCompletionsService {
       void this.limiter.correct(prepared.tokenLimits, prepared.tokenLimits.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
     }
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
-    await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged));
+    const usage = ending.usage && { inputTokens: ending.usage.prompt_tokens, outputTokens: ending.usage.completion_tokens };
+    await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged), usage);
   }
 
   private record(prepared: PreparedChat, ending: ChatEnding, cost: string): void {

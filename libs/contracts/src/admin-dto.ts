@@ -45,8 +45,15 @@ export const NamespaceLimitsRequest = z
   .strictObject({
     rpm: z.number({ error: 'rpm must be an integer or null' }).int('rpm must be an integer').min(1, 'rpm must be at least 1').max(1_000_000, 'rpm must be at most 1000000').nullable().optional(),
     tpm: z.number({ error: 'tpm must be an integer or null' }).int('tpm must be an integer').min(1, 'tpm must be at least 1').max(1_000_000_000, 'tpm must be at most 1000000000').nullable().optional(),
+    max_concurrent: z
+      .number({ error: 'max_concurrent must be an integer or null' })
+      .int('max_concurrent must be an integer')
+      .min(1, 'max_concurrent must be at least 1')
+      .max(100_000, 'max_concurrent must be at most 100000')
+      .nullable()
+      .optional(),
   })
-  .refine((l) => l.rpm !== undefined || l.tpm !== undefined, 'give rpm, tpm or both (null removes a limit)');
+  .refine((l) => l.rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined, 'give rpm, tpm, max_concurrent or several (null removes a limit)');
 export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
 
 export interface CreatedUserResponse {
@@ -57,6 +64,7 @@ export interface CreatedUserResponse {
 export interface CreatedApiKeyResponse {
   api_key: string;
   prefix: string;
+  [field: string]: unknown;
 }
 export interface CreatedOrgResponse {
   name: string;

@@ -13,6 +13,7 @@ export const ERROR_TYPES = {
   invalid_request: { status: 400, title: 'The request is invalid' },
   authentication_required: { status: 401, title: 'Authentication is required' },
   insufficient_credits: { status: 402, title: 'Insufficient credits' },
+  budget_exceeded: { status: 402, title: 'Budget exceeded' },
   permission_denied: { status: 403, title: 'Permission denied' },
   resource_not_found: { status: 404, title: 'The requested resource could not be found' },
   route_not_found: { status: 404, title: 'The requested route does not exist' },

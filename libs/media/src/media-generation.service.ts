@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
-import { PaidRequests, reservationReference } from '@atelier/billing';
+import { chargeTags, PaidRequests, reservationReference } from '@atelier/billing';
 import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
@@ -42,7 +42,12 @@ export class MediaGenerations {
     const scope = await this.access.resolve(caller, params.target_namespace);
     validating();
     const reservation = await this.metrics.timed('media.reserve', () =>
-      this.paid.reserve(scope.id, usageCost(model, requestedUsage(model, params)), reservationReference('media', endpoint, model.id, requestId)),
+      this.paid.reserve(
+        scope.id,
+        usageCost(model, requestedUsage(model, params)),
+        reservationReference('media', endpoint, model.id, requestId),
+        chargeTags(caller, model.id, `/api/ai${endpoint}`),
+      ),
     );
     let result: MediaRenderResult;
     try {
@@ -64,7 +69,7 @@ export class MediaGenerations {
       Promise.all(
         result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),
       ),
-      this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage))),
+      this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage), undefined, result.usage)),
     ]);
     return {
       engineMs: result.engineMs,

@@ -6,6 +6,25 @@ import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDef
 import { RESPONSE_SCHEMAS } from './response-schemas';
 
 type Schema = Record<string, unknown>;
+
+const API_KEY_LIMITS: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { rpm: { type: 'integer', minimum: 1 }, tpm: { type: 'integer', minimum: 1 }, max_concurrent: { type: 'integer', minimum: 1 } },
+};
+const API_KEY_BUDGET: Schema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['max_spend', 'period'],
+  properties: { max_spend: { type: 'string', pattern: '^\\d+(\\.\\d{1,6})?$' }, period: { type: 'string', enum: ['day', 'month', 'total'] } },
+};
+const USAGE_QUERY: { name: string; schema: Schema; description?: string }[] = [
+  { name: 'namespace', schema: { type: 'string' }, description: "Defaults to the caller's own" },
+  { name: 'from', schema: { type: 'string' }, description: 'Inclusive; ISO 8601 time or date (UTC), or Unix seconds. Default: the start of the current UTC month' },
+  { name: 'to', schema: { type: 'string' }, description: 'Exclusive; as from. Default: now' },
+  { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint'], default: 'day' } },
+  { name: 'format', schema: { type: 'string', enum: ['json', 'csv'], default: 'json' } },
+];
 type Method = 'get' | 'post' | 'put' | 'delete';
 type Access = 'key' | 'admin' | 'public';
 
@@ -204,7 +223,8 @@ function operations(catalog: ModelCatalog): Operation[] {
         'Needs a key without scopes. `namespace`: the caller\'s own (default) or an org they belong to; requests bill there by default. ' +
         `\`scopes\`: some of ${API_SCOPES.join(', ')} (absent: all); a request outside them is 403 naming the scope. ` +
         '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. ' +
-        '`limits`: `rpm` and `tpm` (chat tokens), each at most the namespace\'s; `max_concurrent` and `budget` are not supported yet (400).',
+        '`limits`: `rpm`, `tpm` (chat tokens) and `max_concurrent` (requests in flight plus active generations), each at most the namespace\'s. ' +
+        '`budget`: `{"max_spend": "<decimal>", "period": "day"|"month"|"total"}` (UTC calendar periods); a request that could take the key past it is 402 `Budget exceeded for key <prefix>` before any work.',
       body: {
         type: 'object',
         required: ['name'],
@@ -213,10 +233,23 @@ function operations(catalog: ModelCatalog): Operation[] {
           namespace: { type: 'string' },
           scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
           expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
-          limits: { type: 'object', additionalProperties: false, properties: { rpm: { type: 'integer', minimum: 1 }, tpm: { type: 'integer', minimum: 1 } } },
+          limits: API_KEY_LIMITS,
+          budget: API_KEY_BUDGET,
         },
       },
       responses: { 201: ['The key; `api_key` is shown only here', 'CreatedSelfServiceKey'] },
+    },
+    {
+      method: 'get',
+      route: '/api/usage',
+      tag: 'Credits',
+      summary: 'Usage and spend of a namespace, grouped (JSON or CSV)',
+      access: 'key',
+      description:
+        'Members of the namespace only. Counts every charged request (chat completions, image and video calls, generations) from the same records as the charges: ' +
+        "the costs add up to the namespace's charges in [from, to). Requests released without a charge are not counted.",
+      query: USAGE_QUERY,
+      responses: { 200: ['The report (format=csv: its rows as text/csv)', 'UsageReport'] },
     },
     { method: 'get', route: '/api/api_keys', tag: 'Credits', summary: "The caller's keys (no secrets), with last_used_at", access: 'key', responses: { 200: ['Newest first', 'ApiKeyList'] } },
     {
@@ -390,7 +423,34 @@ function operations(catalog: ModelCatalog): Operation[] {
       responses: { 200: ['The bytes', { type: 'string', contentMediaType: 'application/octet-stream' }, 'application/octet-stream'] },
     },
     { method: 'post', route: '/api/admin/users', tag: 'Operator', summary: 'Create a user (with a key)', access: 'admin', body: fromZod(CreateUserRequest), responses: { 201: ['Created', 'CreatedUser'] } },
-    { method: 'post', route: '/api/admin/users/:username/api_keys', tag: 'Operator', summary: 'Issue another API key', access: 'admin', responses: { 201: ['Shown once', 'CreatedApiKey'] } },
+    {
+      method: 'post',
+      route: '/api/admin/users/:username/api_keys',
+      tag: 'Operator',
+      summary: 'Issue another API key, with the self-service fields (all optional here)',
+      access: 'admin',
+      body: {
+        type: 'object',
+        properties: {
+          name: { type: 'string', minLength: 1, maxLength: 100 },
+          namespace: { type: 'string' },
+          scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
+          expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
+          limits: API_KEY_LIMITS,
+          budget: API_KEY_BUDGET,
+        },
+      },
+      responses: { 201: ['Shown once', 'CreatedApiKey'] },
+    },
+    {
+      method: 'get',
+      route: '/api/admin/usage',
+      tag: 'Operator',
+      summary: 'Usage and spend over every namespace (or one), also groupable by namespace',
+      access: 'admin',
+      query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'], default: 'day' } }, USAGE_QUERY[4]],
+      responses: { 200: ['The report', 'UsageReport'] },
+    },
     { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
     { method: 'post', route: '/api/admin/orgs', tag: 'Operator', summary: 'Create an organization', access: 'admin', body: fromZod(CreateOrgRequest), responses: { 201: ['Created', 'CreatedOrg'] } },
     {

@@ -28,10 +28,19 @@ const API_KEY_VIEW: Record<string, Schema> = {
   namespace: str,
   scopes: nullable({ type: 'array', items: str }),
   expires_at: nullable({ type: 'string', format: 'date-time' }),
-  limits: nullable({ type: 'object', properties: { rpm: int, tpm: int } }),
-  budget: { type: 'null' },
+  limits: nullable({ type: 'object', properties: { rpm: int, tpm: int, max_concurrent: int } }),
+  budget: nullable(obj({ max_spend: str, period: { type: 'string', enum: ['day', 'month', 'total'] }, spent: str }, ['max_spend', 'period', 'spent'])),
   created_at: { type: 'string', format: 'date-time' },
   last_used_at: nullable({ type: 'string', format: 'date-time' }),
+};
+
+const USAGE_FIGURES: Record<string, Schema> = {
+  requests: int,
+  input_tokens: int,
+  output_tokens: int,
+  images: int,
+  video_seconds: { type: 'number' },
+  cost: { type: 'string', description: 'Decimal: exactly what was charged' },
 };
 
 export const RESPONSE_SCHEMAS: Record<string, Schema> = {
@@ -157,6 +166,17 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
     created: int,
     data: { type: 'array', items: { type: 'object', properties: { url: { type: 'string', format: 'uri' }, b64_json: str } } },
   }),
+  UsageReport: obj(
+    {
+      namespace: nullable(str),
+      from: { type: 'string', format: 'date-time' },
+      to: { type: 'string', format: 'date-time' },
+      group_by: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'] },
+      rows: { type: 'array', items: obj({ group: nullable(str), ...USAGE_FIGURES }) },
+      total: obj(USAGE_FIGURES),
+    },
+    ['namespace', 'from', 'to', 'rows', 'total'],
+  ),
   ApiKeyList: obj({ data: { type: 'array', items: obj(API_KEY_VIEW) } }),
   CreatedSelfServiceKey: obj({ api_key: str, ...API_KEY_VIEW }),
   RevokedApiKey: obj({ prefix: str, revoked_at: int }),
@@ -202,7 +222,7 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
   FineTuneAnswer: obj({ fine_tune: ref('FineTune'), status: str, status_message: str }, ['fine_tune']),
   FineTuneList: obj({ fine_tunes: { type: 'array', items: ref('FineTune') }, total: int, limit: int, offset: int }, ['fine_tunes', 'total', 'limit', 'offset']),
   CreatedUser: obj({ username: str, namespace: str, api_key: str }),
-  CreatedApiKey: obj({ api_key: str, prefix: str }),
+  CreatedApiKey: obj({ api_key: str, ...API_KEY_VIEW }),
   CreatedOrg: obj({ name: str, namespace: str, members: { type: 'array', items: str }, credits: decimal }),
   Namespace: obj({ namespace: str, type: { type: 'string', enum: ['user', 'org'] }, credits: decimal, reserved: decimal }),
 };

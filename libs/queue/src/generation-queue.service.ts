@@ -1,12 +1,12 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
-import { CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
+import { chargeTags, CreditLedger, PaidRequests, reservationReference } from '@atelier/billing';
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { Metrics, requestContext } from '@atelier/observability';
-import { backingServiceFault, BroadcastBus, GroupCommit, JobQueues } from '@atelier/runtime';
+import { backingServiceFault, BroadcastBus, ConcurrencyLimiter, GroupCommit, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord, type LiveFields } from './generation-record';
 import { GenerationProgress } from './generation-progress';
@@ -53,7 +53,7 @@ const notFound = () => new ApiError('resource_not_found', 'Generation not found'
 
 /** Enqueue, read, list and cancel queued generations (the gateway side of the async queue). */
 @Injectable()
-export class GenerationQueue {
+export class GenerationQueue implements OnModuleInit {
   private readonly logger = new Logger(GenerationQueue.name);
   /** Concurrent enqueues write their rows in one INSERT (one commit) per batch. */
   private readonly rows = new GroupCommit<Prisma.GenerationCreateManyInput[], void>(async (batches) => {
@@ -80,7 +80,21 @@ export class GenerationQueue {
     private readonly progress: GenerationProgress,
     private readonly webhooks: WebhookNotifier,
     private readonly secrets: WebhookSecrets,
+    private readonly slots: ConcurrencyLimiter,
   ) {}
+
+  /**
+   * A generation holds its max_concurrent slot until it ends; should the release be lost, a
+   * full limit checks its generations' real state before refusing anyone.
+   */
+  onModuleInit(): void {
+    const prefix = reservationReference('generation', '');
+    this.slots.setActiveCheck(prefix, async (members) => {
+      const ids = members.map((m) => m.slice(prefix.length)).filter((id) => UUID_PATTERN.test(id));
+      const rows = await this.prisma.generation.findMany({ where: { id: { in: ids }, status: { in: ['queued', 'processing'] } }, select: { id: true } });
+      return new Set(rows.map((r) => prefix + r.id));
+    });
+  }
 
   /**
    * Validates only what the spec checks at enqueue; model parameters are checked when the
@@ -125,6 +139,7 @@ export class GenerationQueue {
       this.paid.reserveMany(
         scope.id,
         items.map((i) => ({ amount: price, reference: reservationReference('generation', i.id) })),
+        chargeTags(caller, model.id, '/api/ai/queue'),
       ),
     );
     try {
@@ -143,6 +158,7 @@ export class GenerationQueue {
       await this.metrics.timed('queue.rows', () => this.rows.submit(rows));
     } catch (err) {
       await Promise.all(reservations.map((r) => this.ledger.release(r.id).catch(() => false)));
+      await this.paid.endWork(reservations.map((r) => r.reference));
       throw err;
     }
     const ids = items.map((i) => i.id);
@@ -252,6 +268,7 @@ export class GenerationQueue {
       return true;
     });
     if (cancelled) {
+      await this.paid.endWork([reservationReference('generation', id)]);
       const contract = queueFor(row.mediaType);
       await this.queues.remove(contract, id);
       await this.positions.remove(row.mediaType, id).catch(() => undefined);

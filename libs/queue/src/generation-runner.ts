@@ -91,7 +91,7 @@ export class GenerationRunner {
     }
     if (signal.aborted) return 'cancelled';
     const cost = usageCost(model as MediaModelDefinition, result.usage);
-    const done = await durably(() => this.state.succeed(id, result.outputs.map((o) => o.key), cost));
+    const done = await durably(() => this.state.succeed(id, result.outputs.map((o) => o.key), cost, result.usage));
     if (!done) this.logger.log(`Generation ${id} finished after it was cancelled; result discarded`);
     return done ? 'succeeded' : 'cancelled';
   }

@@ -1,9 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { CreditLedger, PAID_REQUEST_KINDS, type StaleReservationRule } from '@atelier/billing';
+import { CreditLedger, PAID_REQUEST_KINDS, reservationReference, type DeliveredUsage, type StaleReservationRule } from '@atelier/billing';
 import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationCompletedEvent } from '@atelier/contracts';
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
-import { BroadcastBus, UserEventLog } from '@atelier/runtime';
+import { BroadcastBus, ConcurrencyLimiter, UserEventLog } from '@atelier/runtime';
 import { QueuePositions } from './queue-positions';
 import { WebhookNotifier } from './webhook-notifier.service';
 
@@ -23,6 +23,7 @@ export class GenerationState {
     private readonly events: UserEventLog,
     private readonly positions: QueuePositions,
     private readonly webhooks: WebhookNotifier,
+    private readonly slots: ConcurrencyLimiter,
   ) {}
 
   /**
@@ -53,8 +54,8 @@ export class GenerationState {
   }
 
   /** processing -> succeeded, charging `cost`; false if the generation was cancelled meanwhile. */
-  async succeed(id: string, resultKeys: string[], cost: string): Promise<boolean> {
-    return this.finish(id, { status: 'succeeded', resultKeys, cost });
+  async succeed(id: string, resultKeys: string[], cost: string, usage?: DeliveredUsage): Promise<boolean> {
+    return this.finish(id, { status: 'succeeded', resultKeys, cost, usage });
   }
 
   /** processing (or queued) -> failed, releasing the credits; false if already terminal. */
@@ -64,7 +65,7 @@ export class GenerationState {
 
   private async finish(
     id: string,
-    outcome: { status: 'succeeded'; resultKeys: string[]; cost: string } | { status: 'failed'; message: string },
+    outcome: { status: 'succeeded'; resultKeys: string[]; cost: string; usage?: DeliveredUsage } | { status: 'failed'; message: string },
   ): Promise<boolean> {
     const ended = await this.prisma.$transaction(async (tx) => {
       const resultKeys = outcome.status === 'succeeded' ? outcome.resultKeys : [];
@@ -80,7 +81,7 @@ export class GenerationState {
       if (rows.length === 0) return undefined;
       const row = rows[0];
       if (outcome.status === 'succeeded') {
-        const charged = row.reservation_id ? (await this.ledger.settle(row.reservation_id, outcome.cost, tx)).charged : '0';
+        const charged = row.reservation_id ? (await this.ledger.settle(row.reservation_id, outcome.cost, tx, outcome.usage)).charged : '0';
         await tx.generation.update({ where: { id }, data: { cost: charged } });
       } else if (row.reservation_id) {
         await this.ledger.release(row.reservation_id, tx);
@@ -101,6 +102,8 @@ export class GenerationState {
     });
     if (!ended) return false;
     const event = ended.payload;
+    // Its max_concurrent slot (PaidRequests.reserveMany) is free again.
+    await this.slots.release([reservationReference('generation', id)]).catch(() => undefined);
     await this.positions.remove(event.media_type, id).catch(() => undefined);
     await this.publish(event, ended.params).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),

@@ -86,6 +86,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
     if (reply.sent) return;
     // Every 503 is temporary (an outage, a draining replica): tell clients when to come back.
     if (status === 503) void reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+    // A 429 that did not say when (max_concurrent: when some work ends) is worth retrying in a second.
+    if (status === 429 && !reply.hasHeader('retry-after')) void reply.header('retry-after', '1');
     void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
   }
 }

@@ -2,6 +2,7 @@ export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection
 export { RedisService, RedisModule } from './redis.module';
 export { BroadcastBus } from './broadcast-bus.service';
 export { RateLimiter, type RateDecision, type RateLimit } from './rate-limiter.service';
+export { ConcurrencyLimiter, type ConcurrencyDecision, type ConcurrencyLimit } from './concurrency-limiter.service';
 export { compareEventIds, EVENT_ID_PATTERN, UserEventLog, USER_EVENTS_KEPT, type RetainedEvent } from './user-event-log.service';
 export { JobQueues, defaultJobOptions } from './job-queues.service';
 export { HandlesQueue, type JobContext, type JobHandler, type JobInfo } from './job-handler';

@@ -12,6 +12,7 @@ import { RpcClient } from './rpc-client.service';
 import { WorkerHostModule } from './worker-host.service';
 import { UserEventLog } from './user-event-log.service';
 import { RateLimiter } from './rate-limiter.service';
+import { ConcurrencyLimiter } from './concurrency-limiter.service';
 
 export interface ServiceRuntimeOptions {
   service: string;
@@ -50,8 +51,9 @@ export class ServiceRuntimeModule {
         RpcClient,
         UserEventLog,
         RateLimiter,
+        ConcurrencyLimiter,
       ],
-      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog, RateLimiter],
+      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog, RateLimiter, ConcurrencyLimiter],
     };
   }
 }

@@ -1,0 +1,137 @@
+import { Injectable } from '@nestjs/common';
+import { RedisService } from './redis.module';
+
+/** At most `limit` pieces of work at once, counted under `key`. */
+export interface ConcurrencyLimit {
+  key: string;
+  limit: number;
+}
+
+export interface ConcurrencyDecision {
+  allowed: boolean;
+  /** Refused: which limit (index into the limits given) was full, and how many it held. */
+  refusedBy?: number;
+  held?: number;
+}
+
+/**
+ * Takes slots for `members` in every set at once, or in none: each set is a sorted set of the
+ * work it holds, scored by when that work's lease runs out (a process that died without giving
+ * its slot back frees it then). Each member also gets a key naming its sets, so whoever ends
+ * the work (another process: a queue-worker finishing a generation) releases it by name alone.
+ * The time is Redis's own, so replicas with skewed clocks count the same.
+ *
+ * KEYS: the n sets, then one owner key per member. ARGV: n, the n limits, lease ms, the members.
+ */
+const ACQUIRE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = tonumber(ARGV[1])
+local lease = tonumber(ARGV[n + 2])
+local m = #KEYS - n
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  local held = redis.call('ZCARD', KEYS[i])
+  if held + m > tonumber(ARGV[i + 1]) then return { i, held } end
+end
+local sets = {}
+for i = 1, n do
+  for j = 1, m do redis.call('ZADD', KEYS[i], now + lease, ARGV[n + 2 + j]) end
+  if redis.call('PTTL', KEYS[i]) < lease then redis.call('PEXPIRE', KEYS[i], lease) end
+  sets[i] = KEYS[i]
+end
+local owners = table.concat(sets, '\\n')
+for j = 1, m do redis.call('SET', KEYS[n + j], owners, 'PX', lease) end
+return { 0, 0 }`;
+
+/** KEYS: owner keys; ARGV: their members. Unknown members (released already, or never taken) are skipped. */
+const RELEASE = `
+local freed = 0
+for j = 1, #KEYS do
+  local sets = redis.call('GET', KEYS[j])
+  if sets then
+    for set in string.gmatch(sets, '[^\\n]+') do freed = freed + redis.call('ZREM', set, ARGV[j]) end
+    redis.call('DEL', KEYS[j])
+  end
+end
+return freed`;
+
+/**
+ * Counts work in flight against `max_concurrent` limits across every replica: a synchronous
+ * request holds its slot until it ends, a queued generation until it reaches a final state. A slot
+ * whose release was lost (a crash, Redis away at that moment) expires with its lease; slots of
+ * generations are checked against their real state (`setActiveCheck`) before a refusal stands,
+ * so a lost release never keeps a key blocked for the length of a generation's lease.
+ */
+@Injectable()
+export class ConcurrencyLimiter {
+  private activeCheck?: { prefix: string; active: (members: string[]) => Promise<Set<string>> };
+
+  constructor(private readonly redis: RedisService) {}
+
+  /** Members starting with `prefix` are only held while `active` says so (the queue registers generations). */
+  setActiveCheck(prefix: string, active: (members: string[]) => Promise<Set<string>>): void {
+    this.activeCheck = { prefix, active };
+  }
+
+  async acquire(limits: ConcurrencyLimit[], members: string[], leaseMs: number): Promise<ConcurrencyDecision> {
+    if (limits.length === 0 || members.length === 0) return { allowed: true };
+    let decision = await this.tryAcquire(limits, members, leaseMs);
+    if (!decision.allowed && (await this.freeEnded(limits[decision.refusedBy!]))) decision = await this.tryAcquire(limits, members, leaseMs);
+    return decision;
+  }
+
+  async release(members: string[]): Promise<void> {
+    if (members.length === 0) return;
+    await this.script('atelierConcurrencyRelease', RELEASE)(members.length, ...members.map((m) => this.ownerKey(m)), ...members);
+  }
+
+  /** How many slots a limit holds now (for tests and the operator's eyes). */
+  async held(limit: ConcurrencyLimit): Promise<number> {
+    const set = this.setKey(limit);
+    await this.redis.client.zremrangebyscore(set, '-inf', Date.now());
+    return this.redis.client.zcard(set);
+  }
+
+  private async tryAcquire(limits: ConcurrencyLimit[], members: string[], leaseMs: number): Promise<ConcurrencyDecision> {
+    const [refused, held] = await this.script('atelierConcurrencyAcquire', ACQUIRE)(
+      limits.length + members.length,
+      ...limits.map((l) => this.setKey(l)),
+      ...members.map((m) => this.ownerKey(m)),
+      limits.length,
+      ...limits.map((l) => l.limit),
+      Math.max(1, Math.round(leaseMs)),
+      ...members,
+    );
+    return refused === 0 ? { allowed: true } : { allowed: false, refusedBy: refused - 1, held };
+  }
+
+  /** Releases the full set's members whose work has ended without saying so; whether any were. */
+  private async freeEnded(limit: ConcurrencyLimit): Promise<boolean> {
+    const check = this.activeCheck;
+    if (!check) return false;
+    const members = (await this.redis.client.zrange(this.setKey(limit), 0, -1)).filter((m) => m.startsWith(check.prefix));
+    if (members.length === 0) return false;
+    const active = await check.active(members);
+    const ended = members.filter((m) => !active.has(m));
+    if (ended.length === 0) return false;
+    await this.release(ended);
+    // Members whose owner key already expired are removed from this set directly.
+    await this.redis.client.zrem(this.setKey(limit), ...ended);
+    return true;
+  }
+
+  private setKey(l: ConcurrencyLimit): string {
+    return this.redis.names.key('concurrency', l.key);
+  }
+
+  private ownerKey(member: string): string {
+    return this.redis.names.key('concurrency-owner', member);
+  }
+
+  private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
+    const client = this.redis.client as unknown as Record<string, (...a: (string | number)[]) => Promise<number[]>>;
+    if (!client[name]) this.redis.client.defineCommand(name, { lua });
+    return client[name].bind(client);
+  }
+}
