@@ -216,11 +216,40 @@ describe('governance: max_concurrent, budgets, usage', () => {
     expect(lines[0]).toBe('group,requests,input_tokens,output_tokens,images,video_seconds,cost');
     expect(lines.slice(1)).toEqual(byModel.rows.map((r) => [r.group, r.requests, r.input_tokens, r.output_tokens, r.images, r.video_seconds, r.cost].join(',')));
 
+    // Whole past days are summed once into a daily roll-up; reports read it and stay exact.
+    // (The requests are moved back in time with their ledger entries, as if made days ago.)
+    await prisma.$executeRaw`UPDATE credit_reservations SET closed_at = closed_at - interval '3 days', created_at = created_at - interval '3 days'
+      WHERE namespace_id = (SELECT id FROM namespaces WHERE name = ${t.namespace})`;
+    await prisma.$executeRaw`UPDATE credit_ledger SET created_at = created_at - interval '3 days'
+      WHERE namespace_id = (SELECT id FROM namespaces WHERE name = ${t.namespace})`;
+    // The reports above summed this month's past days while they were empty; no real request
+    // lands in a past day, but this time travel did, so those sums are forgotten.
+    await prisma.usageRollupDay.deleteMany({ where: { namespace: { name: t.namespace } } });
+    await prisma.usageDaily.deleteMany({ where: { namespace: { name: t.namespace } } });
+    const week = `from=${new Date(Date.now() - 7 * 86_400_000).toISOString().slice(0, 10)}`;
+    const rolled = (await usage(t.apiKey, `${week}&group_by=api_key`)).body;
+    expect(rolled.rows).toEqual(byKey.rows);
+    expect(await prisma.usageDaily.count({ where: { namespace: { name: t.namespace } } })).toBe(3); // (k1, remote-echo), (k2, remote-echo), (k2, local-chat)
+    expect((await usage(t.apiKey, `${week}&group_by=model`)).body.rows).toEqual(byModel.rows);
+    expect(await prisma.usageDaily.count({ where: { namespace: { name: t.namespace } } })).toBe(3);
+    const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
+    // A settle landing today is read from the requests themselves, beside the roll-up.
+    const late = await chat(k1.api_key);
+    await late.text();
+    const withLate = await waitFor(async () => ((r) => (r.body.total.requests === 6 ? r.body : undefined))(await usage(t.apiKey, `${week}&group_by=day`)), {
+      description: 'the late charge',
+    });
+    expect(withLate.rows.map((r) => [r.group, r.requests])).toEqual([
+      [threeDaysAgo, 5],
+      [new Date().toISOString().slice(0, 10), 1],
+    ]);
+    expect(withLate.total.cost).toBe(await ledgerCharges(t.namespace));
+
     // Members only; the operator sees every namespace.
     expect((await usage(other.apiKey, `namespace=${t.namespace}`)).status).toBe(403);
-    const all = await stack.gw.http.request<UsageBody>('GET', '/api/admin/usage?group_by=namespace', { token: stack.gw.adminToken });
-    expect(all.body.namespace).toBeNull();
-    expect(all.body.rows.find((r) => r.group === t.namespace)).toMatchObject({ requests: 5, cost: byKey.total.cost });
+    const allWeek = await stack.gw.http.request<UsageBody>('GET', `/api/admin/usage?group_by=namespace&${week}`, { token: stack.gw.adminToken });
+    expect(allWeek.body.namespace).toBeNull();
+    expect(allWeek.body.rows.find((r) => r.group === t.namespace)).toMatchObject({ requests: 6, cost: withLate.total.cost });
     for (const [query, field] of [
       ['group_by=colour', 'group_by'],
       ['from=yesterday', 'from'],

@@ -130,7 +130,7 @@ export const SETTLE_SQL = `
            LEAST(actual, amount) + LEAST(excess_so_far, free) - LEAST(excess_so_far - excess, free) AS charge
     FROM beyond
   ), closed AS (
-    UPDATE credit_reservations c SET status = 'settled', closed_at = now(), closed_day = (now() AT TIME ZONE 'UTC')::date,
+    UPDATE credit_reservations c SET status = 'settled', closed_at = now(),
       charged = priced.charge, input_tokens = COALESCE(priced.input_tokens, 0), output_tokens = COALESCE(priced.output_tokens, 0),
       images = COALESCE(priced.images, 0), video_seconds = COALESCE(priced.video_seconds, 0)
     FROM priced WHERE c.id = priced.rid

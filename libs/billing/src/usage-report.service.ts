@@ -38,16 +38,15 @@ export interface UsageQuery {
 }
 
 /**
- * Column each group reads, on credit_reservations (alias r). The inner query groups by the raw
- * column (a uuid, a date) so a month of a busy namespace aggregates in one pass over its index
- * range; names (key prefix, namespace) are joined to the handful of groups afterwards.
+ * What each group reads, on a union of usage_daily and credit_reservations rows (alias u, both
+ * shaped alike). Names (key prefix, namespace) are looked up for the handful of groups afterwards.
  */
 const GROUP_COLUMN: Record<UsageGroup, string> = {
-  model: 'r.model',
-  api_key: 'r.api_key_id',
-  day: 'r.closed_day',
-  endpoint: 'r.endpoint',
-  namespace: 'r.namespace_id',
+  model: 'u.model',
+  api_key: 'u.api_key_id',
+  day: 'u.day',
+  endpoint: 'u.endpoint',
+  namespace: 'u.namespace_id',
 };
 const GROUP_LABEL: Record<UsageGroup, string> = {
   model: 't.grp',
@@ -57,11 +56,27 @@ const GROUP_LABEL: Record<UsageGroup, string> = {
   namespace: '(SELECT n.name FROM namespaces n WHERE n.id = t.grp)',
 };
 
+/** A day is summed into usage_daily only once this long has passed since it ended, so no settle can still land in it. */
+const ROLLUP_AFTER_MS = 3600_000;
+const DAY_MS = 86_400_000;
+const isoDay = (d: Date) => d.toISOString().slice(0, 10);
+
+/** Settled reservations as usage rows (requests 1 each), for the raw part of a window. */
+const RAW_ROWS = `SELECT r.namespace_id, (r.closed_at AT TIME ZONE 'UTC')::date AS day, r.api_key_id, r.model, r.endpoint,
+  1 AS requests, r.input_tokens::bigint AS input_tokens, r.output_tokens::bigint AS output_tokens, r.images::bigint AS images,
+  r.video_seconds, r.charged
+  FROM credit_reservations r WHERE r.status = 'settled'`;
+
 /**
  * Usage and spend from the ledger itself: every settled reservation carries what it charged and
  * the usage it delivered (SETTLE_SQL writes both in one statement), and its closed_at is the
  * charge's own ledger time, so the costs here add up to the namespace's charges in the window
  * to the last decimal. Requests released without a charge (failed, cancelled) are not counted.
+ *
+ * A namespace's whole past UTC days are summed once into usage_daily (exactly: a day is summed
+ * only after nothing can settle into it any more), so a month's report reads a few hundred
+ * rows for those days and only the requests of the window's partial days: a busy namespace's
+ * month (bench:usage, 1,000,000 requests) answers in milliseconds instead of scanning them all.
  */
 @Injectable()
 export class UsageReports {
@@ -73,24 +88,36 @@ export class UsageReports {
     const groupBy = (query.group_by ?? 'day') as UsageGroup;
     if (typeof query.group_by !== 'undefined' && !(groups as readonly unknown[]).includes(query.group_by))
       throw ApiError.badRequest(`group_by must be one of ${groups.join(', ')}`, { fields: [{ field: 'group_by', message: `must be one of ${groups.join(', ')}` }] });
-    const column = GROUP_COLUMN[groupBy];
-    const scope = namespace ? Prisma.sql`r.namespace_id = ${namespace.id}::uuid AND` : Prisma.empty;
+    const column = Prisma.raw(GROUP_COLUMN[groupBy]);
+    let source: Prisma.Sql;
+    if (namespace) {
+      const days = await this.rolledUp(namespace.id, from, to);
+      source = days
+        ? Prisma.sql`
+            SELECT namespace_id, day, api_key_id, model, endpoint, requests, input_tokens, output_tokens, images, video_seconds, charged
+            FROM usage_daily WHERE namespace_id = ${namespace.id}::uuid AND day >= ${isoDay(days.first)}::date AND day < ${isoDay(days.end)}::date
+            UNION ALL
+            ${Prisma.raw(RAW_ROWS)} AND r.namespace_id = ${namespace.id}::uuid
+              AND ((r.closed_at >= ${from} AND r.closed_at < ${days.first}) OR (r.closed_at >= ${days.end} AND r.closed_at < ${to}))`
+        : Prisma.sql`${Prisma.raw(RAW_ROWS)} AND r.namespace_id = ${namespace.id}::uuid AND r.closed_at >= ${from} AND r.closed_at < ${to}`;
+    } else {
+      source = Prisma.sql`${Prisma.raw(RAW_ROWS)} AND r.closed_at >= ${from} AND r.closed_at < ${to}`;
+    }
     const rows = await this.prisma.$queryRaw<
-      { grp: string | null; requests: number; input_tokens: bigint; output_tokens: bigint; images: bigint; video_seconds: string; cost: string }[]
+      { grp: string | null; requests: bigint; input_tokens: bigint; output_tokens: bigint; images: bigint; video_seconds: string; cost: string }[]
     >`
       SELECT ${Prisma.raw(GROUP_LABEL[groupBy])} AS grp, t.requests, t.input_tokens, t.output_tokens, t.images, t.video_seconds, t.cost
       FROM (
-        SELECT ${Prisma.raw(column)} AS grp, count(*)::int AS requests, sum(r.input_tokens)::bigint AS input_tokens,
-               sum(r.output_tokens)::bigint AS output_tokens, sum(r.images)::bigint AS images,
-               sum(r.video_seconds)::text AS video_seconds, sum(r.charged)::text AS cost
-        FROM credit_reservations r
-        WHERE ${scope} r.status = 'settled' AND r.closed_at >= ${from} AND r.closed_at < ${to}
+        SELECT ${column} AS grp, sum(u.requests)::bigint AS requests, sum(u.input_tokens)::bigint AS input_tokens,
+               sum(u.output_tokens)::bigint AS output_tokens, sum(u.images)::bigint AS images,
+               sum(u.video_seconds)::text AS video_seconds, sum(u.charged)::text AS cost
+        FROM (${source}) u
         GROUP BY 1
       ) t
       ORDER BY 1 NULLS LAST`;
     const out: UsageRow[] = rows.map((r) => ({
       group: r.grp === null ? null : String(r.grp),
-      requests: r.requests,
+      requests: Number(r.requests),
       input_tokens: Number(r.input_tokens),
       output_tokens: Number(r.output_tokens),
       images: Number(r.images),
@@ -125,6 +152,37 @@ export class UsageReports {
         cost: total.c.toFixed(),
       },
     };
+  }
+
+  /**
+   * The whole UTC days of [from, to) that have been over for ROLLUP_AFTER_MS, summed into
+   * usage_daily (those not yet, now, in one statement): their range, or undefined when the
+   * window holds no such day. Concurrent reports of one namespace sum a day once: the second
+   * waits on the first's marker row and then finds the day taken.
+   */
+  private async rolledUp(namespaceId: string, from: Date, to: Date): Promise<{ first: Date; end: Date } | undefined> {
+    const first = new Date(Math.ceil(from.getTime() / DAY_MS) * DAY_MS);
+    const end = new Date(Math.floor(Math.min(to.getTime(), Date.now() - ROLLUP_AFTER_MS) / DAY_MS) * DAY_MS);
+    if (end <= first) return undefined;
+    const days: string[] = [];
+    for (let d = first.getTime(); d < end.getTime(); d += DAY_MS) days.push(isoDay(new Date(d)));
+    await this.prisma.$executeRaw`
+      WITH missing AS (
+        SELECT d::date AS day FROM unnest(${days}::text[]) d
+        EXCEPT SELECT day FROM usage_rollup_days WHERE namespace_id = ${namespaceId}::uuid AND day >= ${isoDay(first)}::date AND day < ${isoDay(end)}::date
+      ), mark AS (
+        INSERT INTO usage_rollup_days (namespace_id, day) SELECT ${namespaceId}::uuid, day FROM missing
+        ON CONFLICT DO NOTHING RETURNING day
+      )
+      INSERT INTO usage_daily (id, namespace_id, day, api_key_id, model, endpoint, requests, input_tokens, output_tokens, images, video_seconds, charged)
+      SELECT gen_random_uuid(), u.namespace_id, u.day, u.api_key_id, u.model, u.endpoint, count(*), sum(u.input_tokens), sum(u.output_tokens),
+             sum(u.images), sum(u.video_seconds), sum(u.charged)
+      FROM (${Prisma.raw(RAW_ROWS)} AND r.namespace_id = ${namespaceId}::uuid
+              AND r.closed_at >= ((SELECT min(day) FROM mark)::timestamp AT TIME ZONE 'UTC')
+              AND r.closed_at < (((SELECT max(day) FROM mark) + 1)::timestamp AT TIME ZONE 'UTC')) u
+      WHERE u.day IN (SELECT day FROM mark)
+      GROUP BY u.namespace_id, u.day, u.api_key_id, u.model, u.endpoint`;
+    return { first, end };
   }
 }
 
