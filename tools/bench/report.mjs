@@ -88,7 +88,7 @@ const lines = [
   row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { met: (v) => v <= 3, direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
-  row('chat with governance checks (scope, key rpm, namespace rpm), added p50 over an unlimited key', '<= 0.3 ms per check', 'chat', 'governance.addedP50', { direct: 'governance.plainP50', directLabel: 'the unlimited key, p50' }),
+  row('chat with every governance check (scope; rpm, tpm, max_concurrent of key and namespace; budget), added p50 over an unlimited key', '<= 0.3 ms per check', 'chat', 'governance.addedP50', { direct: 'governance.plainP50', directLabel: 'the unlimited key, p50' }),
   row('idle SSE connections, RSS per connection at 10,000', '<= 20 KB', 'queue', 'sse.rssKbPerConnection', { unit: 'KB', digits: 1, met: (v) => v <= 20 }),
   '',
   'How to read the rows:',

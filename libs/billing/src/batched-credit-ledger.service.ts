@@ -6,8 +6,8 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
-import { CreditLedger, usageColumns, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
-import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
+import { budgetedReserveValues, CreditLedger, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
+import { RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
  * Named, so each pooled connection parses and plans them once: planning these CTEs is about half
@@ -16,6 +16,7 @@ import { RESERVE_SQL, SETTLE_SQL } from './credit-statements';
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v2', text: RESERVE_SQL };
 const SETTLE_STATEMENT = { name: 'atelier_settle_v2', text: SETTLE_SQL };
+const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v1', text: RESERVE_BUDGETED_SQL };
 
 /** One call: its reservations are taken all together or not at all. */
 interface ReserveInput {
@@ -86,8 +87,14 @@ export class BatchedCreditLedger implements OnModuleDestroy {
    */
   async reserveMany(namespaceId: string, items: { amount: string; reference: string }[], tags: ChargeTags = {}): Promise<Reservation[]> {
     const input = { items: items.map((i) => ({ id: randomUUID(), ...i })), tags };
-    if (tags.budgetOf !== undefined || items.some((i) => !DECIMAL_PATTERN.test(i.amount)))
-      return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
+    if (items.some((i) => !DECIMAL_PATTERN.test(i.amount))) return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
+    if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) {
+      // Alone, not batched (the key's row lock orders a key's calls), on the reservation pool:
+      // prepared once per connection and committed like every other hold.
+      const amount = input.items.reduce((sum, i) => sum.plus(i.amount), new Prisma.Decimal(0)).toFixed();
+      const { rows } = await this.query<BudgetedReserveRow>('reserves', RESERVE_BUDGETED_STATEMENT, 1, budgetedReserveValues(namespaceId, input.items, tags));
+      return this.ledger.budgetedOutcome(rows[0], namespaceId, input.items, amount, tags);
+    }
     const lanes = this.lanesOf(namespaceId);
     if (!(await lanes.reserves.submit(input))) {
       // The batch stops at the first reservation that does not fit; a smaller one after it may

@@ -48,6 +48,21 @@ export interface DeliveredUsage {
   videoSeconds?: number;
 }
 
+/** RESERVE_BUDGETED_SQL's answer. */
+export interface BudgetedReserveRow {
+  credits_ok: boolean;
+  budget_ok: boolean;
+  spent: string;
+  held: string;
+  max_spend: string | null;
+  inserted: number;
+}
+
+/** RESERVE_BUDGETED_SQL's parameters. */
+export function budgetedReserveValues(namespaceId: string, items: { id: string; amount: string; reference: string }[], tags: ChargeTags): unknown[] {
+  return [namespaceId, items.map((i) => i.id), items.map((i) => i.amount), items.map((i) => i.reference), tags.apiKeyId, tags.model ?? null, tags.endpoint ?? null];
+}
+
 /** SETTLE_SQL's usage parameters ($3..$6) for settles in this order. */
 export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[]] {
   const whole = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2_147_483_647) : 0);
@@ -154,16 +169,22 @@ export class CreditLedger {
     tags: ChargeTags,
     client: Db,
   ): Promise<Reservation[]> {
-    const [row] = await client.$queryRawUnsafe<{ credits_ok: boolean; budget_ok: boolean; spent: string; held: string; max_spend: string | null; inserted: number }[]>(
+    const [row] = await client.$queryRawUnsafe<BudgetedReserveRow[]>(
       RESERVE_BUDGETED_SQL,
-      namespaceId,
-      items.map((i) => i.id),
-      items.map((i) => i.amount),
-      items.map((i) => i.reference),
-      tags.apiKeyId,
-      tags.model ?? null,
-      tags.endpoint ?? null,
+      ...budgetedReserveValues(namespaceId, items, tags),
     );
+    return this.budgetedOutcome(row, namespaceId, items, amount, tags, client);
+  }
+
+  /** What RESERVE_BUDGETED_SQL's answer means: the reservations, or the 402 that refused them. */
+  async budgetedOutcome(
+    row: BudgetedReserveRow | undefined,
+    namespaceId: string,
+    items: { id: string; amount: string; reference: string }[],
+    amount: string,
+    tags: ChargeTags,
+    client: Db = this.prisma,
+  ): Promise<Reservation[]> {
     if (!row) throw ApiError.unauthorized('Invalid API key');
     if (!row.credits_ok) throw await this.insufficient(namespaceId, amount, client);
     if (!row.budget_ok || row.inserted === 0) {
