@@ -18,6 +18,15 @@ const API_KEY_BUDGET: Schema = {
   required: ['max_spend', 'period'],
   properties: { max_spend: { type: 'string', pattern: '^\\d+(\\.\\d{1,6})?$' }, period: { type: 'string', enum: ['day', 'month', 'total'] } },
 };
+/** The fields of a key a user (or, all optional, the operator) makes. */
+const API_KEY_FIELDS: Record<string, Schema> = {
+  name: { type: 'string', minLength: 1, maxLength: 100 },
+  namespace: { type: 'string' },
+  scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
+  expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
+  limits: API_KEY_LIMITS,
+  budget: API_KEY_BUDGET,
+};
 const USAGE_QUERY: { name: string; schema: Schema; description?: string }[] = [
   { name: 'namespace', schema: { type: 'string' }, description: "Defaults to the caller's own" },
   { name: 'from', schema: { type: 'string' }, description: 'Inclusive; ISO 8601 time or date (UTC), or Unix seconds. Default: the start of the current UTC month' },
@@ -228,14 +237,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       body: {
         type: 'object',
         required: ['name'],
-        properties: {
-          name: { type: 'string', minLength: 1, maxLength: 100 },
-          namespace: { type: 'string' },
-          scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
-          expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
-          limits: API_KEY_LIMITS,
-          budget: API_KEY_BUDGET,
-        },
+        properties: API_KEY_FIELDS,
       },
       responses: { 201: ['The key; `api_key` is shown only here', 'CreatedSelfServiceKey'] },
     },
@@ -431,14 +433,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       access: 'admin',
       body: {
         type: 'object',
-        properties: {
-          name: { type: 'string', minLength: 1, maxLength: 100 },
-          namespace: { type: 'string' },
-          scopes: { type: 'array', minItems: 1, items: { type: 'string', enum: [...API_SCOPES] } },
-          expires_at: { oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer', description: 'Unix seconds' }] },
-          limits: API_KEY_LIMITS,
-          budget: API_KEY_BUDGET,
-        },
+        properties: API_KEY_FIELDS,
       },
       responses: { 201: ['Shown once', 'CreatedApiKey'] },
     },
