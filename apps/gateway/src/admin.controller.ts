@@ -3,8 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { AccountsService, ApiKeys } from '@atelier/accounts';
 import { AdminRoute } from '@atelier/auth';
 import { ADMIN_USAGE_GROUPS, UsageReports, type UsageQuery } from '@atelier/billing';
-import { PrismaService } from '@atelier/db';
-import { AdjustCreditsRequest, ApiError, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
+import { AdjustCreditsRequest, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
 import { sendUsage } from './usage.controller';
 
@@ -16,18 +15,13 @@ export class AdminController {
     private readonly accounts: AccountsService,
     private readonly apiKeys: ApiKeys,
     private readonly usageReports: UsageReports,
-    private readonly prisma: PrismaService,
   ) {}
 
   /** Usage over every namespace (or one, ?namespace=), also groupable by namespace. */
   @Get('usage')
   async usage(@Query() query: UsageQuery & { namespace?: unknown; format?: unknown }, @Res() reply: FastifyReply): Promise<void> {
-    let scope: { id: string; name: string } | undefined;
-    if (query.namespace !== undefined && query.namespace !== '') {
-      const ns = typeof query.namespace === 'string' ? await this.prisma.namespace.findUnique({ where: { name: query.namespace }, select: { id: true, name: true } }) : null;
-      if (!ns) throw ApiError.notFound(`Namespace not found: ${String(query.namespace)}`);
-      scope = ns;
-    }
+    // A repeated ?namespace= is looked up as given (String of the list), so it is a 404 like any unknown name.
+    const scope = query.namespace === undefined || query.namespace === '' ? undefined : await this.accounts.findNamespace(String(query.namespace));
     await sendUsage(reply, await this.usageReports.report(scope, query, ADMIN_USAGE_GROUPS), query.format);
   }
 

@@ -1,18 +1,9 @@
+import type { ApiKeyView } from '@atelier/accounts';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
-interface KeyView {
-  api_key?: string;
-  prefix: string;
-  name: string | null;
-  namespace: string;
-  scopes: string[] | null;
-  expires_at: string | null;
-  limits: { rpm?: number; tpm?: number; max_concurrent?: number } | null;
-  budget: { max_spend: string; period: string; spent: string } | null;
-  created_at: string;
-  last_used_at: string | null;
-}
+/** The key view the service answers with; `api_key` only when it is made. */
+type KeyView = ApiKeyView & { api_key?: string };
 
 /** Self-service API keys: create, list, revoke; scopes; expiry; the namespace a key bills to. */
 describe('self-service API keys', () => {

@@ -1,13 +1,10 @@
+import type { ApiKeyView } from '@atelier/accounts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 import type { GatewayHarness } from './gateway.harness';
 
-interface MadeKey {
-  api_key: string;
-  prefix: string;
-  budget: { max_spend: string; period: string; spent: string } | null;
-}
+type MadeKey = ApiKeyView & { api_key: string };
 
 interface UsageBody {
   namespace: string | null;
@@ -249,6 +246,9 @@ describe('governance: max_concurrent, budgets, usage', () => {
     expect((await usage(other.apiKey, `namespace=${t.namespace}`)).status).toBe(403);
     const allWeek = await stack.gw.http.request<UsageBody>('GET', `/api/admin/usage?group_by=namespace&${week}`, { token: stack.gw.adminToken });
     expect(allWeek.body.namespace).toBeNull();
+    const oneNamespace = await stack.gw.http.request<UsageBody>('GET', `/api/admin/usage?group_by=api_key&namespace=${t.namespace}&${week}`, { token: stack.gw.adminToken });
+    expect(oneNamespace.body).toMatchObject({ namespace: t.namespace, total: withLate.total });
+    expect((await stack.gw.http.request('GET', '/api/admin/usage?namespace=nobody-here', { token: stack.gw.adminToken })).status).toBe(404);
     expect(allWeek.body.rows.find((r) => r.group === t.namespace)).toMatchObject({ requests: 6, cost: withLate.total.cost });
     for (const [query, field] of [
       ['group_by=colour', 'group_by'],

@@ -120,7 +120,8 @@ export class AccountsService {
     };
   }
 
-  private async findNamespace(name: string) {
+  /** The namespace of that name, or 404. */
+  async findNamespace(name: string) {
     const ns = await this.prisma.namespace.findUnique({ where: { name } });
     if (!ns) throw ApiError.notFound(`Namespace not found: ${name}`);
     return ns;

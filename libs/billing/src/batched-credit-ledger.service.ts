@@ -6,7 +6,7 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
-import { budgetedReserveValues, CreditLedger, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
+import { budgetedReserveValues, CreditLedger, reservationsOf, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -104,7 +104,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
     }
     for (const item of input.items) this.ledger.metrics?.creditsReserved.inc(creditAmount(item.amount));
-    return input.items.map((item) => ({ id: item.id, namespaceId, amount: new Prisma.Decimal(item.amount).toFixed(), reference: item.reference }));
+    return reservationsOf(namespaceId, input.items);
   }
 
   async settle(reservation: Reservation, actual: string, usage?: DeliveredUsage): Promise<Settlement> {

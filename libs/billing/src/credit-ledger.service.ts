@@ -48,6 +48,11 @@ export interface DeliveredUsage {
   videoSeconds?: number;
 }
 
+/** The reservations a reserve statement took for these items. */
+export function reservationsOf(namespaceId: string, items: { id: string; amount: string; reference: string }[]): Reservation[] {
+  return items.map((i) => ({ id: i.id, namespaceId, amount: new Prisma.Decimal(i.amount).toFixed(), reference: i.reference }));
+}
+
 /** RESERVE_BUDGETED_SQL's answer. */
 export interface BudgetedReserveRow {
   credits_ok: boolean;
@@ -154,7 +159,7 @@ export class CreditLedger {
     );
     if (rows.length === 0) throw await this.insufficient(namespaceId, amount, client);
     this.metrics?.creditsReserved.inc(creditAmount(amount));
-    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount), reference: i.reference }));
+    return reservationsOf(namespaceId, items);
   }
 
   /**
@@ -199,7 +204,7 @@ export class CreditLedger {
       });
     }
     this.metrics?.creditsReserved.inc(creditAmount(amount));
-    return items.map((i) => ({ id: i.id, namespaceId, amount: fmt(i.amount), reference: i.reference }));
+    return reservationsOf(namespaceId, items);
   }
 
   private async insufficient(namespaceId: string, amount: string, client: Db): Promise<ApiError> {

@@ -124,33 +124,27 @@ export class UsageReports {
       video_seconds: Number(r.video_seconds),
       cost: new Prisma.Decimal(r.cost).toFixed(),
     }));
-    const total = out.reduce<UsageFigures & { c: Prisma.Decimal; v: Prisma.Decimal }>(
-      (t, r) => ({
-        requests: t.requests + r.requests,
-        input_tokens: t.input_tokens + r.input_tokens,
-        output_tokens: t.output_tokens + r.output_tokens,
-        images: t.images + r.images,
-        video_seconds: 0,
-        cost: '',
-        c: t.c.plus(r.cost),
-        v: t.v.plus(r.video_seconds),
-      }),
-      { requests: 0, input_tokens: 0, output_tokens: 0, images: 0, video_seconds: 0, cost: '', c: new Prisma.Decimal(0), v: new Prisma.Decimal(0) },
-    );
+    // Costs and video seconds are decimals: summed exactly, not as floats.
+    let cost = new Prisma.Decimal(0);
+    let videoSeconds = new Prisma.Decimal(0);
+    const total: UsageFigures = { requests: 0, input_tokens: 0, output_tokens: 0, images: 0, video_seconds: 0, cost: '0' };
+    for (const r of out) {
+      total.requests += r.requests;
+      total.input_tokens += r.input_tokens;
+      total.output_tokens += r.output_tokens;
+      total.images += r.images;
+      cost = cost.plus(r.cost);
+      videoSeconds = videoSeconds.plus(r.video_seconds);
+    }
+    total.cost = cost.toFixed();
+    total.video_seconds = videoSeconds.toNumber();
     return {
       namespace: namespace?.name ?? null,
       from: from.toISOString(),
       to: to.toISOString(),
       group_by: groupBy,
       rows: out,
-      total: {
-        requests: total.requests,
-        input_tokens: total.input_tokens,
-        output_tokens: total.output_tokens,
-        images: total.images,
-        video_seconds: total.v.toNumber(),
-        cost: total.c.toFixed(),
-      },
+      total,
     };
   }
 
