@@ -88,9 +88,9 @@ export async function startBenchGateway(config, credits) {
 export function histogramTotals(text, prefix = '', into = new Map()) {
   for (const line of text.split('\n')) {
     const m = /^([a-z0-9_]+)\{([^}]*)\} ([0-9.eE+-]+|NaN)$/.exec(line);
-    if (!m || !(/_(sum|count)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
+    if (!m || !(/_(sum|count|bucket)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
     const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    const key = `${prefix}${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}`;
+    const key = `${prefix}${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}${labels.le ? ` ${labels.le}` : ''}`;
     into.set(key, m[1].startsWith('nodejs_eventloop') ? Math.max(into.get(key) ?? 0, Number(m[3])) : (into.get(key) ?? 0) + Number(m[3]));
   }
   return into;
@@ -102,6 +102,22 @@ export function meanMs(before, after, metric, label, prefix = '') {
   return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
 }
 
+/**
+ * The p-th quantile (0..1) of a histogram between two histogramTotals, as the upper bound of the
+ * bucket it falls in (ms): "99 % of this stage took at most this long".
+ */
+export function quantileMs(before, after, metric, label, p, prefix = '') {
+  const head = `${prefix}${metric}_bucket ${label} `;
+  const buckets = [...after.keys()]
+    .filter((k) => k.startsWith(head))
+    .map((k) => ({ le: k.slice(head.length), n: after.get(k) - (before.get(k) ?? 0) }))
+    .sort((a, b) => Number(a.le === '+Inf' ? Infinity : a.le) - Number(b.le === '+Inf' ? Infinity : b.le));
+  const total = buckets.at(-1)?.n ?? 0;
+  if (!total) return NaN;
+  const hit = buckets.find((b) => b.n >= p * total);
+  return hit.le === '+Inf' ? Infinity : Number(hit.le) * 1000;
+}
+
 /** "name 0.12  name 0.34 ..." for the given stages of atelier_stage_duration_seconds. */
 export function stageLine(before, after, stages, prefix = '') {
   return stages
@@ -110,4 +126,72 @@ export function stageLine(before, after, stages, prefix = '') {
       return `${s} ${Number.isFinite(v) ? v.toFixed(2) : '-'}`;
     })
     .join('  ');
+}
+
+/**
+ * CPU seconds (user + system) used so far by each named group of processes, read from /proc
+ * (Linux only; elsewhere every group reads 0). `groups` maps a name to pids (Node processes the
+ * bench started) or to a command name (`postgres`, `redis-server`: every process of it, so
+ * Postgres backends count too). Two snapshots' difference over the requests answered between
+ * them is what one request costs each process: on a co-located machine throughput is bounded by
+ * the sum, so this is where a closed loop's requests per second go.
+ */
+export function cpuSeconds(groups) {
+  const fs = require('node:fs');
+  const read = (pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // Fields after the command (which may hold spaces) start after the last ')'.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ticks: Number(f[11]) + Number(f[12]), sys: Number(f[12]) };
+    } catch {
+      return undefined;
+    }
+  };
+  const byComm = new Map();
+  const wanted = new Set(Object.values(groups).filter((g) => typeof g === 'string'));
+  if (wanted.size) {
+    let pids = [];
+    try {
+      pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p));
+    } catch {
+      // not Linux
+    }
+    for (const pid of pids) {
+      const s = read(pid);
+      if (s && wanted.has(s.comm)) {
+        byComm.set(s.comm, (byComm.get(s.comm) ?? 0) + s.ticks);
+        byComm.set(`${s.comm} sys`, (byComm.get(`${s.comm} sys`) ?? 0) + s.sys);
+      }
+    }
+  }
+  const out = {};
+  const sys = {};
+  for (const [name, g] of Object.entries(groups)) {
+    const [ticks, kernel] =
+      typeof g === 'string'
+        ? [byComm.get(g) ?? 0, byComm.get(`${g} sys`) ?? 0]
+        : g.reduce(([t, k], pid) => {
+            const s = read(pid);
+            return [t + (s?.ticks ?? 0), k + (s?.sys ?? 0)];
+          }, [0, 0]);
+    out[name] = ticks / 100;
+    sys[name] = kernel / 100;
+  }
+  // Kept off the enumerable keys, so the groups stay the only entries.
+  return Object.defineProperty(out, 'system', { value: sys });
+}
+
+/** One line: CPU milliseconds per request of each group between two cpuSeconds() snapshots. */
+export function cpuPerRequest(before, after, requests) {
+  const per = (a, b, k) => ((a[k] - b[k]) * 1000) / requests;
+  const parts = Object.keys(after).map((k) => [k, per(after, before, k)]);
+  const total = parts.reduce((s, [, v]) => s + v, 0);
+  // The kernel's share (system time): on loopback, mostly the sockets' send and receive paths.
+  const kernel = Object.keys(after).reduce((s, k) => s + per(after.system, before.system, k), 0);
+  return {
+    total,
+    parts,
+    line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(after.system, before.system, k).toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
+  };
 }

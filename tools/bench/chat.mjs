@@ -19,7 +19,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { benchDatabase, buildAll, histogramTotals, machine, meanMs as meanOf } from './bench-env.mjs';
+import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -42,10 +42,13 @@ for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanu
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
 // ---- processes -------------------------------------------------------------------------------
+/** The pids of each kind of process, for the CPU each request costs it. */
+const pidsOf = {};
 /** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
 function startNode(name, args, env, ready) {
   const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
+  (pidsOf[name] ??= []).push(child.pid);
   let out = '';
   child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
   child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
@@ -270,14 +273,38 @@ function breakdown(before, after) {
   const meanMs = (b, a, service, metric, label) => meanOf(b, a, metric, label, `${service} `);
   const stage = (name) => meanMs(before, after, 'gateway', 'atelier_stage_duration_seconds', name);
   const http = meanMs(before, after, 'gateway', 'atelier_http_request_duration_seconds', '/api/ai/chat/completions');
-  const [auth, validate, reserve, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.reserve', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);
+  const [auth, validate, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);
+  // A reservation either runs before the hand-off or beside it (PaidRequests.mayOverlap); only the
+  // first kind adds to the caller's wait, so it is averaged over every request.
+  const count = (label) => {
+    const k = `gateway atelier_stage_duration_seconds_count ${label}`;
+    return (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  };
+  const [alone, beside] = [count('chat.reserve'), count('chat.reserve_overlapped')];
+  const reserveAlone = stage('chat.reserve');
+  const reserveBeside = stage('chat.reserve_overlapped');
+  const reserve = alone + beside > 0 ? ((Number.isFinite(reserveAlone) ? reserveAlone : 0) * alone) / (alone + beside) : NaN;
   const wait = meanMs(before, after, 'chat', 'atelier_job_wait_seconds', 'chat-completion');
   const handler = meanMs(before, after, 'chat', 'atelier_job_duration_seconds', 'chat-completion');
   const provider = meanMs(before, after, 'chat', 'atelier_stage_duration_seconds', 'chat.provider');
   const f = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
   console.log(`   where the gateway's time goes (means per non-streaming request, ms; settle runs after the answer is sent):`);
-  console.log(`     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve ${f(reserve)}  hand-off to answer ${f(rpc)}  deliver ${f(deliver)}  | settle ${f(settle)}`);
+  console.log(
+    `     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve before the hand-off ${f(reserve)} (${f(reserveBeside)} beside it, for ${alone + beside ? ((100 * beside) / (alone + beside)).toFixed(0) : '-'} % of requests)` +
+      `  hand-off to answer ${f(rpc)}  deliver ${f(deliver)}  | settle ${f(settle)}`,
+  );
   console.log(`     inside the hand-off: wait until the chat service picks the job up ${f(wait)}, handler ${f(handler)} (provider call ${f(provider)}), relay back ${f(rpc - wait - handler)}`);
+  // Tails: which stage's slowest 1 % is slow (bucket bounds, so "at most").
+  const p99 = (service, metric, label) => {
+    const v = quantileMs(before, after, metric, label, 0.99, `${service} `);
+    return Number.isFinite(v) ? `<=${v < 1 ? v.toFixed(2) : v.toFixed(0)}` : '-';
+  };
+  const st = (label) => p99('gateway', 'atelier_stage_duration_seconds', label);
+  console.log(
+    `     p99 per stage (ms, bucket bound): auth ${st('auth')}  validate+count ${st('chat.validate')}  reserve ${st('chat.reserve')}/${st('chat.reserve_overlapped')} (before/beside)  hand-off ${st('chat.rpc')}` +
+      ` (pick-up ${p99('chat', 'atelier_job_wait_seconds', 'chat-completion')}, handler ${p99('chat', 'atelier_job_duration_seconds', 'chat-completion')}, provider ${p99('chat', 'atelier_stage_duration_seconds', 'chat.provider')})` +
+      `  deliver ${st('chat.deliver')}  | settle ${st('chat.settle')}`,
+  );
   console.log(`     Nest/Fastify and the rest: ${f(http - auth - validate - reserve - rpc - deliver)} of the ${f(http)} the gateway's HTTP histogram counts`);
   // prom-client samples the loop every 10 ms and reports delays including that interval.
   const lag = (service, p) => after.get(`${service} nodejs_eventloop_lag_${p}_seconds `) * 1000 - 10;
@@ -346,7 +373,9 @@ if (PHASES.includes('0')) {
 
 if (PHASES.includes('1')) {
 const directPlain = await fixedRate(targets.direct, false, RATE, SECONDS);
+const before = await scrapeAll();
 const gatewayPlain = await fixedRate(targets.gateway, false, RATE, SECONDS);
+const after = await scrapeAll();
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
@@ -359,6 +388,7 @@ summary.rate = {
   addedP99: gatewayPlain.latency.p99 - directPlain.latency.p99,
   errors: gatewayPlain.errors,
 };
+breakdown(before, after);
 }
 
 if (PHASES.includes('2')) {
@@ -374,14 +404,31 @@ summary.rateStream = { rate: RATE, direct: directStream.ttfb.p50, gateway: gatew
 if (PHASES.includes('3')) {
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
+// The load generator is this process; Postgres and Redis count every process of theirs.
+const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
+const cpuDirect0 = cpuSeconds(cpuGroups);
 const direct = await closedLoop(targets.direct, CONNECTIONS, SECONDS);
+const cpuDirect = cpuPerRequest(cpuDirect0, cpuSeconds(cpuGroups), direct.ok);
 const scraped = await scrapeAll();
+const pgStats = async () => (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
+const pg0 = await pgStats();
+const cpuThrough0 = cpuSeconds(cpuGroups);
 const through = await closedLoop(targets.gateway, CONNECTIONS, SECONDS);
+const cpuThrough = cpuPerRequest(cpuThrough0, cpuSeconds(cpuGroups), through.ok);
 const scrapedAfter = await scrapeAll();
+// The statistics collector reports with a delay of up to a second.
+await new Promise((r) => setTimeout(r, 1100));
+const pg1 = await pgStats();
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
 console.log(`   through the gateway  ${through.rps.toFixed(0)} req/s  p50 ${ms(through.latency.p50)}  p99 ${ms(through.latency.p99)}  errors ${through.errors}${through.lastError ? ` (${through.lastError})` : ''}   (target >= 2500 req/s and >= 30 % of direct, with auth and billing)`);
 console.log(`   gateway / direct     ${((100 * through.rps) / direct.rps).toFixed(1)} %`);
+// Everything shares the machine's cores, so a closed loop's rate is bounded by the CPU all processes spend per request.
+console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
+console.log(`   CPU per request, through:       ${cpuThrough.line}`);
+const perReq = (k) => ((pg1[k] - pg0[k]) / through.ok).toFixed(2);
+console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('inserted')} rows inserted, ${perReq('updated')} updated, ${perReq('fetched')} fetched`);
+summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) };
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
 await new Promise((r) => setTimeout(r, 500));

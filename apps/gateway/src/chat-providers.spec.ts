@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
 import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.00001; // prices of the test's remote models
@@ -181,5 +181,67 @@ describe('openai-compatible provider against a fake upstream server (through the
     expect(row).toMatchObject({ status: 'cancelled', stream: true });
     expect(row.completionTokens).toBeGreaterThan(0);
     await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the reservation to be settled' });
+  });
+
+  describe('the hand-off overlapping the credit reservation', () => {
+    const metrics = async () => (await stack.gw.http.request('GET', '/metrics')).text;
+    const overlapped = async () => metricValue(await metrics(), 'atelier_stage_duration_seconds_count', { stage: 'chat.reserve_overlapped' }) || 0;
+    const refusals = async () => metricValue(await metrics(), 'atelier_overlapped_refusals_total') || 0;
+    const stream = async (t: Tenant, model: string) =>
+      fetch(`${stack.base}/api/ai/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: ask('overlap'), stream: true }),
+      });
+
+    it('streams every chunk in order and charges it once when the reservation is still being taken at the hand-off', async () => {
+      const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+      // The first request finds how much the namespace can spend; the ones after overlap.
+      await stack.client(payer.apiKey).chat.completions.create({ model: 'remote-echo', messages: ask('prime'), max_tokens: 5 });
+      await waitFor(async () => (await balance(payer)).reserved === '0');
+      const before = await overlapped();
+      const res = await stream(payer, 'remote-echo');
+      const frames = (await res.text()).split('\n\n').filter(Boolean);
+      expect(res.status).toBe(200);
+      expect(await overlapped()).toBe(before + 1);
+      expect(frames.at(-1)).toBe('data: [DONE]');
+      const chunks = frames.slice(0, -1).map((f) => JSON.parse(f.slice(6)) as ChatCompletionChunk);
+      expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('Echo: overlap');
+      const usage = chunks.at(-1)!.usage!;
+      await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });
+      // Usage rows are written in batches, a moment after the charge.
+      const rows = await waitFor(async () => {
+        const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } }, orderBy: { createdAt: 'asc' } });
+        return found.length === 2 ? found : undefined;
+      }, { description: 'both usage records' });
+      expect(rows[1]).toMatchObject({ status: 'succeeded', stream: true, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens });
+      const charged = rows.reduce((sum, r) => sum + r.cost.toNumber(), 0);
+      expect(Number((await balance(payer)).credits)).toBeCloseTo(10 - charged, 9);
+    });
+
+    it('cancels the call and charges nothing when the reservation refuses a request whose hand-off already went out', async () => {
+      const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+      await stack.client(payer.apiKey).chat.completions.create({ model: 'remote-echo', messages: ask('prime'), max_tokens: 5 });
+      await waitFor(async () => (await balance(payer)).reserved === '0');
+      // The operator takes nearly everything away after this gateway last saw ample credits.
+      const left = (await balance(payer)).credits;
+      const cut = await stack.gw.http.request('POST', `/api/admin/namespaces/${payer.namespace}/credits`, {
+        token: stack.gw.adminToken,
+        body: { amount: (0.0001 - Number(left)).toFixed(6) },
+      });
+      expect(cut.status).toBe(200);
+      const [refusedBefore, slowBefore] = [await refusals(), upstreamCalls('slow').length];
+
+      const res = await stream(payer, 'remote-slow');
+      expect(res.status).toBe(402);
+      expect((await res.json()) as unknown).toMatchObject({ error: { type: 'insufficient_credits' } });
+      expect(await refusals()).toBe(refusedBefore + 1);
+      // Whether or not the chat service had reached the upstream yet, nothing keeps running there.
+      for (const call of upstreamCalls('slow').slice(slowBefore)) {
+        await waitFor(() => call.finished, { description: 'the upstream call to be cut' });
+        expect(call.abortedEarly).toBe(true);
+      }
+      expect(await balance(payer)).toMatchObject({ credits: '0.0001', reserved: '0' });
+    });
   });
 });

@@ -14,9 +14,19 @@ import { RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statemen
  * of what a reserve or settle costs Postgres (0.95 -> 0.45 ms and 1.33 -> 0.65 ms p50 measured
  * on a 2-core machine, one statement at a time).
  */
-const RESERVE_STATEMENT = { name: 'atelier_reserve_v2', text: RESERVE_SQL };
+const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
 const SETTLE_STATEMENT = { name: 'atelier_settle_v2', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v1', text: RESERVE_BUDGETED_SQL };
+
+/**
+ * How far a namespace's spare credits, as its last reservation here found them, must exceed a
+ * request for coversAtOnce to say yes, and for how long that reading counts (5 s). Wide enough that
+ * only a sudden, large loss of credits (an operator's adjustment, a burst of big requests on
+ * other replicas within seconds) can refuse a request it said yes to.
+ */
+const HEADROOM_FACTOR = 100;
+const HEADROOM_TTL_MS = 5_000;
+const MAX_HEADROOM_ENTRIES = 10_000;
 
 /** One call: its reservations are taken all together or not at all. */
 interface ReserveInput {
@@ -66,6 +76,8 @@ interface Lanes {
 @Injectable()
 export class BatchedCreditLedger implements OnModuleDestroy {
   private readonly lanes = new Map<string, Lanes>();
+  /** Per namespace: what it could still spend after this process's last reservation there, and when. */
+  private readonly headroom = new Map<string, { available: number; at: number }>();
   private pools?: { reserves: Pool; settles: Pool };
 
   constructor(
@@ -76,17 +88,34 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   /** Statements sent and the calls they carried (calls / statements = the batching factor). */
   readonly stats = { transactions: 0, calls: 0 };
 
-  async reserve(namespaceId: string, amount: string, reference: string, tags: ChargeTags = {}): Promise<Reservation> {
-    const [reservation] = await this.reserveMany(namespaceId, [{ amount, reference }], tags);
+  /** `id`: the reservation's id, when the caller must name it before it is taken. */
+  async reserve(namespaceId: string, amount: string, reference: string, tags: ChargeTags = {}, id?: string): Promise<Reservation> {
+    const [reservation] = await this.reserveMany(namespaceId, [{ amount, reference, id }], tags);
     return reservation;
+  }
+
+  /**
+   * True when the namespace's last reservation in this process, under 5 s ago, left it at
+   * least HEADROOM_FACTOR times `amount` to spare: a reservation of `amount` is then all but
+   * certain to be taken. A hint for overlapping work with the reservation, never a decision:
+   * only the reservation itself, under the namespace row's lock, takes credits.
+   */
+  coversAtOnce(namespaceId: string, amount: string): boolean {
+    const known = this.headroom.get(namespaceId);
+    if (!known) return false;
+    if (performance.now() - known.at > HEADROOM_TTL_MS) {
+      this.headroom.delete(namespaceId);
+      return false;
+    }
+    return known.available >= Number(amount) * HEADROOM_FACTOR;
   }
 
   /**
    * Several reservations for one request (e.g. num_generations), all or nothing; 402 otherwise.
    * A key with a budget reserves alone through the ledger (its key row decides, under its lock).
    */
-  async reserveMany(namespaceId: string, items: { amount: string; reference: string }[], tags: ChargeTags = {}): Promise<Reservation[]> {
-    const input = { items: items.map((i) => ({ id: randomUUID(), ...i })), tags };
+  async reserveMany(namespaceId: string, items: { amount: string; reference: string; id?: string }[], tags: ChargeTags = {}): Promise<Reservation[]> {
+    const input = { items: items.map((i) => ({ amount: i.amount, reference: i.reference, id: i.id ?? randomUUID() })), tags };
     if (items.some((i) => !DECIMAL_PATTERN.test(i.amount))) return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
     if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) {
       // Alone, not batched (the key's row lock orders a key's calls), on the reservation pool:
@@ -143,7 +172,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
 
   /** One RESERVE_SQL for the batch; per call, whether its reservations were taken. */
   private async reserveStatement(namespaceId: string, calls: ReserveInput[]): Promise<boolean[]> {
-    const { rows } = await this.query<{ id: string }>('reserves', RESERVE_STATEMENT, calls.length, [
+    const { rows } = await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, [
       namespaceId,
       calls.flatMap((c) => c.items.map((i) => i.id)),
       calls.flatMap((c) => c.items.map((i) => i.amount)),
@@ -154,7 +183,17 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       calls.flatMap((c) => c.items.map(() => c.tags.endpoint ?? null)),
     ]);
     const accepted = new Set(rows.map((r) => r.id));
-    return calls.map((c) => accepted.has(c.items[0].id));
+    const taken = calls.map((c) => accepted.has(c.items[0].id));
+    if (rows.length > 0) {
+      let left = Number(rows[0].available);
+      calls.forEach((c, i) => taken[i] && c.items.forEach((item) => (left -= Number(item.amount))));
+      if (this.headroom.size >= MAX_HEADROOM_ENTRIES) this.headroom.clear();
+      this.headroom.set(namespaceId, { available: left, at: performance.now() });
+    } else {
+      // Nothing fitted: the namespace is short of credits, so no guessing for it.
+      this.headroom.delete(namespaceId);
+    }
+    return taken;
   }
 
   /** One SETTLE_SQL for the batch; per call, what it charged (undefined: it was already closed). */

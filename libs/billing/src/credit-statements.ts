@@ -20,7 +20,8 @@ const spentNow = (table: string) => `CASE WHEN ${table}.budget_window = ${budget
 /**
  * Reserves calls in arrival order, each all-or-nothing: a call is accepted while the running
  * total of accepted calls fits what the namespace may spend (credits - reserved), read on the
- * namespace row this statement has locked. Returns the ids of the reservations it wrote.
+ * namespace row this statement has locked. Returns the ids of the reservations it wrote, each
+ * with what the namespace could spend before them (the batch's own amounts not yet taken off).
  *
  * $1 namespace id, $2 reservation ids, $3 amounts, $4 references, $5 the call each item belongs to,
  * $6 API key ids, $7 models, $8 endpoints (the usage facts known up front).
@@ -47,7 +48,7 @@ export const RESERVE_SQL = `
   )
   INSERT INTO credit_reservations (id, namespace_id, amount, reference, status, api_key_id, model, endpoint)
   SELECT acc.id, upd.id, acc.amount, acc.reference, 'open', acc.api_key_id, acc.model, acc.endpoint FROM acc, upd
-  RETURNING id::text AS id`;
+  RETURNING id::text AS id, (SELECT available FROM ns)::text AS available`;
 
 /**
  * One call of a key with a budget: its reservations are taken only if both the namespace's

@@ -76,15 +76,27 @@ export class PaidRequests {
    * Reserves `estimate` credits for one request, or throws the ledger's 402 (credits, or the
    * key's budget when `tags.budgetOf` says it has one).
    */
-  async reserve(namespaceId: string, estimate: string, reference: string, tags: ChargeTags): Promise<Reservation> {
+  async reserve(namespaceId: string, estimate: string, reference: string, tags: ChargeTags, id?: string): Promise<Reservation> {
     await this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config));
     try {
-      const reservation = await this.ledger.reserve(namespaceId, estimate, reference, tags);
+      const reservation = await this.ledger.reserve(namespaceId, estimate, reference, tags, id);
       return tags.concurrency?.length ? { ...reservation, holdsSlot: true } : reservation;
     } catch (err) {
       await this.freeSlots(tags, [reference]);
       throw err;
     }
+  }
+
+  /**
+   * Whether work may start while its reservation is still being taken (the answer is held until
+   * it is): only when the reservation is all but certain, so work is hardly ever done for a
+   * request then refused. Never for a key with a budget or a max_concurrent limit, whose
+   * refusals are an everyday outcome, nor where this process has not lately seen the namespace
+   * with ample credits (BatchedCreditLedger.coversAtOnce).
+   */
+  mayOverlap(namespaceId: string, estimate: string, tags: ChargeTags): boolean {
+    if (tags.budgetOf !== undefined || tags.concurrency?.length) return false;
+    return this.ledger.coversAtOnce(namespaceId, estimate);
   }
 
   /**

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
-import { chargeTags, PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
+import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
 
 /** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
 const CHAT_ENDPOINT = '/api/ai/chat/completions';
@@ -27,8 +27,8 @@ export interface ChatDelivery {
   header(name: string, value: string): void;
 }
 
-/** A validated, paid-for (reserved) request, ready to hand to the chat service. */
-interface PreparedChat {
+/** A validated request, counted against its token limits, not yet paid for. */
+interface ValidatedChat {
   completionId: string;
   caller: Caller;
   scope: NamespaceScope;
@@ -36,11 +36,18 @@ interface PreparedChat {
   request: ChatRequest;
   body: Record<string, unknown>;
   promptTokens: number;
-  reservation: Reservation;
+  /** The reservation's amount: prompt plus completion limit at the model's prices. */
+  estimate: string;
+  tags: ChargeTags;
   requestId: string;
   startedAt: number;
   /** The tokens-per-minute limits this request was counted against, and for how many tokens. */
   tokenLimits: RateLimit[];
+}
+
+/** A validated, paid-for (reserved) request. */
+interface PreparedChat extends ValidatedChat {
+  reservation: Reservation;
 }
 
 interface ChatEnding {
@@ -75,18 +82,51 @@ export class ChatCompletionsService {
    * that breaks off, the prompt and the completion tokens already delivered.
    */
   async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<void> {
-    const prepared = await this.prepare(caller, rawBody, requestId, delivery);
+    const chat = await this.validate(caller, rawBody, requestId, delivery);
     const { signal } = delivery;
     const sent: string[] = [];
-    const onChunk = (chunk: unknown) => {
-      if (signal.aborted) return;
+    /** Chunks that arrived while the reservation was still being taken: held, not yet the client's. */
+    let early: unknown[] | undefined;
+    const pass = (chunk: unknown) => {
       const data = typeof chunk === 'string' ? chunk : JSON.stringify(chunk);
       sent.push(data);
       delivery.chunk(data);
     };
+    const onChunk = (chunk: unknown) => {
+      if (signal.aborted) return;
+      if (early) early.push(chunk);
+      else pass(chunk);
+    };
+    // Named before it is taken, so a hand-off can carry it while the reservation is in flight.
+    const reservationId = randomUUID();
+    let prepared: PreparedChat;
+    let answer: Promise<ChatCompletionOutcome>;
+    if (this.paid.mayOverlap(chat.scope.id, chat.estimate, chat.tags)) {
+      // The reservation and the hand-off run at the same time, so the caller waits for the
+      // longer of the two instead of their sum. Nothing reaches the client before the credits
+      // are held; a refusal cancels the call wherever it runs and charges nothing.
+      early = [];
+      const refused = new AbortController();
+      answer = this.metrics.timed('chat.rpc', () => this.run(chat, reservationId, { signal: AbortSignal.any([signal, refused.signal]), onChunk }));
+      // Settled below once the reservation is known; a refusal leaves it rejected (cancelled).
+      answer.catch(() => undefined);
+      try {
+        prepared = { ...chat, reservation: await this.reserve(chat, reservationId, 'chat.reserve_overlapped') };
+      } catch (err) {
+        refused.abort();
+        this.metrics.overlapRefusals.inc();
+        throw err;
+      }
+      const held = early;
+      early = undefined;
+      for (const chunk of held) if (!signal.aborted) pass(chunk);
+    } else {
+      prepared = { ...chat, reservation: await this.reserve(chat, reservationId, 'chat.reserve') };
+      answer = this.metrics.timed('chat.rpc', () => this.run(prepared, reservationId, { signal, onChunk }));
+    }
     let outcome: ChatCompletionOutcome;
     try {
-      outcome = await this.metrics.timed('chat.rpc', () => this.run(prepared, { signal, onChunk }));
+      outcome = await answer;
     } catch (error) {
       await this.finish(prepared, {
         status: signal.aborted ? 'cancelled' : 'failed',
@@ -101,7 +141,7 @@ export class ChatCompletionsService {
     await this.metrics.timed('chat.settle', () => this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider }));
   }
 
-  private async prepare(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<PreparedChat> {
+  private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
     const model = resolveChatModel(this.catalog, rawBody);
     const { request, body, promptTokens } = parseChatRequest(model, rawBody);
@@ -110,17 +150,18 @@ export class ChatCompletionsService {
     const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
     const tokenLimits = await this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    let reservation: Reservation;
+    const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);
+    return { completionId, caller, scope, model, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokenLimits };
+  }
+
+  /** Reserves the estimate (402 when it does not fit); a refused request's tokens are given back. */
+  private async reserve(chat: ValidatedChat, id: string, stage: string): Promise<Reservation> {
     try {
-      reservation = await this.metrics.timed('chat.reserve', () =>
-        this.paid.reserve(scope.id, estimate, reservationReference('chat', completionId), chargeTags(caller, model.id, CHAT_ENDPOINT)),
-      );
+      return await this.metrics.timed(stage, () => this.paid.reserve(chat.scope.id, chat.estimate, reservationReference('chat', chat.completionId), chat.tags, id));
     } catch (err) {
-      // Refused (402): the tokens it was counted for are given back.
-      void this.limiter.correct(tokenLimits, tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
+      void this.limiter.correct(chat.tokenLimits, chat.tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
       throw err;
     }
-    return { completionId, caller, scope, model, request, body, promptTokens, reservation, requestId, startedAt: performance.now(), tokenLimits };
   }
 
   /**
@@ -137,7 +178,7 @@ export class ChatCompletionsService {
     return takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value));
   }
 
-  private run(prepared: PreparedChat, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
+  private run(prepared: ValidatedChat, reservationId: string, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
     const { caller, scope } = prepared;
     return this.rpc.call(
       CHAT_COMPLETION_QUEUE,
@@ -146,7 +187,7 @@ export class ChatCompletionsService {
         model: prepared.model.id,
         body: prepared.body,
         limits: { promptTokens: prepared.promptTokens, maxTokens: prepared.request.maxTokens, maxTokensExplicit: prepared.request.maxTokensExplicit },
-        reservationId: prepared.reservation.id,
+        reservationId,
         completionId: prepared.completionId,
       },
       opts,

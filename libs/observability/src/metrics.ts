@@ -28,6 +28,7 @@ export class Metrics {
   readonly creditsReserved: Counter;
   readonly creditsSettled: Counter;
   readonly creditReleases: Counter;
+  readonly overlapRefusals: Counter;
   readonly sseConnections: Gauge;
   readonly upstreamDuration: Histogram<'provider' | 'outcome'>;
   readonly processFaults: Counter<'kind'>;
@@ -71,6 +72,11 @@ export class Metrics {
     this.creditsReserved = new Counter({ name: 'atelier_credits_reserved_total', help: 'Credits reserved before work started', registers });
     this.creditsSettled = new Counter({ name: 'atelier_credits_settled_total', help: 'Credits charged when reservations were settled', registers });
     this.creditReleases = new Counter({ name: 'atelier_credit_releases_total', help: 'Reservations released without a charge (failure, cancel)', registers });
+    this.overlapRefusals = new Counter({
+      name: 'atelier_overlapped_refusals_total',
+      help: 'Requests handed off while their credit reservation was being taken, then refused by it (cancelled; work may have started upstream, nothing charged)',
+      registers,
+    });
     this.processFaults = new Counter({
       name: 'atelier_process_faults_total',
       help: 'Errors that reached the process level (kind: backing_service, unhandled_rejection, uncaught_exception)',
