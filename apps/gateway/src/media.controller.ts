@@ -26,7 +26,7 @@ export class MediaController {
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
-  generateImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+  generateImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
     return this.render('/images/generate', caller, body, req, reply);
   }
 
@@ -34,7 +34,7 @@ export class MediaController {
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
-  editImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+  editImage(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
     return this.render('/images/edit', caller, body, req, reply);
   }
 
@@ -43,8 +43,8 @@ export class MediaController {
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
-  async generations(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
-    return toOpenAiImagesAnswer(await this.render('/images/generate', caller, fromOpenAiImageRequest(body), req, reply));
+  generations(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
+    return this.render('/images/generate', caller, fromOpenAiImageRequest(body), req, reply, toOpenAiImagesAnswer);
   }
 
   /**
@@ -55,20 +55,28 @@ export class MediaController {
   @Post('images/edits')
   @RequiresScope('images')
   @HttpCode(200)
-  async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+  async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
     const { fields, images } = await openAiEditForm(req, this.config);
-    return toOpenAiImagesAnswer(await this.render('/images/edit', caller, fromOpenAiImageRequest(fields, images), req, reply));
+    return this.render('/images/edit', caller, fromOpenAiImageRequest(fields, images), req, reply, toOpenAiImagesAnswer);
   }
 
   @Post('videos/generate')
   @RequiresScope('videos')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
-  generateVideo(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+  generateVideo(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
     return this.render('/videos/generate', caller, body, req, reply);
   }
 
-  private async render(endpoint: MediaEndpoint, caller: Caller, body: unknown, req: FastifyRequest, reply: FastifyReply) {
+  /** The answer is sent as soon as it exists; the handler ends once its charge has landed (MediaGenerations.render). */
+  private async render(
+    endpoint: MediaEndpoint,
+    caller: Caller,
+    body: unknown,
+    req: FastifyRequest,
+    reply: FastifyReply,
+    shape: (answer: Record<string, unknown>) => unknown = (answer) => answer,
+  ): Promise<void> {
     const socket = req.raw.socket as { setKeepAlive?: (enable: boolean, delayMs: number) => void; destroyed?: boolean } | undefined;
     socket?.setKeepAlive?.(true, KEEPALIVE_PROBE_MS);
     const gone = new AbortController();
@@ -79,10 +87,11 @@ export class MediaController {
     // Gone already: do not start work nobody will receive.
     if (socket?.destroyed === true) gone.abort();
     try {
-      const answer = await this.media.render(endpoint, caller, body, req.id, gone.signal);
-      // Lets clients (and bench:media) tell generation time from the service's own overhead.
-      reply.header('server-timing', `engine;dur=${answer.engineMs.toFixed(1)}, total;dur=${reply.elapsedTime.toFixed(1)}`);
-      return answer.body;
+      await this.media.render(endpoint, caller, body, req.id, gone.signal, async (answer) => {
+        // Lets clients (and bench:media) tell generation time from the service's own overhead.
+        reply.header('server-timing', `engine;dur=${answer.engineMs.toFixed(1)}, total;dur=${reply.elapsedTime.toFixed(1)}`);
+        await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(shape(answer.body));
+      });
     } finally {
       reply.raw.off('close', onClose);
     }

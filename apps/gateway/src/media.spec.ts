@@ -6,7 +6,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { bundledFfmpegPath, probeMedia } from '@atelier/media';
 import { SignedUrls } from '@atelier/storage';
-import { createTenant, uniqueName, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, metricValue, uniqueName, waitFor, type Tenant } from '@atelier/testing';
 import { startAssetServer, startMediaStack, type AssetServer, type MediaStack } from './media.harness';
 
 interface ImageResult {
@@ -48,6 +48,12 @@ describe('synchronous media endpoints', () => {
   const post = <T = ImageResult>(path: string, body: unknown, token = user.apiKey) => stack.gw.http.request<T>('POST', path, { token, body });
   const credits = async (t: Tenant, namespace?: string) =>
     (await stack.gw.http.request<{ credits: string; reserved: string }>('GET', `/api/credits${namespace ? `?namespace=${namespace}` : ''}`, { token: t.apiKey })).body;
+  /** The balance once every charge has landed: a charge is settled just after its answer is sent. */
+  const settled = (t: Tenant, namespace?: string) =>
+    waitFor(async () => {
+      const balance = await credits(t, namespace);
+      return balance.reserved === '0' ? balance : undefined;
+    }, { description: 'the charge to be settled' });
   /** Fetches a result link through the gateway, as bytes. */
   const download = async (url: string) => {
     const res = await stack.gw.app.getHttpAdapter().getInstance().inject({ method: 'GET', url: stack.local(url) });
@@ -98,7 +104,7 @@ describe('synchronous media endpoints', () => {
       const res = await post('/api/ai/images/generate', { model: 'local-image', prompt: 'tiles', num_images: 3, image_size: 'square' }, t.apiKey);
       expect(res.status).toBe(200);
       expect(res.body.images).toHaveLength(3);
-      expect(await credits(t)).toMatchObject({ credits: '0.97', reserved: '0' });
+      expect(await settled(t)).toMatchObject({ credits: '0.97', reserved: '0' });
     });
 
     it('answers the spec error texts', async () => {
@@ -143,7 +149,7 @@ describe('synchronous media endpoints', () => {
       const res = await post<ErrorBody>('/api/ai/images/generate', { model: 'local-image', prompt: 'x' }, poor.apiKey);
       expect(res.status).toBe(402);
       expect(res.body.error).toMatchObject({ type: 'insufficient_credits', message: expect.stringMatching(/^Insufficient credits/) });
-      expect(await credits(poor)).toMatchObject({ credits: '0.005', reserved: '0' });
+      expect(await settled(poor)).toMatchObject({ credits: '0.005', reserved: '0' });
     });
 
     it('bills and stores under target_namespace (an org the caller belongs to), and refuses foreign namespaces', async () => {
@@ -154,7 +160,7 @@ describe('synchronous media endpoints', () => {
       const res = await post('/api/ai/images/generate', { model: 'local-image', prompt: 'team logo', target_namespace: org }, member.apiKey);
       expect(res.status).toBe(200);
       expect(res.body.images[0].url).toContain(`/files/${org}/outputs/`);
-      expect(await credits(member, org)).toMatchObject({ credits: '4.99', reserved: '0' });
+      expect(await settled(member, org)).toMatchObject({ credits: '4.99', reserved: '0' });
       expect(await credits(member)).toMatchObject({ credits: '1' });
       const foreign = await post<ErrorBody>('/api/ai/images/generate', { model: 'local-image', prompt: 'x', target_namespace: user.namespace }, member.apiKey);
       expect(foreign.status).toBe(403);
@@ -181,7 +187,7 @@ describe('synchronous media endpoints', () => {
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ model: 'local-image-edit', images: [{ b64_json: expect.any(String) }] });
       expect(await sharp(Buffer.from(res.body.images[0].b64_json!, 'base64')).metadata()).toMatchObject({ format: 'png', width: 100, height: 200 });
-      expect(await credits(t)).toMatchObject({ credits: '0.99', reserved: '0' });
+      expect(await settled(t)).toMatchObject({ credits: '0.99', reserved: '0' });
     });
 
     it('takes an array of images (data URIs work too)', async () => {
@@ -199,7 +205,7 @@ describe('synchronous media endpoints', () => {
       const res = await post<ErrorBody>('/api/ai/images/edit', { model: 'local-image-edit', prompt: 'blur', input_image: url }, t.apiKey);
       expect(res.status).toBe(400);
       expect(res.body.error.message).toBe(`403 Client Error: Forbidden for url: ${url}`);
-      expect(await credits(t)).toMatchObject({ credits: '1', reserved: '0' });
+      expect(await settled(t)).toMatchObject({ credits: '1', reserved: '0' });
     });
 
     it('refuses to fetch loopback, private and metadata addresses (SSRF), after DNS resolution too', async () => {
@@ -237,7 +243,7 @@ describe('synchronous media endpoints', () => {
       const info = await probe(file.data);
       expect(info).toMatchObject({ width: 854, height: 480 });
       expect(info.durationSeconds).toBeCloseTo(5, 0);
-      expect(await credits(t)).toMatchObject({ credits: '0.9', reserved: '0' }); // 5 s x 0.02
+      expect(await settled(t)).toMatchObject({ credits: '0.9', reserved: '0' }); // 5 s x 0.02
     });
 
     it('renders multi_prompt shots as one video, base64 on request', async () => {
@@ -259,7 +265,7 @@ describe('synchronous media endpoints', () => {
       const t = await createTenant(stack.gw.http, stack.gw.adminToken, '0.5');
       const res = await post<VideoResult>('/api/ai/videos/generate', { model: 'local-video', prompt: 'clouds', duration: 'auto', resolution: '480p', fps: 4 }, t.apiKey);
       expect(res.status).toBe(200);
-      expect(await credits(t)).toMatchObject({ credits: '0.4', reserved: '0' }); // 5 s produced, 20 s reserved
+      expect(await settled(t)).toMatchObject({ credits: '0.4', reserved: '0' }); // 5 s produced, 20 s reserved
       const poor = await createTenant(stack.gw.http, stack.gw.adminToken, '0.3');
       const refused = await post<ErrorBody>('/api/ai/videos/generate', { model: 'local-video', prompt: 'clouds', duration: 'auto' }, poor.apiKey);
       expect(refused.status).toBe(402);
@@ -309,6 +315,37 @@ describe('synchronous media endpoints', () => {
       await waitFor(() => ffmpegChildren() === 0, { timeoutMs: 10_000, description: 'ffmpeg to be killed' });
       await waitFor(async () => (await credits(t)).reserved === '0', { description: 'the reservation to be released' });
       expect(await credits(t)).toMatchObject({ credits: '4.99' }); // only the image was charged
+    });
+  });
+
+  describe('the render overlapping the credit reservation', () => {
+    const metric = async (name: string, labels: Record<string, string> = {}) =>
+      metricValue((await stack.gw.http.request('GET', '/metrics')).text, name, labels) || 0;
+    const image = (t: Tenant) => post('/api/ai/images/generate', { model: 'local-image', prompt: 'a kite', width: 64, height: 64 }, t.apiKey);
+
+    it('starts the render while the credits are being held once this gateway has seen ample credits, and bills it once', async () => {
+      const t = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+      expect((await image(t)).status).toBe(200);
+      const before = await metric('atelier_stage_duration_seconds_count', { stage: 'media.reserve_overlapped' });
+      const res = await image(t);
+      expect(res.status).toBe(200);
+      expect((await download(res.body.images[0].url!)).status).toBe(200);
+      expect(await metric('atelier_stage_duration_seconds_count', { stage: 'media.reserve_overlapped' })).toBe(before + 1);
+      expect(await settled(t)).toMatchObject({ credits: '9.98', reserved: '0' });
+    });
+
+    it('answers 402 and charges nothing when the reservation refuses a request whose render already started', async () => {
+      const t = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+      expect((await image(t)).status).toBe(200);
+      const { credits: left } = await settled(t);
+      const cut = await stack.gw.http.request('POST', `/api/admin/namespaces/${t.namespace}/credits`, { token: stack.gw.adminToken, body: { amount: (0.001 - Number(left)).toFixed(3) } });
+      expect(cut.status).toBe(200);
+      const refused = await metric('atelier_overlapped_refusals_total');
+      const res = await image(t);
+      expect(res.status).toBe(402);
+      expect(res.body).toMatchObject({ error: { type: 'insufficient_credits' } });
+      expect(await metric('atelier_overlapped_refusals_total')).toBe(refused + 1);
+      expect(await settled(t)).toMatchObject({ credits: '0.001', reserved: '0' });
     });
   });
 });

@@ -1,6 +1,6 @@
 import OpenAI, { BadRequestError, toFile } from 'openai';
 import sharp from 'sharp';
-import { createTenant, type Tenant } from '@atelier/testing';
+import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startMediaStack, type MediaStack } from './media.harness';
 
 /** OpenAI's Images API on atelier's base URL, driven by the official SDK unchanged. */
@@ -21,7 +21,14 @@ describe('OpenAI Images API (client.images.generate / client.images.edit)', () =
     const res = await stack.gw.app.getHttpAdapter().getInstance().inject({ method: 'GET', url: stack.local(url) });
     return { status: res.statusCode, data: res.rawPayload };
   };
-  const credits = async () => Number((await stack.gw.http.request<{ credits: string }>('GET', '/api/credits', { token: user.apiKey })).body.credits);
+  /** The balance once every charge has landed: a charge is settled just after its answer is sent. */
+  const credits = async () =>
+    Number(
+      await waitFor(async () => {
+        const { body } = await stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: user.apiKey });
+        return body.reserved === '0' ? body.credits : undefined;
+      }, { description: 'the charge to be settled' }),
+    );
 
   it('generates through images.generate: a temporary link to a real image of the requested size', async () => {
     const res = await client.images.generate({ model: 'local-image', prompt: 'a lighthouse at dusk', size: '256x128' });

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
-import { chargeTags, PaidRequests, reservationReference } from '@atelier/billing';
+import { chargeTags, PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
 import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
@@ -34,30 +34,59 @@ export class MediaGenerations {
     private readonly metrics: Metrics,
   ) {}
 
-  /** Validates, reserves, renders and settles; `signal` aborts the render wherever it runs. */
-  async render(endpoint: MediaEndpoint, caller: Caller, body: unknown, requestId: string, signal: AbortSignal): Promise<MediaAnswer> {
+  /**
+   * Validates, reserves, renders, hands the answer to `deliver`, then settles: the charge lands
+   * right after the answer went out, off the caller's latency (the reservation already holds
+   * the credits; PaidRequests.close never throws and waits out an outage in the background).
+   * `signal` aborts the render wherever it runs.
+   */
+  async render(
+    endpoint: MediaEndpoint,
+    caller: Caller,
+    body: unknown,
+    requestId: string,
+    signal: AbortSignal,
+    deliver: (answer: MediaAnswer) => Promise<void>,
+  ): Promise<void> {
     const validating = this.metrics.stage('media.validate');
     const model = resolveMediaModel(this.catalog, body, endpoint);
     const params = validateMediaParams(model, body);
     const scope = await this.access.resolve(caller, params.target_namespace);
     validating();
-    const reservation = await this.metrics.timed('media.reserve', () =>
-      this.paid.reserve(
-        scope.id,
-        usageCost(model, requestedUsage(model, params)),
-        reservationReference('media', endpoint, model.id, requestId),
-        chargeTags(caller, model.id, `/api/ai${endpoint}`),
-      ),
-    );
-    let result: MediaRenderResult;
-    try {
-      result = await this.metrics.timed('media.rpc', () =>
+    const estimate = usageCost(model, requestedUsage(model, params));
+    const tags = chargeTags(caller, model.id, `/api/ai${endpoint}`);
+    const reserve = (stage: string) =>
+      this.metrics.timed(stage, () => this.paid.reserve(scope.id, estimate, reservationReference('media', endpoint, model.id, requestId), tags));
+    const hand = (callSignal: AbortSignal) =>
+      this.metrics.timed('media.rpc', () =>
         this.rpc.call(
           endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
           { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
-          { signal },
+          { signal: callSignal },
         ),
       );
+    let reservation: Reservation;
+    let rendering: Promise<MediaRenderResult>;
+    if (this.paid.mayOverlap(scope.id, estimate, tags)) {
+      // As for chat (ChatCompletionsService.create): the render starts while the credits are
+      // being held, and its result is only used once they are; a refusal cancels it.
+      const refused = new AbortController();
+      rendering = hand(AbortSignal.any([signal, refused.signal]));
+      rendering.catch(() => undefined);
+      try {
+        reservation = await reserve('media.reserve_overlapped');
+      } catch (err) {
+        refused.abort();
+        this.metrics.overlapRefusals.inc();
+        throw err;
+      }
+    } else {
+      reservation = await reserve('media.reserve');
+      rendering = hand(signal);
+    }
+    let result: MediaRenderResult;
+    try {
+      result = await rendering;
     } catch (err) {
       this.metrics.generations.inc({ model: model.id, outcome: signal.aborted ? 'cancelled' : 'failed', mode: 'sync' });
       // Nothing was produced (or nobody is left to receive it): nothing is charged.
@@ -65,13 +94,18 @@ export class MediaGenerations {
       throw err;
     }
     this.metrics.generations.inc({ model: model.id, outcome: 'succeeded', mode: 'sync' });
-    const [items] = await Promise.all([
-      Promise.all(
+    const settle = () => this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage), undefined, result.usage));
+    let items: Record<string, unknown>[];
+    try {
+      items = await Promise.all(
         result.outputs.map(async (o) => (params.response_format === 'b64_json' ? { b64_json: await this.base64(o.key) } : { url: this.urls.url(o.key) })),
-      ),
-      this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage), undefined, result.usage)),
-    ]);
-    return {
+      );
+    } catch (err) {
+      // Produced but not readable back: the render is charged as before, the caller gets the error.
+      await settle();
+      throw err;
+    }
+    await deliver({
       engineMs: result.engineMs,
       body: {
         model: result.model,
@@ -79,7 +113,8 @@ export class MediaGenerations {
         [endpoint === '/videos/generate' ? 'videos' : 'images']: items,
         ...(result.seed !== undefined && { seed: result.seed }),
       },
-    };
+    });
+    await settle();
   }
 
   /** b64_json answers read the stored output back: bytes never travel through Redis. */
