@@ -127,8 +127,8 @@ console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(
 console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 3 ms)`);
 console.log(`  beside it, an authenticated GET of a model  p50 ${ms(percentile(floor, 0.5))}  p95 ${ms(percentile(floor, 0.95))}   (this client's HTTP floor)`);
 const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
-console.log(`  gateway stages, means in ms (media.rpc includes the engine; settle overlaps building the answer):`);
-console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.rpc', 'media.settle'])}`);
+console.log(`  gateway stages, means in ms (media.rpc includes the engine; a reservation runs before it or, once the namespace is known to have ample credits, beside it; settle runs after the answer is sent):`);
+console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.reserve_overlapped', 'media.rpc', 'media.settle'])}`);
 
 if (process.env.BENCH_JSON)
   writeFileSync(
