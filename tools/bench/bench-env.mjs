@@ -129,25 +129,29 @@ export function stageLine(before, after, stages, prefix = '') {
 }
 
 /**
- * CPU seconds (user + system) used so far by each named group of processes, read from /proc
- * (Linux only; elsewhere every group reads 0). `groups` maps a name to pids (Node processes the
- * bench started) or to a command name (`postgres`, `redis-server`: every process of it, so
- * Postgres backends count too). Two snapshots' difference over the requests answered between
- * them is what one request costs each process: on a co-located machine throughput is bounded by
- * the sum, so this is where a closed loop's requests per second go.
+ * CPU seconds used so far by each named group of processes, `{ all, system }` (user + system,
+ * and the kernel's part), read from /proc (Linux only; elsewhere every group reads 0). `groups`
+ * maps a name to pids (Node processes the bench started) or to a command name (`postgres`,
+ * `redis-server`: every process of it, so Postgres backends count too). Two snapshots'
+ * difference over the requests answered between them is what one request costs each process:
+ * on a co-located machine throughput is bounded by the sum, so this is where a closed loop's
+ * requests per second go.
  */
 export function cpuSeconds(groups) {
   const fs = require('node:fs');
+  /** Clock ticks of one process (USER_HZ, 100 on Linux). */
   const read = (pid) => {
     try {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
       // Fields after the command (which may hold spaces) start after the last ')'.
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), ticks: Number(f[11]) + Number(f[12]), sys: Number(f[12]) };
+      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), all: Number(f[11]) + Number(f[12]), system: Number(f[12]) };
     } catch {
       return undefined;
     }
   };
+  const add = (into, s) => ({ all: into.all + (s?.all ?? 0), system: into.system + (s?.system ?? 0) });
+  const zero = { all: 0, system: 0 };
   const byComm = new Map();
   const wanted = new Set(Object.values(groups).filter((g) => typeof g === 'string'));
   if (wanted.size) {
@@ -159,39 +163,27 @@ export function cpuSeconds(groups) {
     }
     for (const pid of pids) {
       const s = read(pid);
-      if (s && wanted.has(s.comm)) {
-        byComm.set(s.comm, (byComm.get(s.comm) ?? 0) + s.ticks);
-        byComm.set(`${s.comm} sys`, (byComm.get(`${s.comm} sys`) ?? 0) + s.sys);
-      }
+      if (s && wanted.has(s.comm)) byComm.set(s.comm, add(byComm.get(s.comm) ?? zero, s));
     }
   }
   const out = {};
-  const sys = {};
   for (const [name, g] of Object.entries(groups)) {
-    const [ticks, kernel] =
-      typeof g === 'string'
-        ? [byComm.get(g) ?? 0, byComm.get(`${g} sys`) ?? 0]
-        : g.reduce(([t, k], pid) => {
-            const s = read(pid);
-            return [t + (s?.ticks ?? 0), k + (s?.sys ?? 0)];
-          }, [0, 0]);
-    out[name] = ticks / 100;
-    sys[name] = kernel / 100;
+    const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, read(pid)), zero);
+    out[name] = { all: ticks.all / 100, system: ticks.system / 100 };
   }
-  // Kept off the enumerable keys, so the groups stay the only entries.
-  return Object.defineProperty(out, 'system', { value: sys });
+  return out;
 }
 
-/** One line: CPU milliseconds per request of each group between two cpuSeconds() snapshots. */
+/** One line: CPU milliseconds per request of each group (and the kernel's part) between two cpuSeconds() snapshots. */
 export function cpuPerRequest(before, after, requests) {
-  const per = (a, b, k) => ((a[k] - b[k]) * 1000) / requests;
-  const parts = Object.keys(after).map((k) => [k, per(after, before, k)]);
+  const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
+  const parts = Object.keys(after).map((k) => [k, per(k, 'all')]);
   const total = parts.reduce((s, [, v]) => s + v, 0);
-  // The kernel's share (system time): on loopback, mostly the sockets' send and receive paths.
-  const kernel = Object.keys(after).reduce((s, k) => s + per(after.system, before.system, k), 0);
+  // On loopback, the kernel's part is mostly the sockets' send and receive paths.
+  const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
   return {
     total,
     parts,
-    line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(after.system, before.system, k).toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
+    line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(k, 'system').toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
   };
 }

@@ -1,8 +1,9 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ConcurrencyLimiter, nowOrOnceBack } from '@atelier/runtime';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { ApiError } from '@atelier/contracts';
+import { Metrics } from '@atelier/observability';
 import type { ChargeTags, DeliveredUsage, NamedConcurrencyLimit, Reservation } from './credit-ledger.service';
 
 /**
@@ -70,6 +71,7 @@ export class PaidRequests {
     private readonly ledger: BatchedCreditLedger,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'RESERVATION_GRACE_MS' | 'RPC_TIMEOUT_MS'>,
     private readonly slots: ConcurrencyLimiter,
+    @Optional() private readonly metrics?: Metrics,
   ) {}
 
   /**
@@ -88,13 +90,49 @@ export class PaidRequests {
   }
 
   /**
-   * Whether work may start while its reservation is still being taken (the answer is held until
-   * it is): only when the reservation is all but certain, so work is hardly ever done for a
-   * request then refused. Never for a key with a budget or a max_concurrent limit, whose
-   * refusals are an everyday outcome, nor where this process has not lately seen the namespace
-   * with ample credits (BatchedCreditLedger.coversAtOnce).
+   * Reserves `estimate` for one request (as reserve) and starts the work it pays for, which
+   * `start` begins with the signal to pass on. Normally one after the other. When the
+   * reservation is all but certain (mayOverlap), at the same time, so the caller waits for the
+   * longer of the two instead of their sum: the work must then not reach the client before this
+   * resolves. A refusal then aborts the work's signal (the call is cancelled wherever it runs,
+   * atelier_overlapped_refusals_total counts it) and rejects with the ledger's 402, and the
+   * work's own rejection is left for nobody. The reservation is timed as `stage`, or as
+   * `<stage>_overlapped` when it ran beside the work.
    */
-  mayOverlap(namespaceId: string, estimate: string, tags: ChargeTags): boolean {
+  async reserveAndStart<T>(
+    namespaceId: string,
+    estimate: string,
+    reference: string,
+    tags: ChargeTags,
+    opts: { stage: string; signal: AbortSignal; id?: string },
+    start: (signal: AbortSignal) => Promise<T>,
+  ): Promise<{ reservation: Reservation; work: Promise<T> }> {
+    const reserving = () => this.reserve(namespaceId, estimate, reference, tags, opts.id);
+    const reserve = (stage: string) => (this.metrics ? this.metrics.timed(stage, reserving) : reserving());
+    if (!this.mayOverlap(namespaceId, estimate, tags)) {
+      const reservation = await reserve(opts.stage);
+      return { reservation, work: start(opts.signal) };
+    }
+    const refused = new AbortController();
+    const work = start(AbortSignal.any([opts.signal, refused.signal]));
+    work.catch(() => undefined);
+    try {
+      return { reservation: await reserve(`${opts.stage}_overlapped`), work };
+    } catch (err) {
+      refused.abort();
+      this.metrics?.overlapRefusals.inc();
+      throw err;
+    }
+  }
+
+  /**
+   * Whether work may start while its reservation is still being taken: only when the
+   * reservation is all but certain, so work is hardly ever done for a request then refused.
+   * Never for a key with a budget or a max_concurrent limit, whose refusals are an everyday
+   * outcome, nor where this process has not lately seen the namespace with ample credits
+   * (BatchedCreditLedger.coversAtOnce).
+   */
+  private mayOverlap(namespaceId: string, estimate: string, tags: ChargeTags): boolean {
     if (tags.budgetOf !== undefined || tags.concurrency?.length) return false;
     return this.ledger.coversAtOnce(namespaceId, estimate);
   }

@@ -85,8 +85,8 @@ export class ChatCompletionsService {
     const chat = await this.validate(caller, rawBody, requestId, delivery);
     const { signal } = delivery;
     const sent: string[] = [];
-    /** Chunks that arrived while the reservation was still being taken: held, not yet the client's. */
-    let early: unknown[] | undefined;
+    /** Chunks that arrive while the reservation is still being taken (an overlapped hand-off) wait here. */
+    let early: unknown[] | undefined = [];
     const pass = (chunk: unknown) => {
       const data = typeof chunk === 'string' ? chunk : JSON.stringify(chunk);
       sent.push(data);
@@ -97,36 +97,30 @@ export class ChatCompletionsService {
       if (early) early.push(chunk);
       else pass(chunk);
     };
-    // Named before it is taken, so a hand-off can carry it while the reservation is in flight.
+    // Named before it is taken, so the hand-off can carry it while the reservation is in flight.
     const reservationId = randomUUID();
-    let prepared: PreparedChat;
-    let answer: Promise<ChatCompletionOutcome>;
-    if (this.paid.mayOverlap(chat.scope.id, chat.estimate, chat.tags)) {
-      // The reservation and the hand-off run at the same time, so the caller waits for the
-      // longer of the two instead of their sum. Nothing reaches the client before the credits
-      // are held; a refusal cancels the call wherever it runs and charges nothing.
-      early = [];
-      const refused = new AbortController();
-      answer = this.metrics.timed('chat.rpc', () => this.run(chat, reservationId, { signal: AbortSignal.any([signal, refused.signal]), onChunk }));
-      // Settled below once the reservation is known; a refusal leaves it rejected (cancelled).
-      answer.catch(() => undefined);
-      try {
-        prepared = { ...chat, reservation: await this.reserve(chat, reservationId, 'chat.reserve_overlapped') };
-      } catch (err) {
-        refused.abort();
-        this.metrics.overlapRefusals.inc();
-        throw err;
-      }
-      const held = early;
-      early = undefined;
-      for (const chunk of held) if (!signal.aborted) pass(chunk);
-    } else {
-      prepared = { ...chat, reservation: await this.reserve(chat, reservationId, 'chat.reserve') };
-      answer = this.metrics.timed('chat.rpc', () => this.run(prepared, reservationId, { signal, onChunk }));
+    let paid: { reservation: Reservation; work: Promise<ChatCompletionOutcome> };
+    try {
+      paid = await this.paid.reserveAndStart(
+        chat.scope.id,
+        chat.estimate,
+        reservationReference('chat', chat.completionId),
+        chat.tags,
+        { stage: 'chat.reserve', signal, id: reservationId },
+        (callSignal) => this.metrics.timed('chat.rpc', () => this.run(chat, reservationId, { signal: callSignal, onChunk })),
+      );
+    } catch (err) {
+      // Refused (402): the tokens it was counted for are given back.
+      void this.limiter.correct(chat.tokenLimits, chat.tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
+      throw err;
     }
+    const prepared: PreparedChat = { ...chat, reservation: paid.reservation };
+    const held = early;
+    early = undefined;
+    for (const chunk of held) if (!signal.aborted) pass(chunk);
     let outcome: ChatCompletionOutcome;
     try {
-      outcome = await answer;
+      outcome = await paid.work;
     } catch (error) {
       await this.finish(prepared, {
         status: signal.aborted ? 'cancelled' : 'failed',
@@ -152,16 +146,6 @@ export class ChatCompletionsService {
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);
     return { completionId, caller, scope, model, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokenLimits };
-  }
-
-  /** Reserves the estimate (402 when it does not fit); a refused request's tokens are given back. */
-  private async reserve(chat: ValidatedChat, id: string, stage: string): Promise<Reservation> {
-    try {
-      return await this.metrics.timed(stage, () => this.paid.reserve(chat.scope.id, chat.estimate, reservationReference('chat', chat.completionId), chat.tags, id));
-    } catch (err) {
-      void this.limiter.correct(chat.tokenLimits, chat.tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
-      throw err;
-    }
   }
 
   /**

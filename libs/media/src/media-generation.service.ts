@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
-import { chargeTags, PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
+import { chargeTags, PaidRequests, reservationReference } from '@atelier/billing';
 import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
@@ -53,37 +53,23 @@ export class MediaGenerations {
     const params = validateMediaParams(model, body);
     const scope = await this.access.resolve(caller, params.target_namespace);
     validating();
-    const estimate = usageCost(model, requestedUsage(model, params));
-    const tags = chargeTags(caller, model.id, `/api/ai${endpoint}`);
-    const reserve = (stage: string) =>
-      this.metrics.timed(stage, () => this.paid.reserve(scope.id, estimate, reservationReference('media', endpoint, model.id, requestId), tags));
-    const hand = (callSignal: AbortSignal) =>
-      this.metrics.timed('media.rpc', () =>
-        this.rpc.call(
-          endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
-          { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
-          { signal: callSignal },
+    // The render may start while the credits are being held (PaidRequests.reserveAndStart); its
+    // result is only used once they are.
+    const { reservation, work: rendering } = await this.paid.reserveAndStart(
+      scope.id,
+      usageCost(model, requestedUsage(model, params)),
+      reservationReference('media', endpoint, model.id, requestId),
+      chargeTags(caller, model.id, `/api/ai${endpoint}`),
+      { stage: 'media.reserve', signal },
+      (callSignal) =>
+        this.metrics.timed('media.rpc', () =>
+          this.rpc.call(
+            endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
+            { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
+            { signal: callSignal },
+          ),
         ),
-      );
-    let reservation: Reservation;
-    let rendering: Promise<MediaRenderResult>;
-    if (this.paid.mayOverlap(scope.id, estimate, tags)) {
-      // As for chat (ChatCompletionsService.create): the render starts while the credits are
-      // being held, and its result is only used once they are; a refusal cancels it.
-      const refused = new AbortController();
-      rendering = hand(AbortSignal.any([signal, refused.signal]));
-      rendering.catch(() => undefined);
-      try {
-        reservation = await reserve('media.reserve_overlapped');
-      } catch (err) {
-        refused.abort();
-        this.metrics.overlapRefusals.inc();
-        throw err;
-      }
-    } else {
-      reservation = await reserve('media.reserve');
-      rendering = hand(signal);
-    }
+    );
     let result: MediaRenderResult;
     try {
       result = await rendering;
