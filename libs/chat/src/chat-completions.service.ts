@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
@@ -8,6 +8,7 @@ const CHAT_ENDPOINT = '/api/ai/chat/completions';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
+import { randomToken } from '@atelier/random';
 import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
@@ -138,10 +139,11 @@ export class ChatCompletionsService {
   private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
     const model = resolveChatModel(this.catalog, rawBody);
-    const { request, body, promptTokens } = parseChatRequest(model, rawBody);
+    // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
+    const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true });
     const scope = await this.access.resolve(caller, body.target_namespace);
     validating();
-    const completionId = `chatcmpl-${randomBytes(18).toString('base64url')}`;
+    const completionId = `chatcmpl-${randomToken(18)}`;
     const tokenLimits = await this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);

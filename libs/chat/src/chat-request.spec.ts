@@ -30,6 +30,20 @@ describe('resolveChatModel', () => {
 });
 
 describe('parseChatRequest', () => {
+  it('in place (the gateway hands over the body it parsed) reads the request exactly as from a copy, and fills the same defaults', () => {
+    for (const extra of [{}, { max_tokens: 50 }, { max_completion_tokens: 20 }, { max_tokens: 50, stream: true }]) {
+      const body = () => ({ model: 'local-chat', messages: [user('hi')], ...extra });
+      const original = body();
+      const copied = parseChatRequest(chat, original);
+      expect(original).toEqual(body());
+      const handed = body();
+      const inPlace = parseChatRequest(chat, handed, { inPlace: true });
+      expect(inPlace.body).toBe(handed);
+      expect(inPlace.request).toEqual(copied.request);
+      expect(inPlace.body).toEqual(copied.body);
+    }
+  });
+
   it('resolves the completion limit: max_completion_tokens, then max_tokens, then the model default within the context window', () => {
     const both = parseChatRequest(chat, { model: 'local-chat', messages: [user('hi')], max_tokens: 50, max_completion_tokens: 20 });
     expect(both.request).toMatchObject({ maxTokens: 20, maxTokensExplicit: true });

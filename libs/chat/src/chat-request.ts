@@ -43,8 +43,10 @@ export interface ParsedChatRequest {
  * tool messages answer an earlier tool call, tool_choice names a declared tool, caller-supplied
  * JSON Schemas compile, and the prompt plus the completion fit the context window.
  */
-export function parseChatRequest(model: ChatModelDefinition, raw: unknown): ParsedChatRequest {
-  const result = validateModelRequest(model, raw);
+export function parseChatRequest(model: ChatModelDefinition, raw: unknown, options: { inPlace?: boolean } = {}): ParsedChatRequest {
+  // Read before validation, which may fill in a default max_tokens.
+  const maxTokensGiven = typeof raw === 'object' && raw !== null && (raw as Record<string, unknown>).max_tokens !== undefined;
+  const result = validateModelRequest(model, raw, { inPlace: options.inPlace });
   if (!result.ok) throw invalid(result.errors);
   const body = result.value;
   const messages = body.messages as ChatMessage[];
@@ -60,7 +62,7 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown): Pars
 
   const promptTokens = countPromptTokens(messages, tools);
   const explicit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
-  const userSet = body.max_completion_tokens !== undefined || (raw as Record<string, unknown>).max_tokens !== undefined;
+  const userSet = body.max_completion_tokens !== undefined || maxTokensGiven;
   const room = model.context_window - promptTokens;
   if (room <= 0)
     throw fieldError('messages', `The messages use ${promptTokens} tokens, more than the context window of model ${model.id} (${model.context_window} tokens)`);

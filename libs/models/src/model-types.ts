@@ -254,4 +254,9 @@ export type ValidationResult =
 
 export interface ValidateOptions {
   mode?: RequestMode;
+  /**
+   * The caller hands the body over (a request body it just parsed and reads no further): schema
+   * defaults are filled into it and `value` is that same object, instead of a deep copy.
+   */
+  inPlace?: boolean;
 }

@@ -26,7 +26,7 @@ function isPlainObject(value: unknown): value is RequestBody {
 
 /**
  * Validates a request body against the model's json_request_schema. On success `value` is a copy of the body
- * with schema defaults filled in; the caller's object is never modified.
+ * with schema defaults filled in; the caller's object is never modified, unless it passes `inPlace`.
  */
 export function validateModelRequest(model: ModelDefinition, body: unknown, options: ValidateOptions = {}): ValidationResult {
   const mode = options.mode ?? 'sync';
@@ -45,7 +45,8 @@ export function validateModelRequest(model: ModelDefinition, body: unknown, opti
   if (!isPlainObject(body)) {
     return { ok: false, errors: [{ field: '', keyword: 'type', message: 'request body must be a JSON object' }] };
   }
-  const value = structuredClone(body);
+  // The copy (structuredClone) cost a chat request more CPU than its own validation.
+  const value = options.inPlace ? body : structuredClone(body);
   const validate = compileRequestValidator(model, mode);
   if (validate(value)) return { ok: true, value };
   return { ok: false, errors: formatAjvErrors(validate.errors ?? [], { requestBody: true, rootLabel: 'request body' }) };

@@ -16,6 +16,8 @@ const MAX_RETRY_AFTER_MS = 5_000;
 
 interface Endpoint {
   baseUrl: string;
+  /** `${baseUrl}/chat/completions`, parsed once. */
+  completionsUrl: URL;
   upstreamModel: string;
   apiKeyEnv?: string;
   timeoutMs: number;
@@ -42,18 +44,26 @@ class UpstreamTimeout extends Error {}
 
 export type SecretLookup = (envName: string) => string | undefined;
 
+/** Per engine definition (catalog entries are immutable once loaded), so a call parses no URLs. */
+const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig, Endpoint[]>();
+
 function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
+  const cached = endpointCache.get(engine);
+  if (cached) return cached;
   const all = [engine, ...(engine.fallbacks ?? [])];
-  return all.map((e) => {
+  const endpoints = all.map((e) => {
     const baseUrl = e.base_url.replace(/\/+$/, '');
     return {
       baseUrl,
+      completionsUrl: new URL(`${baseUrl}/chat/completions`),
       upstreamModel: e.upstream_model,
       apiKeyEnv: e.api_key_env,
       timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
       label: `openai-compatible:${e.upstream_model}@${new URL(baseUrl).host}`,
     };
   });
+  endpointCache.set(engine, endpoints);
+  return endpoints;
 }
 
 function cancelled(): ApiError {
@@ -223,7 +233,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     if (stream) body.stream_options = { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true };
     else delete body.stream_options;
 
-    const url = new URL(`${endpoint.baseUrl}/chat/completions`);
+    const url = endpoint.completionsUrl;
     const payload = JSON.stringify(body);
     let res: IncomingMessage;
     try {
@@ -277,8 +287,12 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     for (const endpoint of endpointsOf(engine)) {
       for (let n = 0; n <= maxRetries; n++) {
         if (call.signal.aborted) throw cancelled();
+        // The caller's cancel is forwarded by a listener rather than AbortSignal.any, which costs
+        // a weak reference and a finalizer per attempt on the chat service's hot path.
         const controller = new AbortController();
-        const signal = AbortSignal.any([call.signal, controller.signal]);
+        const signal = controller.signal;
+        const forwardCancel = () => controller.abort(call.signal.reason);
+        call.signal.addEventListener('abort', forwardCancel, { once: true });
         const timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
         const armTimer = () => void timer.refresh();
         try {
@@ -306,6 +320,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           }
         } finally {
           clearTimeout(timer);
+          call.signal.removeEventListener('abort', forwardCancel);
         }
       }
     }
