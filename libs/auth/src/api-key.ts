@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const KEY_PATTERN = /^atl_([a-z0-9]{12})_([A-Za-z0-9_-]{43})$/;
 
@@ -11,7 +11,8 @@ export interface GeneratedApiKey {
 }
 
 export function hashApiKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  // One-shot crypto.hash: a third of createHash's cost for a string this short (one per request).
+  return hash('sha256', key, 'hex');
 }
 
 /** 256 random bits: a fast hash is enough because keys cannot be guessed from a dictionary. */

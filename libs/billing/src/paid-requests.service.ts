@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { ConcurrencyLimiter, nowOrOnceBack } from '@atelier/runtime';
+import { abortFollowing, ConcurrencyLimiter, nowOrOnceBack } from '@atelier/runtime';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { ApiError } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
@@ -113,8 +113,9 @@ export class PaidRequests {
       const reservation = await reserve(opts.stage);
       return { reservation, work: start(opts.signal) };
     }
-    const refused = new AbortController();
-    const work = start(AbortSignal.any([opts.signal, refused.signal]));
+    // Aborted by the caller's signal or by a refusal; the caller's signal ends with its request.
+    const { controller: refused } = abortFollowing(opts.signal);
+    const work = start(refused.signal);
     work.catch(() => undefined);
     try {
       return { reservation: await reserve(`${opts.stage}_overlapped`), work };

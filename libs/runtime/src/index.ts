@@ -21,3 +21,4 @@ export { backingServiceFault, errorSummary, nowOrOnceBack, outageError, retryThr
 export { runPeriodically } from './periodic-task';
 export { GroupCommit } from './group-commit';
 export { RpcStreamConsumer, RPC_GROUP, rpcQueueDepth, type RpcCallJob } from './rpc-stream-consumer';
+export { abortFollowing } from './abort-following';

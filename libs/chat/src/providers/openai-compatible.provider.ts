@@ -2,6 +2,7 @@ import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import { Logger } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
+import { abortFollowing } from '@atelier/runtime';
 import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
@@ -16,8 +17,8 @@ const MAX_RETRY_AFTER_MS = 5_000;
 
 interface Endpoint {
   baseUrl: string;
-  /** `${baseUrl}/chat/completions`, parsed once. */
-  completionsUrl: URL;
+  /** Where `${baseUrl}/chat/completions` is, as node:http's request options, worked out once. */
+  target: { protocol: 'http:' | 'https:'; hostname: string; port: string; path: string; auth?: string };
   upstreamModel: string;
   apiKeyEnv?: string;
   timeoutMs: number;
@@ -44,6 +45,18 @@ class UpstreamTimeout extends Error {}
 
 export type SecretLookup = (envName: string) => string | undefined;
 
+/** What node:http's urlToHttpOptions makes of a URL (the catalog only admits http(s) base URLs). */
+function requestTarget(url: URL): Endpoint['target'] {
+  return {
+    protocol: url.protocol as 'http:' | 'https:',
+    // An IPv6 literal is bracketed in a URL's hostname but not in node:http's.
+    hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port,
+    path: `${url.pathname}${url.search}`,
+    ...(url.username || url.password ? { auth: `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` } : {}),
+  };
+}
+
 /** Per engine definition (catalog entries are immutable once loaded), so a call parses no URLs. */
 const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig, Endpoint[]>();
 
@@ -55,7 +68,7 @@ function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
     const baseUrl = e.base_url.replace(/\/+$/, '');
     return {
       baseUrl,
-      completionsUrl: new URL(`${baseUrl}/chat/completions`),
+      target: requestTarget(new URL(`${baseUrl}/chat/completions`)),
       upstreamModel: e.upstream_model,
       apiKeyEnv: e.api_key_env,
       timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
@@ -233,15 +246,14 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     if (stream) body.stream_options = { ...((call.body.stream_options as object | undefined) ?? {}), include_usage: true };
     else delete body.stream_options;
 
-    const url = endpoint.completionsUrl;
+    const { target } = endpoint;
     const payload = JSON.stringify(body);
     let res: IncomingMessage;
     try {
       res = await new Promise<IncomingMessage>((resolve, reject) => {
-        const transport = url.protocol === 'https:' ? https : http;
+        const transport = target.protocol === 'https:' ? https : http;
         const req = transport.request(
-          url,
-          { method: 'POST', agent: this.agents[url.protocol as 'http:' | 'https:'], headers: { ...headers, 'content-length': Buffer.byteLength(payload) }, signal },
+          { ...target, method: 'POST', agent: this.agents[target.protocol], headers: { ...headers, 'content-length': Buffer.byteLength(payload) }, signal },
           resolve,
         );
         req.on('error', reject);
@@ -287,12 +299,8 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     for (const endpoint of endpointsOf(engine)) {
       for (let n = 0; n <= maxRetries; n++) {
         if (call.signal.aborted) throw cancelled();
-        // The caller's cancel is forwarded by a listener rather than AbortSignal.any, which costs
-        // a weak reference and a finalizer per attempt on the chat service's hot path.
-        const controller = new AbortController();
+        const { controller, unlink } = abortFollowing(call.signal);
         const signal = controller.signal;
-        const forwardCancel = () => controller.abort(call.signal.reason);
-        call.signal.addEventListener('abort', forwardCancel, { once: true });
         const timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
         const armTimer = () => void timer.refresh();
         try {
@@ -320,7 +328,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           }
         } finally {
           clearTimeout(timer);
-          call.signal.removeEventListener('abort', forwardCancel);
+          unlink();
         }
       }
     }
