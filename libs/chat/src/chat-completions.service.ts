@@ -2,9 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
-
-/** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
-const CHAT_ENDPOINT = '/api/ai/chat/completions';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
@@ -15,6 +12,9 @@ import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { ChatUsageRecorder } from './chat-usage.recorder';
 import { countTextTokens, toolCallTokens } from './token-count';
+
+/** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
+const CHAT_ENDPOINT = '/api/ai/chat/completions';
 
 /** How the caller's transport receives the answer (the gateway's controller speaks HTTP/SSE). */
 export interface ChatDelivery {
