@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
+import { redisScript } from './redis-connection';
 
 /** At most `limit` pieces of work at once, counted under `key`. */
 export interface ConcurrencyLimit {
@@ -130,8 +131,6 @@ export class ConcurrencyLimiter {
   }
 
   private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
-    const client = this.redis.client as unknown as Record<string, (...a: (string | number)[]) => Promise<number[]>>;
-    if (!client[name]) this.redis.client.defineCommand(name, { lua });
-    return client[name].bind(client);
+    return redisScript<number[]>(this.redis.client, name, lua);
   }
 }

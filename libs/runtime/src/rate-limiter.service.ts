@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
+import { redisScript } from './redis-connection';
 
 /** One limit to take a request from: at most `limit` units per `periodMs`, counted under `key`. */
 export interface RateLimit {
@@ -91,8 +92,6 @@ export class RateLimiter {
   }
 
   private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
-    const client = this.redis.client as unknown as Record<string, (...a: (string | number)[]) => Promise<number[]>>;
-    if (!client[name]) this.redis.client.defineCommand(name, { lua });
-    return client[name].bind(client);
+    return redisScript<number[]>(this.redis.client, name, lua);
   }
 }

@@ -189,6 +189,37 @@ describe('RpcClient over Redis streams', () => {
     expect(err.detail).toBeUndefined();
   });
 
+  it("keeps each final reply for two minutes for a caller whose reply channel dropped, and records failures in the queue's capped failed-calls stream", async () => {
+    const redis = caller.get(RedisService);
+    const echoId = nextId('echo');
+    const failId = nextId('api-error');
+    await rpc.call(TEST_QUEUE, { op: 'echo', id: echoId });
+    await rejection(rpc.call(TEST_QUEUE, { op: 'api-error', id: failId }));
+
+    // The failure is recorded once, under its job id, with the error the caller got.
+    const failed = (await redis.client.xrange(redis.names.rpcFailed(TEST_QUEUE.name), '-', '+')).map(([, fields]) => {
+      const f: Record<string, string> = {};
+      for (let i = 0; i < fields.length; i += 2) f[fields[i]] = fields[i + 1];
+      return f;
+    });
+    const records = failed.filter((f) => f.error.includes(failId));
+    expect(records).toHaveLength(1);
+    expect(JSON.parse(records[0].error)).toEqual({ type: 'insufficient_credits', message: `Not enough credits for ${failId}`, detail: { needed: '5' } });
+    expect(failed.some((f) => f.error.includes(echoId))).toBe(false);
+
+    // Both final replies are kept, as sent, under their job ids, for about two minutes.
+    const kept = async (jobId: string) => ({ reply: JSON.parse((await redis.client.get(redis.names.rpcResult(jobId)))!), ttl: await redis.client.ttl(redis.names.rpcResult(jobId)) });
+    const failure = await kept(records[0].job);
+    expect(failure.reply).toEqual({ kind: 'error', error: { type: 'insufficient_credits', message: `Not enough credits for ${failId}`, detail: { needed: '5' } } });
+    expect(failure.ttl).toBeGreaterThan(100);
+    expect(failure.ttl).toBeLessThanOrEqual(120);
+    const keys = await redis.client.keys(redis.names.rpcResult('*'));
+    const replies = await Promise.all(keys.map(async (k) => JSON.parse((await redis.client.get(k))!) as { kind: string; data?: { id?: string } }));
+    expect(replies.filter((r) => r.kind === 'result' && r.data?.id === echoId)).toHaveLength(1);
+    // And neither call is left pending or queued in the stream.
+    expect(await rpcQueueDepth(redis.client, redis.names.rpcStream(TEST_QUEUE.name))).toEqual({ waiting: 0, active: 0 });
+  });
+
   it('hands each of 40 concurrent calls to exactly one of two worker replicas', async () => {
     for (const h of handlers()) h.handled.length = 0;
     const ids = Array.from({ length: 40 }, () => nextId('fanout'));

@@ -9,7 +9,7 @@ import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } 
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
-import { queueFinalReply, RpcStreamConsumer, type RpcCallJob } from './rpc-stream-consumer';
+import { RpcStreamConsumer, sendFinalReply, type RpcCallJob } from './rpc-stream-consumer';
 
 export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
 export interface WorkerHostOptions {
@@ -197,21 +197,17 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     throw new WaitingError();
   }
 
-  /**
-   * Chunks are only published. The final reply is also kept (queueFinalReply), and a failure is appended to the queue's capped
-   * failed-calls stream (bounded retention, like BullMQ's removeOnFail).
-   */
+  /** Chunks are only published; the final reply also acknowledges the call (sendFinalReply). */
   private async reply(contract: QueueContract, job: JobInfo, message: RpcReply): Promise<void> {
     const id = String(job.id);
     if (message.kind === 'chunk') {
       await this.redis.client.publish(this.redis.names.rpcReply(id), JSON.stringify(message));
       return;
     }
-    const tx = queueFinalReply(this.redis.client.multi(), this.redis, id, message);
-    if (isStreamCall(job)) job.acknowledge(tx);
-    if (message.kind === 'error')
-      tx.xadd(this.redis.names.rpcFailed(contract.name), 'MAXLEN', '~', String(contract.settings.removeOnFail.count), '*', 'job', id, 'error', JSON.stringify(message.error), 'request', jobRequestId(job));
-    await tx.exec();
+    await sendFinalReply(this.redis, contract, id, message, {
+      entryId: isStreamCall(job) ? job.acknowledgement() : undefined,
+      requestId: message.kind === 'error' ? jobRequestId(job) : undefined,
+    });
   }
 
   /**
@@ -254,7 +250,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
 }
 
 function isStreamCall(job: JobInfo): job is RpcCallJob {
-  return typeof (job as Partial<RpcCallJob>).acknowledge === 'function';
+  return typeof (job as Partial<RpcCallJob>).acknowledgement === 'function';
 }
 
 /** The originating request's id: CallerContext.requestId (rpc jobs) or the job's own requestId. */
