@@ -44,6 +44,29 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     signal,
   });
 
+  it('reaches an upstream at an IPv6 literal, and sends credentials in its URL as Basic auth unless an API key is set', async () => {
+    const seen: { url?: string; authorization?: string }[] = [];
+    const server = (await import('node:http')).createServer((req, res) => {
+      seen.push({ url: req.url, authorization: req.headers.authorization });
+      const completion = { id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
+    });
+    await new Promise<void>((r) => server.listen(0, '::1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const base = `http://us%40er:p%3Ass@[::1]:${port}/v1`;
+      const out = await provider.complete(call({ base_url: base, api_key_env: undefined }));
+      expect(out.completion.choices[0].message.content).toBe('ok');
+      await provider.complete(call({ base_url: base }));
+      expect(seen).toEqual([
+        { url: '/v1/chat/completions', authorization: `Basic ${Buffer.from('us@er:p:ss').toString('base64')}` },
+        { url: '/v1/chat/completions', authorization: 'Bearer secret' },
+      ]);
+    } finally {
+      server.close();
+    }
+  });
+
   it('moves to the next provider when Retry-After asks for longer than it is worth waiting', async () => {
     const slow = await startFakeOpenAiUpstream({ apiKey: 'secret' });
     const server = (await import('node:http')).createServer((_req, res) => res.writeHead(429, { 'retry-after': '120' }).end('{}'));
