@@ -347,5 +347,7 @@ describe('RpcClient over Redis streams', () => {
       const depth = await rpcQueueDepth(redis.client, stream);
       return depth.waiting === 0 && depth.active === 0;
     }, { description: 'the lost call to be acknowledged and removed' });
+    // The failed-calls stream records handlers' failures; a call lost with its consumer never ran one.
+    expect(await redis.client.xlen(redis.names.rpcFailed(ORPHAN_QUEUE.name))).toBe(0);
   });
 });

@@ -38,19 +38,19 @@ return 1`;
 export interface FinalReplyOptions {
   /** The call's stream entry, acknowledged and deleted with the reply. */
   entryId?: string;
-  /** For an error reply: the originating request, recorded with the failure. */
-  requestId?: string;
+  /** Records the error reply in the queue's failed-calls stream, under its originating request. */
+  failure?: { requestId: string };
 }
 
 /**
  * Sends a call's final reply (see FINAL_REPLY_LUA). Every final reply goes out through here:
- * the handler's result or error, and the answer for a call lost with its consumer. An error
- * reply is also recorded in the queue's failed-calls stream (bounded retention, like BullMQ's
- * removeOnFail).
+ * the handler's result or error, and the answer for a call lost with its consumer. A handler's
+ * failure is also recorded in the queue's failed-calls stream (`failure`; bounded retention,
+ * like BullMQ's removeOnFail).
  */
 export function sendFinalReply(redis: RedisService, contract: QueueContract, jobId: string, reply: RpcReply, opts: FinalReplyOptions = {}): Promise<unknown> {
   const text = JSON.stringify(reply);
-  const failure = reply.kind === 'error';
+  const failed = opts.failure && reply.kind === 'error' ? { ...opts.failure, error: JSON.stringify(reply.error) } : undefined;
   return redisScript(redis.client, 'atelierRpcFinalReply', FINAL_REPLY_LUA, 3)(
     redis.names.rpcResult(jobId),
     redis.names.rpcStream(contract.name),
@@ -61,9 +61,9 @@ export function sendFinalReply(redis: RedisService, contract: QueueContract, job
     RPC_GROUP,
     opts.entryId ?? '',
     contract.settings.removeOnFail.count,
-    failure ? jobId : '',
-    failure ? JSON.stringify(reply.error) : '',
-    opts.requestId ?? '',
+    failed ? jobId : '',
+    failed?.error ?? '',
+    failed?.requestId ?? '',
   );
 }
 

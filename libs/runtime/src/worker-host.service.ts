@@ -206,7 +206,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
     await sendFinalReply(this.redis, contract, id, message, {
       entryId: isStreamCall(job) ? job.acknowledgement() : undefined,
-      requestId: message.kind === 'error' ? jobRequestId(job) : undefined,
+      failure: message.kind === 'error' ? { requestId: jobRequestId(job) } : undefined,
     });
   }
 
