@@ -4,9 +4,24 @@ import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
 import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
-import { closeRedis } from './redis-connection';
+import { GroupCommit } from './group-commit';
+import { closeRedis, redisScript } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
+
+/** Trimming only bounds a backlog nobody consumes; handled calls are deleted when done. */
+const CALL_STREAM_MAXLEN = 100_000;
+
+/**
+ * Adds calls to a call stream, returning their entry ids in order.
+ * KEYS: the stream. ARGV: the approximate length cap, then job id and payload of each call.
+ */
+const ADD_CALLS_LUA = `
+local ids = {}
+for i = 2, #ARGV, 2 do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1])
+end
+return ids`;
 
 /** How long calls in flight wait for a dropped reply connection to come back before they fail with 503. */
 const LOST_CONNECTION_GRACE_MS = 2_000;
@@ -32,7 +47,8 @@ interface Pending {
  * Request/response over a Redis stream with a consumer group (RpcStreamConsumer): each call goes
  * to exactly one consumer (unlike Nest's Redis transport, which would deliver it to every
  * replica), and the answer comes back on a per-request pub/sub channel the caller subscribes to
- * before adding the call. One XADD per call, where a BullMQ job costs several scripts.
+ * before adding the call. One XADD per call, where a BullMQ job costs several scripts; calls
+ * made together share one script call (callsOf).
  */
 @Injectable()
 export class RpcClient implements OnApplicationShutdown {
@@ -40,6 +56,7 @@ export class RpcClient implements OnApplicationShutdown {
   /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
   private subscribed?: Promise<unknown>;
   private readonly pending = new Map<string, Pending>();
+  private readonly adds = new Map<string, GroupCommit<{ jobId: string; data: string }, string>>();
   /**
    * Job ids start with this process's id, so every reply channel of this process matches one
    * pattern: subscribing once replaces a SUBSCRIBE and an UNSUBSCRIBE per call.
@@ -103,14 +120,27 @@ export class RpcClient implements OnApplicationShutdown {
       this.ensureSubscribed()
         .then(async () => {
           if (settled) return;
-          // Trimming only bounds a backlog nobody consumes; handled calls are deleted when done.
-          entryId = (await this.redis.client.xadd(stream, 'MAXLEN', '~', '100000', '*', 'job', jobId, 'data', JSON.stringify(payload))) ?? undefined;
+          entryId = await this.callsOf(stream).submit({ jobId, data: JSON.stringify(payload) });
           if (cancelled && entryId) await this.redis.client.xdel(stream, entryId);
         })
         .catch((err: Error) =>
           finish(() => reject(new ApiError('service_unavailable', `Could not reach the job queue: ${err.message}`))),
         );
     });
+  }
+
+  /**
+   * The calls added to one stream, group-committed: alone, a call is added at once; calls made
+   * while an add is in flight go together in the next one (one script, one Redis wake-up).
+   */
+  private callsOf(stream: string): GroupCommit<{ jobId: string; data: string }, string> {
+    let adds = this.adds.get(stream);
+    if (!adds) {
+      const script = redisScript<string[]>(this.redis.client, 'atelierRpcAddCalls', ADD_CALLS_LUA, 1);
+      adds = new GroupCommit((calls) => script(stream, CALL_STREAM_MAXLEN, ...calls.flatMap((c) => [c.jobId, c.data])), { maxBatch: 64 });
+      this.adds.set(stream, adds);
+    }
+    return adds;
   }
 
   private ensureSubscribed(): Promise<unknown> {

@@ -41,6 +41,8 @@ const STUCK_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-stuck', RPC_SE
 const ORPHAN_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-orphan', RPC_SETTINGS);
 /** Nobody consumes this one: calls on it stay pending. */
 const UNSERVED_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-unserved', RPC_SETTINGS);
+/** Nobody consumes this one either; for calls made all at once. */
+const BURST_QUEUE = defineQueue<{ id: string }, void>()('rpc-test-burst', RPC_SETTINGS);
 
 /** One instance per worker replica; records what that replica saw. */
 @HandlesQueue(TEST_QUEUE)
@@ -238,6 +240,31 @@ describe('RpcClient over Redis streams', () => {
     // Each call was acknowledged and deleted together with its reply: none is left pending or queued.
     const redis = caller.get(RedisService);
     expect(await rpcQueueDepth(redis.client, redis.names.rpcStream(TEST_QUEUE.name))).toEqual({ waiting: 0, active: 0 });
+  });
+
+  it('adds calls made at the same moment each under its own entry, so cancelling some removes exactly those', async () => {
+    const redis = caller.get(RedisService);
+    const stream = redis.names.rpcStream(BURST_QUEUE.name);
+    const ids = Array.from({ length: 12 }, () => nextId('burst'));
+    const aborts = ids.map(() => new AbortController());
+    // All twelve start in one tick: the first is added alone, the rest together while it is in flight.
+    const outcomes = ids.map((id, i) =>
+      rpc.call(BURST_QUEUE, { id }, { timeoutMs: 60_000, signal: aborts[i].signal }).then(
+        () => 'resolved',
+        (e: unknown) => e,
+      ),
+    );
+    const queuedIds = async () => (await redis.client.xrange(stream, '-', '+')).map(([, f]) => (JSON.parse(f[f.indexOf('data') + 1]) as { id: string }).id);
+    await waitFor(async () => (await queuedIds()).length === ids.length, { description: 'all twelve calls to be queued' });
+    expect((await queuedIds()).sort()).toEqual([...ids].sort());
+    const cancelled = new Set([ids[0], ids[2], ids[5], ids[11]]);
+    ids.forEach((id, i) => cancelled.has(id) && aborts[i].abort());
+    for (const [i, id] of ids.entries()) if (cancelled.has(id)) expect(((await outcomes[i]) as ApiError).message).toBe('The request was cancelled');
+    await waitFor(async () => (await queuedIds()).length === ids.length - cancelled.size, { description: 'the cancelled entries to be removed' });
+    expect((await queuedIds()).sort()).toEqual(ids.filter((id) => !cancelled.has(id)).sort());
+    // The rest are still waiting for a consumer.
+    ids.forEach((id, i) => cancelled.has(id) || aborts[i].abort());
+    await Promise.all(outcomes);
   });
 
   it('delivers streamed chunks in order, before the result', async () => {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import type { QueueContract } from '@atelier/contracts';
+import { GroupCommit } from './group-commit';
 import { runPeriodically } from './periodic-task';
 import { redisScript } from './redis-connection';
 import type { RedisService } from './redis.module';
@@ -12,28 +13,31 @@ import type { RpcReply } from './rpc-messages';
 const KEPT_REPLY_SECONDS = 120;
 
 /**
- * A call's final reply, in one script: published on its reply channel and kept for
- * KEPT_REPLY_SECONDS (RpcClient reads it there after a reconnect); the call's stream entry
- * acknowledged and deleted (ARGV[5], when given); a failure appended to the queue's capped
- * failed-calls stream (ARGV[7], when given). It was a MULTI of up to seven commands, on which
- * ioredis spent 22-35 us of client CPU per reply against 9 us for this script (measured with
- * 32 replies in flight): a chat service spends a tenth of its CPU per request on less. A script
- * is as all-or-nothing as the transaction was.
+ * Final replies, any number in one script: each is published on its reply channel and kept for
+ * KEPT_REPLY_SECONDS (RpcClient reads it there after a reconnect); its call's stream entry is
+ * acknowledged and deleted (when given); a failure is appended to the queue's capped failed-calls
+ * stream (when given). One reply was a MULTI of up to seven commands, on which ioredis spent
+ * 22-35 us of client CPU against 9 us for a script call; replies that finish together share one
+ * call (FinalReplies), so under load Redis also wakes up once for many of them.
  *
- * KEYS: the kept reply, the call stream, the failed-calls stream.
- * ARGV: reply channel, reply, kept seconds, group, entry id or '', failed-calls cap, job id or '', error, request id.
+ * KEYS, three per reply: the kept reply, the call stream, the failed-calls stream.
+ * ARGV: kept seconds, group; then seven per reply: reply channel, reply, entry id or '',
+ * failed-calls cap, job id or '' (no failure record), error, request id.
  */
-const FINAL_REPLY_LUA = `
-redis.call('PUBLISH', ARGV[1], ARGV[2])
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-if ARGV[5] ~= '' then
-  redis.call('XACK', KEYS[2], ARGV[4], ARGV[5])
-  redis.call('XDEL', KEYS[2], ARGV[5])
+const FINAL_REPLIES_LUA = `
+for i = 0, #KEYS / 3 - 1 do
+  local k, a = i * 3, 2 + i * 7
+  redis.call('PUBLISH', ARGV[a + 1], ARGV[a + 2])
+  redis.call('SET', KEYS[k + 1], ARGV[a + 2], 'EX', ARGV[1])
+  if ARGV[a + 3] ~= '' then
+    redis.call('XACK', KEYS[k + 2], ARGV[2], ARGV[a + 3])
+    redis.call('XDEL', KEYS[k + 2], ARGV[a + 3])
+  end
+  if ARGV[a + 5] ~= '' then
+    redis.call('XADD', KEYS[k + 3], 'MAXLEN', '~', ARGV[a + 4], '*', 'job', ARGV[a + 5], 'error', ARGV[a + 6], 'request', ARGV[a + 7])
+  end
 end
-if ARGV[7] ~= '' then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'job', ARGV[7], 'error', ARGV[8], 'request', ARGV[9])
-end
-return 1`;
+return #KEYS / 3`;
 
 export interface FinalReplyOptions {
   /** The call's stream entry, acknowledged and deleted with the reply. */
@@ -42,29 +46,53 @@ export interface FinalReplyOptions {
   failure?: { requestId: string };
 }
 
+/** One reply's keys and arguments, in FINAL_REPLIES_LUA's order. */
+interface FinalReplyArgs {
+  keys: [string, string, string];
+  args: (string | number)[];
+}
+
 /**
- * Sends a call's final reply (see FINAL_REPLY_LUA). Every final reply goes out through here:
+ * The final replies sent over one Redis connection, group-committed (GroupCommit): alone, a
+ * reply goes at once in its own script call; replies that finish while one call is in flight go
+ * together in the next. Each resolves once the call holding it has run.
+ */
+const finalReplies = new WeakMap<Redis, GroupCommit<FinalReplyArgs, void>>();
+
+function finalRepliesOf(client: Redis): GroupCommit<FinalReplyArgs, void> {
+  let batcher = finalReplies.get(client);
+  if (!batcher) {
+    const script = redisScript<number>(client, 'atelierRpcFinalReplies', FINAL_REPLIES_LUA);
+    batcher = new GroupCommit<FinalReplyArgs, void>(async (replies) => {
+      await script(replies.length * 3, ...replies.flatMap((r) => r.keys), KEPT_REPLY_SECONDS, RPC_GROUP, ...replies.flatMap((r) => r.args));
+      return replies.map(() => undefined);
+    }, { maxBatch: 64 });
+    finalReplies.set(client, batcher);
+  }
+  return batcher;
+}
+
+/**
+ * Sends a call's final reply (see FINAL_REPLIES_LUA). Every final reply goes out through here:
  * the handler's result or error, and the answer for a call lost with its consumer. A handler's
  * failure is also recorded in the queue's failed-calls stream (`failure`; bounded retention,
  * like BullMQ's removeOnFail).
  */
-export function sendFinalReply(redis: RedisService, contract: QueueContract, jobId: string, reply: RpcReply, opts: FinalReplyOptions = {}): Promise<unknown> {
+export function sendFinalReply(redis: RedisService, contract: QueueContract, jobId: string, reply: RpcReply, opts: FinalReplyOptions = {}): Promise<void> {
   const text = JSON.stringify(reply);
   const failed = opts.failure && reply.kind === 'error' ? { ...opts.failure, error: JSON.stringify(reply.error) } : undefined;
-  return redisScript(redis.client, 'atelierRpcFinalReply', FINAL_REPLY_LUA, 3)(
-    redis.names.rpcResult(jobId),
-    redis.names.rpcStream(contract.name),
-    redis.names.rpcFailed(contract.name),
-    redis.names.rpcReply(jobId),
-    text,
-    KEPT_REPLY_SECONDS,
-    RPC_GROUP,
-    opts.entryId ?? '',
-    contract.settings.removeOnFail.count,
-    failed ? jobId : '',
-    failed?.error ?? '',
-    failed?.requestId ?? '',
-  );
+  return finalRepliesOf(redis.client).submit({
+    keys: [redis.names.rpcResult(jobId), redis.names.rpcStream(contract.name), redis.names.rpcFailed(contract.name)],
+    args: [
+      redis.names.rpcReply(jobId),
+      text,
+      opts.entryId ?? '',
+      contract.settings.removeOnFail.count,
+      failed ? jobId : '',
+      failed?.error ?? '',
+      failed?.requestId ?? '',
+    ],
+  });
 }
 
 /** The consumer group every replica of a request/response queue reads through (competing consumers). */
