@@ -81,6 +81,24 @@ describe('generation queue API', () => {
     expect(after.body.count).toBe(before.body.count);
   });
 
+  it('keeps prompts and parameters exactly as sent, whatever characters they hold, also when enqueued together', async () => {
+    const prompt = 'a "quoted" {fox}, back\\slash, comma, NULL, 日本語 🦊\nsecond line';
+    const bodies = [
+      { model: 'local-image', prompt, style: { tags: ['a,b', '"c"', '{d}'], weight: 0.5, none: null }, note: 'NULL' },
+      { model: 'local-image', prompt: '', target_repo: 'r,{"}', target_directory: 'dir\\x' },
+      { model: 'local-image', prompt: 'plain' },
+    ];
+    const made = await Promise.all(bodies.map((b) => enqueue(bob, b)));
+    for (const [i, res] of made.entries()) {
+      expect(res.status).toBe(200);
+      const rec = (await get(bob, res.body.generations[0].generation_id)).body;
+      const { model, ...fields } = bodies[i];
+      expect(rec).toMatchObject({ model_name: model, ...fields });
+    }
+    expect((await get(bob, made[1].body.generations[0].generation_id)).body).toMatchObject({ prompt: '', target_repo: 'r,{"}', target_directory: 'dir\\x' });
+    expect((await get(bob, made[2].body.generations[0].generation_id)).body).toMatchObject({ target_repo: null, target_directory: null });
+  });
+
   it('does not validate model parameters at enqueue', async () => {
     const res = await enqueue(bob, { model: 'local-image', prompt: 'x', num_inference_steps: 500 });
     expect(res.status).toBe(200);
