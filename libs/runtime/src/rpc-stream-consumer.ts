@@ -18,7 +18,7 @@ const KEPT_REPLY_SECONDS = 120;
  * acknowledged and deleted (when given); a failure is appended to the queue's capped failed-calls
  * stream (when given). One reply was a MULTI of up to seven commands, on which ioredis spent
  * 22-35 us of client CPU against 9 us for a script call; replies that finish together share one
- * call (FinalReplies), so under load Redis also wakes up once for many of them.
+ * call (finalRepliesOf), so under load Redis also wakes up once for many of them.
  *
  * KEYS, three per reply: the kept reply, the call stream, the failed-calls stream.
  * ARGV: kept seconds, group; then seven per reply: reply channel, reply, entry id or '',
