@@ -209,7 +209,7 @@ async function fixedRate(target, stream, rate, seconds) {
   }
   await Promise.all(inflight);
   const achieved = total / ((performance.now() - started) / 1000);
-  return { ttfb: stats(ttfb), latency: stats(latency), errors, achieved };
+  return { ttfb: stats(ttfb), latency: stats(latency), errors, achieved, ok: latency.length };
 }
 
 /** Closed loop: `connections` clients, each sending its next request when the previous answered. */
@@ -375,15 +375,25 @@ if (PHASES.includes('0')) {
   breakdown(before, after);
 }
 
+// The load generator is this process; Postgres and Redis count every process of theirs.
+const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
+
 if (PHASES.includes('1')) {
+const cpuDirect0 = cpuSeconds(cpuGroups);
 const directPlain = await fixedRate(targets.direct, false, RATE, SECONDS);
+const cpuDirect = cpuPerRequest(cpuDirect0, cpuSeconds(cpuGroups), directPlain.ok);
 const before = await scrapeAll();
+const cpuThrough0 = cpuSeconds(cpuGroups);
 const gatewayPlain = await fixedRate(targets.gateway, false, RATE, SECONDS);
+const cpuThrough = cpuPerRequest(cpuThrough0, cpuSeconds(cpuGroups), gatewayPlain.ok);
 const after = await scrapeAll();
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
 console.log(`   ADDED LATENCY        p50 ${ms(gatewayPlain.latency.p50 - directPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99 - directPlain.latency.p99)}   (target p50 <= 3 ms, p99 <= 15 ms)`);
+// At a steady rate the batches are small, so per-statement and per-wake-up costs show here rather than in phase 3.
+console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
+console.log(`   CPU per request, through:       ${cpuThrough.line}`);
 summary.rate = {
   rate: RATE,
   direct: directPlain.latency,
@@ -391,6 +401,7 @@ summary.rate = {
   addedP50: gatewayPlain.latency.p50 - directPlain.latency.p50,
   addedP99: gatewayPlain.latency.p99 - directPlain.latency.p99,
   errors: gatewayPlain.errors,
+  cpu: { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) },
 };
 breakdown(before, after);
 }
@@ -408,8 +419,6 @@ summary.rateStream = { rate: RATE, direct: directStream.ttfb.p50, gateway: gatew
 if (PHASES.includes('3')) {
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
-// The load generator is this process; Postgres and Redis count every process of theirs.
-const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
 const cpuDirect0 = cpuSeconds(cpuGroups);
 const direct = await closedLoop(targets.direct, CONNECTIONS, SECONDS);
 const cpuDirect = cpuPerRequest(cpuDirect0, cpuSeconds(cpuGroups), direct.ok);
