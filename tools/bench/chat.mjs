@@ -12,7 +12,7 @@
 //   3. sustained throughput through the gateway (closed loop), with auth and billing on, checked
 //      afterwards against the ledger (every request charged exactly once, nothing left reserved).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
-// BENCH_PHASES (default 0,1,2,3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles),
+// BENCH_PHASES (default 0,1,2,3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -115,7 +115,9 @@ fs.writeFileSync(
 // BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const profile = (name) => [
   ...(process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean),
-  ...(process.env.BENCH_PROFILE === name ? ['--cpu-prof', `--cpu-prof-dir=${path.join(root, 'var/profiles')}`] : []),
+  ...(process.env.BENCH_PROFILE === name
+    ? ['--cpu-prof', `--cpu-prof-dir=${path.join(root, 'var/profiles')}`, ...(process.env.BENCH_PROFILE_INTERVAL ? [`--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL}`] : [])]
+    : []),
 ];
 const gatewayPort = await freePort();
 const CHAT_REPLICAS = Number(process.env.BENCH_CHAT_REPLICAS ?? 1);
