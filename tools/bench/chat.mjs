@@ -380,14 +380,17 @@ if (PHASES.includes('0')) {
 // The load generator is this process; Postgres and Redis count every process of theirs.
 const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
 
+/** Runs one load, and says what CPU each process group spent on it per answered request. */
+async function withCpu(run) {
+  const before = cpuSeconds(cpuGroups);
+  const result = await run();
+  return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
+}
+
 if (PHASES.includes('1')) {
-const cpuDirect0 = cpuSeconds(cpuGroups);
-const directPlain = await fixedRate(targets.direct, false, RATE, SECONDS);
-const cpuDirect = cpuPerRequest(cpuDirect0, cpuSeconds(cpuGroups), directPlain.ok);
+const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
 const before = await scrapeAll();
-const cpuThrough0 = cpuSeconds(cpuGroups);
-const gatewayPlain = await fixedRate(targets.gateway, false, RATE, SECONDS);
-const cpuThrough = cpuPerRequest(cpuThrough0, cpuSeconds(cpuGroups), gatewayPlain.ok);
+const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS));
 const after = await scrapeAll();
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
@@ -421,15 +424,11 @@ summary.rateStream = { rate: RATE, direct: directStream.ttfb.p50, gateway: gatew
 if (PHASES.includes('3')) {
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
-const cpuDirect0 = cpuSeconds(cpuGroups);
-const direct = await closedLoop(targets.direct, CONNECTIONS, SECONDS);
-const cpuDirect = cpuPerRequest(cpuDirect0, cpuSeconds(cpuGroups), direct.ok);
+const [direct, cpuDirect] = await withCpu(() => closedLoop(targets.direct, CONNECTIONS, SECONDS));
 const scraped = await scrapeAll();
 const pgStats = async () => (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
 const pg0 = await pgStats();
-const cpuThrough0 = cpuSeconds(cpuGroups);
-const through = await closedLoop(targets.gateway, CONNECTIONS, SECONDS);
-const cpuThrough = cpuPerRequest(cpuThrough0, cpuSeconds(cpuGroups), through.ok);
+const [through, cpuThrough] = await withCpu(() => closedLoop(targets.gateway, CONNECTIONS, SECONDS));
 const scrapedAfter = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
