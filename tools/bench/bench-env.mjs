@@ -145,7 +145,9 @@ export function cpuSeconds(groups) {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
       // Fields after the command (which may hold spaces) start after the last ')'.
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), all: Number(f[11]) + Number(f[12]), system: Number(f[12]) };
+      // With its exited children's (cutime, cstime): a Postgres backend that exits between two
+      // snapshots moves its CPU into the postmaster's, rather than taking it out of the sum.
+      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), all: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]), system: Number(f[12]) + Number(f[14]) };
     } catch {
       return undefined;
     }
