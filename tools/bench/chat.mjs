@@ -13,7 +13,9 @@
 //      afterwards against the ledger (every request charged exactly once, nothing left reserved).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
 // BENCH_PHASES (default 0,1,2,3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
-// BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try).
+// BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
+// BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc),
+// BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -53,6 +55,12 @@ function startNode(name, args, env, ready) {
   let out = '';
   child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
   child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
+  if (process.env.BENCH_SERVICE_LOGS) {
+    fs.mkdirSync(process.env.BENCH_SERVICE_LOGS, { recursive: true });
+    const log = fs.createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${name.replace(/ /g, '-')}-${child.pid}.log`));
+    child.stdout.pipe(log);
+    child.stderr.pipe(log);
+  }
   return new Promise((resolve, reject) => {
     const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
     child.once('exit', onExit);
@@ -190,8 +198,8 @@ function once(target, stream, headers = {}) {
 /** Open loop at a fixed rate (requests are sent on schedule whether or not earlier ones finished). */
 async function fixedRate(target, stream, rate, seconds) {
   const total = Math.round(rate * seconds);
-  const ttfb = [];
-  const latency = [];
+  /** [ms after the start when sent, time to first byte, total time, epoch ms when sent] of each answered request. */
+  const trace = [];
   let errors = 0;
   const inflight = [];
   const started = performance.now();
@@ -199,19 +207,31 @@ async function fixedRate(target, stream, rate, seconds) {
     const due = started + (i * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const sent = performance.now();
     inflight.push(
       once(target, stream).then(
-        ([first, all]) => {
-          ttfb.push(first);
-          latency.push(all);
-        },
+        ([first, all]) => void trace.push([sent - started, first, all, performance.timeOrigin + sent]),
         () => errors++,
       ),
     );
   }
   await Promise.all(inflight);
   const achieved = total / ((performance.now() - started) / 1000);
-  return { ttfb: stats(ttfb), latency: stats(latency), errors, achieved, ok: latency.length };
+  if (process.env.BENCH_TRACE) fs.appendFileSync(process.env.BENCH_TRACE, JSON.stringify({ target: target.model, stream, trace }) + '\n');
+  // The process under test sat idle before the run (the other path's run came first): its first
+  // second shows what a burst after a quiet spell costs, apart from the steady state after it.
+  const window = (pick, from, to = Infinity) => stats(trace.filter(([at]) => at >= from && at < to).map(pick));
+  const ttfb = ([, first]) => first;
+  const latency = ([, , all]) => all;
+  return {
+    ttfb: window(ttfb, 0),
+    latency: window(latency, 0),
+    firstSecond: { ttfb: window(ttfb, 0, 1000), latency: window(latency, 0, 1000) },
+    afterFirstSecond: { ttfb: window(ttfb, 1000), latency: window(latency, 1000) },
+    errors,
+    achieved,
+    ok: trace.length,
+  };
 }
 
 /** Closed loop: `connections` clients, each sending its next request when the previous answered. */
@@ -242,9 +262,17 @@ async function closedLoop(target, connections, seconds) {
 function stats(values) {
   const sorted = [...values].sort((a, b) => a - b);
   const pct = (p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))] : NaN);
-  return { n: sorted.length, p50: pct(0.5), p99: pct(0.99) };
+  return { n: sorted.length, p50: pct(0.5), p99: pct(0.99), max: sorted.length ? sorted[sorted.length - 1] : NaN };
 }
 const ms = (v) => `${v.toFixed(2)} ms`;
+/** The added figure of a fixed-rate run, split into its first second (a burst after idle) and the rest (steady state). */
+const splitLine = (direct, gateway, figure) => {
+  const added = (part, p) => ms(gateway[part][figure][p] - direct[part][figure][p]);
+  return (
+    `     first second (after idle)  added p50 ${added('firstSecond', 'p50')}  p99 ${added('firstSecond', 'p99')}  max ${ms(gateway.firstSecond[figure].max)}   ` +
+    `after it  added p50 ${added('afterFirstSecond', 'p50')}  p99 ${added('afterFirstSecond', 'p99')}`
+  );
+};
 
 // ---- run -------------------------------------------------------------------------------------
 /** BENCH_JSON=<file>: the headline figures for tools/bench/report.mjs (docs/benchmarks.md). */
@@ -396,6 +424,7 @@ console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
 console.log(`   ADDED LATENCY        p50 ${ms(gatewayPlain.latency.p50 - directPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99 - directPlain.latency.p99)}   (target p50 <= 3 ms, p99 <= 15 ms)`);
+console.log(splitLine(directPlain, gatewayPlain, 'latency'));
 // At a steady rate the batches are small, so per-statement and per-wake-up costs show here rather than in phase 3.
 console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
 console.log(`   CPU per request, through:       ${cpuThrough.line}`);
@@ -405,6 +434,8 @@ summary.rate = {
   gateway: gatewayPlain.latency,
   addedP50: gatewayPlain.latency.p50 - directPlain.latency.p50,
   addedP99: gatewayPlain.latency.p99 - directPlain.latency.p99,
+  firstSecondAddedP99: gatewayPlain.firstSecond.latency.p99 - directPlain.firstSecond.latency.p99,
+  afterFirstSecondAddedP99: gatewayPlain.afterFirstSecond.latency.p99 - directPlain.afterFirstSecond.latency.p99,
   errors: gatewayPlain.errors,
   cpu: { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) },
 };
@@ -418,6 +449,7 @@ console.log(`\n2. Streaming at ${RATE} req/s, time to first byte`);
 console.log(`   direct to upstream   p50 ${ms(directStream.ttfb.p50)}  p99 ${ms(directStream.ttfb.p99)}  errors ${directStream.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayStream.ttfb.p50)}  p99 ${ms(gatewayStream.ttfb.p99)}  errors ${gatewayStream.errors}`);
 console.log(`   ADDED TTFB           p50 ${ms(gatewayStream.ttfb.p50 - directStream.ttfb.p50)}  p99 ${ms(gatewayStream.ttfb.p99 - directStream.ttfb.p99)}   (target p50 <= 3 ms)`);
+console.log(splitLine(directStream, gatewayStream, 'ttfb'));
 summary.rateStream = { rate: RATE, direct: directStream.ttfb.p50, gateway: gatewayStream.ttfb.p50, addedP50: gatewayStream.ttfb.p50 - directStream.ttfb.p50, errors: gatewayStream.errors };
 }
 
