@@ -15,7 +15,8 @@
 // BENCH_PHASES (default 0,1,2,3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc),
-// BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run).
+// BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run, with the offset
+// from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -217,7 +218,7 @@ async function fixedRate(target, stream, rate, seconds) {
   }
   await Promise.all(inflight);
   const achieved = total / ((performance.now() - started) / 1000);
-  if (process.env.BENCH_TRACE) fs.appendFileSync(process.env.BENCH_TRACE, JSON.stringify({ target: target.model, stream, trace }) + '\n');
+  if (process.env.BENCH_TRACE) fs.appendFileSync(process.env.BENCH_TRACE, JSON.stringify({ target: target.model, stream, monotonicMsAtEpoch0: Number(process.hrtime.bigint()) / 1e6 - (performance.timeOrigin + performance.now()), trace }) + '\n');
   // The process under test sat idle before the run (the other path's run came first): its first
   // second shows what a burst after a quiet spell costs, apart from the steady state after it.
   const window = (pick, from, to = Infinity) => stats(trace.filter(([at]) => at >= from && at < to).map(pick));
