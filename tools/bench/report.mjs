@@ -79,6 +79,8 @@ const lines = [
   row('chat, one request at a time, added p99', '<= 4 ms', 'chat', 'sequential.addedP99', { met: (v) => v <= 4 }),
   row('chat at 500 req/s, added p50', '<= 3 ms', 'chat', 'rate.addedP50', { met: (v) => v <= 3, direct: 'rate.direct.p50', directLabel: 'upstream p50' }),
   row('chat at 500 req/s, added p99', '<= 15 ms', 'chat', 'rate.addedP99', { met: (v) => v <= 15, direct: 'rate.direct.p99', directLabel: 'upstream p99' }),
+  row('... of its first second (the gateway sat idle through the direct run before it)', '', 'chat', 'rate.firstSecondAddedP99'),
+  row('... after its first second (steady state)', '', 'chat', 'rate.afterFirstSecondAddedP99'),
   row('streamed chat at 500 req/s, added time to first byte p50', '<= 3 ms', 'chat', 'rateStream.addedP50', { met: (v) => v <= 3, direct: 'rateStream.direct', directLabel: 'upstream p50' }),
   row('chat closed-loop throughput (64 connections)', '>= 2,500 req/s', 'chat', 'throughput.gateway', { unit: 'req/s', digits: 0, met: (v) => v >= 2500, direct: 'throughput.direct', directLabel: 'upstream' }),
   row('... as a share of the direct rate', '>= 30 %', 'chat', 'throughput.percentOfDirect', { unit: '%', digits: 1, met: (v) => v >= 30 }),
