@@ -7,7 +7,7 @@ import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
 import { budgetedReserveValues, CreditLedger, reservationsOf, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
-import { RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statements';
+import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
  * Named, so each pooled connection parses and plans them once: planning these CTEs is about half
@@ -17,6 +17,9 @@ import { RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statemen
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
 const SETTLE_STATEMENT = { name: 'atelier_settle_v2', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v1', text: RESERVE_BUDGETED_SQL };
+/** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
+const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
+const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v1', text: SETTLE_ONE_SQL };
 
 /**
  * How far a namespace's spare credits, as its last reservation here found them, must exceed a
@@ -170,18 +173,30 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     return lanes;
   }
 
-  /** One RESERVE_SQL for the batch; per call, whether its reservations were taken. */
+  /** One RESERVE_SQL for the batch (RESERVE_ONE_SQL for one call of one reservation); per call, whether its reservations were taken. */
   private async reserveStatement(namespaceId: string, calls: ReserveInput[]): Promise<boolean[]> {
-    const { rows } = await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, [
-      namespaceId,
-      calls.flatMap((c) => c.items.map((i) => i.id)),
-      calls.flatMap((c) => c.items.map((i) => i.amount)),
-      calls.flatMap((c) => c.items.map((i) => i.reference)),
-      calls.flatMap((c, call) => c.items.map(() => call)),
-      calls.flatMap((c) => c.items.map(() => c.tags.apiKeyId ?? null)),
-      calls.flatMap((c) => c.items.map(() => c.tags.model ?? null)),
-      calls.flatMap((c) => c.items.map(() => c.tags.endpoint ?? null)),
-    ]);
+    const [one] = calls;
+    const { rows } =
+      calls.length === 1 && one.items.length === 1
+        ? await this.query<{ id: string; available: string }>('reserves', RESERVE_ONE_STATEMENT, 1, [
+            namespaceId,
+            one.items[0].amount,
+            one.items[0].id,
+            one.items[0].reference,
+            one.tags.apiKeyId ?? null,
+            one.tags.model ?? null,
+            one.tags.endpoint ?? null,
+          ])
+        : await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, [
+            namespaceId,
+            calls.flatMap((c) => c.items.map((i) => i.id)),
+            calls.flatMap((c) => c.items.map((i) => i.amount)),
+            calls.flatMap((c) => c.items.map((i) => i.reference)),
+            calls.flatMap((c, call) => c.items.map(() => call)),
+            calls.flatMap((c) => c.items.map(() => c.tags.apiKeyId ?? null)),
+            calls.flatMap((c) => c.items.map(() => c.tags.model ?? null)),
+            calls.flatMap((c) => c.items.map(() => c.tags.endpoint ?? null)),
+          ]);
     const accepted = new Set(rows.map((r) => r.id));
     const taken = calls.map((c) => accepted.has(c.items[0].id));
     if (rows.length > 0) {
@@ -196,13 +211,13 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     return taken;
   }
 
-  /** One SETTLE_SQL for the batch; per call, what it charged (undefined: it was already closed). */
+  /** One SETTLE_SQL for the batch (SETTLE_ONE_SQL for a batch of one); per call, what it charged (undefined: it was already closed). */
   private async settleStatement(calls: SettleInput[]): Promise<(string | undefined)[]> {
-    const { rows } = await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [
-      calls.map((c) => c.reservation.id),
-      calls.map((c) => c.actual),
-      ...usageColumns(calls.map((c) => c.usage)),
-    ]);
+    const usage = usageColumns(calls.map((c) => c.usage));
+    const { rows } =
+      calls.length === 1
+        ? await this.query<{ id: string; charged: string }>('settles', SETTLE_ONE_STATEMENT, 1, [calls[0].reservation.id, calls[0].actual, ...usage.map((column) => column[0])])
+        : await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [calls.map((c) => c.reservation.id), calls.map((c) => c.actual), ...usage]);
     const charged = new Map(rows.map((r) => [r.id, new Prisma.Decimal(r.charged).toFixed()]));
     return calls.map((c) => charged.get(c.reservation.id));
   }

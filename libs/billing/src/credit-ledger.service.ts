@@ -3,7 +3,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
-import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_SQL, SETTLE_SQL } from './credit-statements';
+import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL } from './credit-statements';
 
 export interface CreditBalance {
   credits: string;
@@ -146,17 +146,19 @@ export class CreditLedger {
     }
     const amount = total.toFixed();
     if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) return this.reserveBudgeted(namespaceId, items, amount, tags, client);
-    const rows = await client.$queryRawUnsafe<{ id: string }[]>(
-      RESERVE_SQL,
-      namespaceId,
-      items.map((i) => i.id),
-      items.map((i) => i.amount),
-      items.map((i) => i.reference),
-      items.map(() => 0),
-      items.map(() => tags.apiKeyId ?? null),
-      items.map(() => tags.model ?? null),
-      items.map(() => tags.endpoint ?? null),
-    );
+    const tagValues = [tags.apiKeyId ?? null, tags.model ?? null, tags.endpoint ?? null];
+    const rows =
+      items.length === 1
+        ? await client.$queryRawUnsafe<{ id: string }[]>(RESERVE_ONE_SQL, namespaceId, items[0].amount, items[0].id, items[0].reference, ...tagValues)
+        : await client.$queryRawUnsafe<{ id: string }[]>(
+            RESERVE_SQL,
+            namespaceId,
+            items.map((i) => i.id),
+            items.map((i) => i.amount),
+            items.map((i) => i.reference),
+            items.map(() => 0),
+            ...tagValues.map((value) => items.map(() => value)),
+          );
     if (rows.length === 0) throw await this.insufficient(namespaceId, amount, client);
     this.metrics?.creditsReserved.inc(creditAmount(amount));
     return reservationsOf(namespaceId, items);
@@ -216,13 +218,13 @@ export class CreditLedger {
   }
 
   /**
-   * Charges the actual cost and closes the reservation, in one statement (SETTLE_SQL, the one
-   * settle rule: a cost above the reservation is charged as far as unreserved credits reach).
+   * Charges the actual cost and closes the reservation, in one statement (SETTLE_ONE_SQL, the
+   * settle rule for one reservation: a cost above the reservation is charged as far as unreserved credits reach).
    * A retried or concurrent settle finds the reservation closed: no double charge.
    */
   async settle(reservationId: string, actual: string, client: Db = this.prisma, usage?: DeliveredUsage): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_SQL, [reservationId], [actual], ...usageColumns([usage]));
+    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_ONE_SQL, reservationId, actual, ...usageColumns([usage]).map((column) => column[0]));
     if (rows.length === 0) return this.alreadyClosed(reservationId, client);
     this.metrics?.creditsSettled.inc(creditAmount(fmt(rows[0].charged)));
     return { reservationId, charged: fmt(rows[0].charged), applied: true };

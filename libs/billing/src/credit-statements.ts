@@ -1,6 +1,9 @@
 /**
  * The statements that move credits on the hot path. Both ledgers run exactly these (the plain
  * one with one call, the group-commit one with many), so there is one rule for each step.
+ * Reserve and settle each have a statement for a batch and a cheaper one for a single call
+ * (the case whenever calls do not overlap); credit-statements.spec.ts runs both on the same
+ * cases and requires the same answers and the same rows afterwards.
  *
  * Lock order is always reservation rows, then the namespace row, then the API key row (release
  * follows it too), so concurrent statements cannot deadlock on each other.
@@ -49,6 +52,26 @@ export const RESERVE_SQL = `
   INSERT INTO credit_reservations (id, namespace_id, amount, reference, status, api_key_id, model, endpoint)
   SELECT acc.id, upd.id, acc.amount, acc.reference, 'open', acc.api_key_id, acc.model, acc.endpoint FROM acc, upd
   RETURNING id::text AS id, (SELECT available FROM ns)::text AS available`;
+
+/**
+ * RESERVE_SQL for one call of one reservation, the common case whenever calls do not overlap:
+ * the same rule (taken only if it fits what the namespace may spend, judged on its row under
+ * the lock this UPDATE takes) and the same answer, without the batch's unnest, grouping and
+ * window. Planned and run, it costs Postgres about half as much CPU per reserve-and-settle as
+ * the batch statements given one call (0.36 against 0.60-0.82 ms on a 2-core machine).
+ * credit-statements.spec.ts holds the two to the same outcomes.
+ *
+ * $1 namespace id, $2 amount, $3 reservation id, $4 reference, $5 API key id, $6 model, $7 endpoint.
+ */
+export const RESERVE_ONE_SQL = `
+  WITH upd AS (
+    UPDATE namespaces SET reserved = reserved + $2::numeric
+    WHERE id = $1::uuid AND $2::numeric <= credits - reserved
+    RETURNING id, credits - reserved + $2::numeric AS available
+  )
+  INSERT INTO credit_reservations (id, namespace_id, amount, reference, status, api_key_id, model, endpoint)
+  SELECT $3::uuid, upd.id, $2::numeric, $4::text, 'open', $5::uuid, $6::text, $7::text FROM upd
+  RETURNING id::text AS id, (SELECT available FROM upd)::text AS available`;
 
 /**
  * One call of a key with a budget: its reservations are taken only if both the namespace's
@@ -157,6 +180,50 @@ export const SETTLE_SQL = `
   ) w JOIN upd ON upd.id = w.namespace_id
   RETURNING reservation_id::text AS id, (-amount)::text AS charged`;
 
+
+/**
+ * SETTLE_SQL for one reservation (see RESERVE_ONE_SQL for why): the same rule, locks in the
+ * same order (the reservation row, then the namespace row, then the key row) and the same
+ * answer. With one settle there is no earlier excess in the batch to share the free credits
+ * with, so the charge is the part the reservation covers plus as much of the excess as the
+ * namespace's unreserved credits reach.
+ *
+ * $1 reservation id, $2 actual cost, $3 input tokens, $4 output tokens, $5 images, $6 video seconds.
+ */
+export const SETTLE_ONE_SQL = `
+  WITH cur AS (
+    SELECT c.id, c.namespace_id, c.amount, c.api_key_id, c.budget_hold,
+           CASE WHEN c.budget_hold THEN LEAST(GREATEST($2::numeric, 0), c.amount) ELSE GREATEST($2::numeric, 0) END AS actual
+    FROM credit_reservations c
+    WHERE c.id = $1::uuid AND c.status = 'open'
+    FOR UPDATE
+  ), ns AS (
+    SELECT n.id, GREATEST(n.credits - n.reserved, 0) AS free
+    FROM namespaces n WHERE n.id = (SELECT namespace_id FROM cur)
+    FOR UPDATE
+  ), priced AS (
+    SELECT cur.id, cur.namespace_id, cur.amount, cur.api_key_id, cur.budget_hold,
+           LEAST(cur.actual, cur.amount) + LEAST(GREATEST(cur.actual - cur.amount, 0), ns.free) AS charge
+    FROM cur JOIN ns ON ns.id = cur.namespace_id
+  ), closed AS (
+    UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = priced.charge,
+      input_tokens = COALESCE($3::int, 0), output_tokens = COALESCE($4::int, 0),
+      images = COALESCE($5::int, 0), video_seconds = COALESCE($6::numeric, 0)
+    FROM priced WHERE c.id = priced.id
+    RETURNING c.id
+  ), budgets AS (
+    UPDATE api_keys a SET budget_spent = ${spentNow('a')} + priced.charge, budget_window = ${budgetWindow('a')}, budget_reserved = a.budget_reserved - priced.amount
+    FROM priced WHERE priced.budget_hold AND a.id = priced.api_key_id
+    RETURNING a.id
+  ), upd AS (
+    UPDATE namespaces n SET reserved = n.reserved - priced.amount, credits = n.credits - priced.charge
+    FROM priced WHERE n.id = priced.namespace_id
+    RETURNING n.id, n.credits
+  )
+  INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
+  SELECT gen_random_uuid(), priced.namespace_id, 'charge'::"LedgerKind", -priced.charge, upd.credits, priced.id
+  FROM priced JOIN upd ON upd.id = priced.namespace_id
+  RETURNING reservation_id::text AS id, (-amount)::text AS charged`;
 
 /**
  * Gives a reservation's credits back (failure, cancel, a stale sweep): only if still `open`, so
