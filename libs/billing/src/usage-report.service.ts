@@ -69,9 +69,9 @@ const RAW_ROWS = `SELECT r.namespace_id, (r.closed_at AT TIME ZONE 'UTC')::date 
 
 /**
  * Usage and spend from the ledger itself: every settled reservation carries what it charged and
- * the usage it delivered (SETTLE_SQL writes both in one statement), and its closed_at is the
- * charge's own ledger time, so the costs here add up to the namespace's charges in the window
- * to the last decimal. Requests released without a charge (failed, cancelled) are not counted.
+ * the usage it delivered (SETTLE_SQL and SETTLE_ONE_SQL write both in one statement), and its
+ * closed_at is the charge's own ledger time, so the costs here add up to the namespace's charges
+ * in the window to the last decimal. Requests released without a charge (failed, cancelled) are not counted.
  *
  * A namespace's whole past UTC days are summed once into usage_daily (exactly: a day is summed
  * only after nothing can settle into it any more), so a month's report reads a few hundred
