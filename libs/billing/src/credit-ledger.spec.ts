@@ -63,6 +63,24 @@ describe('CreditLedger (real Postgres)', () => {
     expect(await ledger.release(r.id)).toBe(false);
   });
 
+  it('records the usage a settle delivered on its reservation, inside a caller\'s transaction too (a queued generation settles that way)', async () => {
+    const ns = await namespaceWith('10');
+    const r = await ledger.reserve(ns, '4', 'generation:usage', prisma as unknown as PrismaService, { model: 'video-model', endpoint: '/api/ai/generations' });
+    const settled = await prisma.$transaction((tx) => ledger.settle(r.id, '3.5', tx, { images: 2, videoSeconds: 2.5, inputTokens: 7 }));
+    expect(settled).toEqual({ reservationId: r.id, charged: '3.5', applied: true });
+    const stored = await prisma.creditReservation.findUniqueOrThrow({ where: { id: r.id } });
+    expect({ status: stored.status, charged: stored.charged?.toFixed(), images: stored.images, videoSeconds: stored.videoSeconds.toFixed(), inputTokens: stored.inputTokens, outputTokens: stored.outputTokens, model: stored.model }).toEqual({
+      status: 'settled',
+      charged: '3.5',
+      images: 2,
+      videoSeconds: '2.5',
+      inputTokens: 7,
+      outputTokens: 0,
+      model: 'video-model',
+    });
+    expect(await row(ns)).toEqual({ credits: '6.5', reserved: '0' });
+  });
+
   it('releases a reservation once and gives the credits back', async () => {
     const ns = await namespaceWith('1');
     const r = await ledger.reserve(ns, '1', 'job');
