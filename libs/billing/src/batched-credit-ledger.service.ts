@@ -6,7 +6,7 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
-import { budgetedReserveValues, CreditLedger, reservationsOf, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
+import { budgetedReserveValues, CreditLedger, reserveOneValues, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -175,28 +175,10 @@ export class BatchedCreditLedger implements OnModuleDestroy {
 
   /** One RESERVE_SQL for the batch (RESERVE_ONE_SQL for one call of one reservation); per call, whether its reservations were taken. */
   private async reserveStatement(namespaceId: string, calls: ReserveInput[]): Promise<boolean[]> {
-    const [one] = calls;
     const { rows } =
-      calls.length === 1 && one.items.length === 1
-        ? await this.query<{ id: string; available: string }>('reserves', RESERVE_ONE_STATEMENT, 1, [
-            namespaceId,
-            one.items[0].amount,
-            one.items[0].id,
-            one.items[0].reference,
-            one.tags.apiKeyId ?? null,
-            one.tags.model ?? null,
-            one.tags.endpoint ?? null,
-          ])
-        : await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, [
-            namespaceId,
-            calls.flatMap((c) => c.items.map((i) => i.id)),
-            calls.flatMap((c) => c.items.map((i) => i.amount)),
-            calls.flatMap((c) => c.items.map((i) => i.reference)),
-            calls.flatMap((c, call) => c.items.map(() => call)),
-            calls.flatMap((c) => c.items.map(() => c.tags.apiKeyId ?? null)),
-            calls.flatMap((c) => c.items.map(() => c.tags.model ?? null)),
-            calls.flatMap((c) => c.items.map(() => c.tags.endpoint ?? null)),
-          ]);
+      calls.length === 1 && calls[0].items.length === 1
+        ? await this.query<{ id: string; available: string }>('reserves', RESERVE_ONE_STATEMENT, 1, reserveOneValues(namespaceId, calls[0].items[0], calls[0].tags))
+        : await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, reserveValues(namespaceId, calls));
     const accepted = new Set(rows.map((r) => r.id));
     const taken = calls.map((c) => accepted.has(c.items[0].id));
     if (rows.length > 0) {
@@ -213,11 +195,14 @@ export class BatchedCreditLedger implements OnModuleDestroy {
 
   /** One SETTLE_SQL for the batch (SETTLE_ONE_SQL for a batch of one); per call, what it charged (undefined: it was already closed). */
   private async settleStatement(calls: SettleInput[]): Promise<(string | undefined)[]> {
-    const usage = usageColumns(calls.map((c) => c.usage));
     const { rows } =
       calls.length === 1
-        ? await this.query<{ id: string; charged: string }>('settles', SETTLE_ONE_STATEMENT, 1, [calls[0].reservation.id, calls[0].actual, ...usage.map((column) => column[0])])
-        : await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [calls.map((c) => c.reservation.id), calls.map((c) => c.actual), ...usage]);
+        ? await this.query<{ id: string; charged: string }>('settles', SETTLE_ONE_STATEMENT, 1, settleOneValues(calls[0].reservation.id, calls[0].actual, calls[0].usage))
+        : await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [
+            calls.map((c) => c.reservation.id),
+            calls.map((c) => c.actual),
+            ...usageColumns(calls.map((c) => c.usage)),
+          ]);
     const charged = new Map(rows.map((r) => [r.id, new Prisma.Decimal(r.charged).toFixed()]));
     return calls.map((c) => charged.get(c.reservation.id));
   }

@@ -63,8 +63,34 @@ export interface BudgetedReserveRow {
   inserted: number;
 }
 
+type ReserveItem = { id: string; amount: string; reference: string };
+
+/** RESERVE_SQL's parameters: the calls in arrival order, each all or nothing. */
+export function reserveValues(namespaceId: string, calls: { items: ReserveItem[]; tags: ChargeTags }[]): unknown[] {
+  return [
+    namespaceId,
+    calls.flatMap((c) => c.items.map((i) => i.id)),
+    calls.flatMap((c) => c.items.map((i) => i.amount)),
+    calls.flatMap((c) => c.items.map((i) => i.reference)),
+    calls.flatMap((c, call) => c.items.map(() => call)),
+    calls.flatMap((c) => c.items.map(() => c.tags.apiKeyId ?? null)),
+    calls.flatMap((c) => c.items.map(() => c.tags.model ?? null)),
+    calls.flatMap((c) => c.items.map(() => c.tags.endpoint ?? null)),
+  ];
+}
+
+/** RESERVE_ONE_SQL's parameters. */
+export function reserveOneValues(namespaceId: string, item: ReserveItem, tags: ChargeTags): unknown[] {
+  return [namespaceId, item.amount, item.id, item.reference, tags.apiKeyId ?? null, tags.model ?? null, tags.endpoint ?? null];
+}
+
+/** SETTLE_ONE_SQL's parameters. */
+export function settleOneValues(reservationId: string, actual: string, usage: DeliveredUsage | undefined): unknown[] {
+  return [reservationId, actual, ...usageColumns([usage]).map((column) => column[0])];
+}
+
 /** RESERVE_BUDGETED_SQL's parameters. */
-export function budgetedReserveValues(namespaceId: string, items: { id: string; amount: string; reference: string }[], tags: ChargeTags): unknown[] {
+export function budgetedReserveValues(namespaceId: string, items: ReserveItem[], tags: ChargeTags): unknown[] {
   return [namespaceId, items.map((i) => i.id), items.map((i) => i.amount), items.map((i) => i.reference), tags.apiKeyId, tags.model ?? null, tags.endpoint ?? null];
 }
 
@@ -146,19 +172,10 @@ export class CreditLedger {
     }
     const amount = total.toFixed();
     if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) return this.reserveBudgeted(namespaceId, items, amount, tags, client);
-    const tagValues = [tags.apiKeyId ?? null, tags.model ?? null, tags.endpoint ?? null];
     const rows =
       items.length === 1
-        ? await client.$queryRawUnsafe<{ id: string }[]>(RESERVE_ONE_SQL, namespaceId, items[0].amount, items[0].id, items[0].reference, ...tagValues)
-        : await client.$queryRawUnsafe<{ id: string }[]>(
-            RESERVE_SQL,
-            namespaceId,
-            items.map((i) => i.id),
-            items.map((i) => i.amount),
-            items.map((i) => i.reference),
-            items.map(() => 0),
-            ...tagValues.map((value) => items.map(() => value)),
-          );
+        ? await client.$queryRawUnsafe<{ id: string }[]>(RESERVE_ONE_SQL, ...reserveOneValues(namespaceId, items[0], tags))
+        : await client.$queryRawUnsafe<{ id: string }[]>(RESERVE_SQL, ...reserveValues(namespaceId, [{ items, tags }]));
     if (rows.length === 0) throw await this.insufficient(namespaceId, amount, client);
     this.metrics?.creditsReserved.inc(creditAmount(amount));
     return reservationsOf(namespaceId, items);
@@ -219,12 +236,13 @@ export class CreditLedger {
 
   /**
    * Charges the actual cost and closes the reservation, in one statement (SETTLE_ONE_SQL, the
-   * settle rule for one reservation: a cost above the reservation is charged as far as unreserved credits reach).
+   * settle rule for one reservation: a cost above the reservation is charged as far as
+   * unreserved credits reach).
    * A retried or concurrent settle finds the reservation closed: no double charge.
    */
   async settle(reservationId: string, actual: string, client: Db = this.prisma, usage?: DeliveredUsage): Promise<Settlement> {
     assertAmount(actual, 'actual');
-    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_ONE_SQL, reservationId, actual, ...usageColumns([usage]).map((column) => column[0]));
+    const rows = await client.$queryRawUnsafe<{ charged: string }[]>(SETTLE_ONE_SQL, ...settleOneValues(reservationId, actual, usage));
     if (rows.length === 0) return this.alreadyClosed(reservationId, client);
     this.metrics?.creditsSettled.inc(creditAmount(fmt(rows[0].charged)));
     return { reservationId, charged: fmt(rows[0].charged), applied: true };
