@@ -4,6 +4,17 @@ import { Pool } from 'pg';
 const logger = new Logger('PgPool');
 
 /**
+ * Connections a pool has opened stay open (a fixed-size pool, HikariCP's default), instead of
+ * pg's default of closing each after 10 s idle. Otherwise the first burst after any quiet spell
+ * waits for new backends to fork, authenticate and warm their caches while requests queue behind
+ * them (bench:chat's first second after idle). TCP keepalive keeps a held connection known to
+ * NAT and load balancers in between, which drop silent flows after a few minutes.
+ */
+export function warmPoolSettings(max: number): { min: number; keepAlive: true; keepAliveInitialDelayMillis: number } {
+  return { min: max, keepAlive: true, keepAliveInitialDelayMillis: 60_000 };
+}
+
+/**
  * A plain node-postgres pool on the same database (and `?schema=`) as Prisma, for the few hot
  * statements where Prisma's per-query overhead (about twice pg's CPU per raw query) matters.
  */
@@ -19,6 +30,7 @@ export function createPgPool(databaseUrl: string, max: number, applicationName =
     connectionString: url.toString(),
     max,
     application_name: applicationName,
+    ...warmPoolSettings(max),
     ...(options ? { options } : {}),
   });
   // An idle client whose server goes away (restart, failover) is emitted here; without a

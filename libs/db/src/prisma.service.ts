@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { PrismaClient } from './generated/prisma/client';
+import { warmPoolSettings } from './pg-pool';
 
 /**
  * Honours Prisma's `?schema=` convention: the schema is used for generated queries and as
@@ -15,6 +16,7 @@ export function pgAdapter(databaseUrl: string, poolSize = 10): PrismaPg {
     {
       connectionString: url.toString(),
       max: poolSize,
+      ...warmPoolSettings(poolSize),
       ...(schema ? { options: `-c search_path="${schema.replace(/"/g, '')}"` } : {}),
     },
     schema ? { schema } : undefined,
