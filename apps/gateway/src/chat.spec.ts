@@ -84,6 +84,13 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
     expect(u.total_tokens).toBe(u.prompt_tokens + u.completion_tokens);
   });
 
+  it('reads special-token text in a prompt as plain text, as the OpenAI API does, instead of failing on it', async () => {
+    const plain = await client.chat.completions.create({ model: 'local-chat', messages: ask('a b'), max_tokens: 5 });
+    const special = await client.chat.completions.create({ model: 'local-chat', messages: ask('a <|endoftext|> b'), max_tokens: 5 });
+    // As one special token it would add 1; as text, "<|endoftext|>" is several ordinary tokens.
+    expect(special.usage!.prompt_tokens - plain.usage!.prompt_tokens).toBeGreaterThanOrEqual(5);
+  });
+
   it('answers a 1 MiB message that is one unbroken run within a second, without holding up other requests', async () => {
     // Token counting used to be quadratic in such a run: 1 MiB of "A" blocked the gateway for minutes.
     for (const unit of ['A', '中', '😀']) {

@@ -1,9 +1,13 @@
-import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { countInSlices } from '@atelier/bpe';
+import { countInSlices, o200k } from '@atelier/bpe';
 import type { ChatMessage, ChatTool, ChatToolCall } from './chat-types';
 
+// Built when this module loads, so the first request does not pay for it.
+const tokenizer = o200k();
+const countTokens = (piece: string) => tokenizer.count(piece);
+
 /**
- * Token counts with OpenAI's o200k BPE (gpt-tokenizer). Message framing follows OpenAI's
+ * Token counts with OpenAI's o200k BPE (@atelier/bpe's compact copy of it; special-token text counts
+ * as plain text, as OpenAI counts message content). Message framing follows OpenAI's
  * published accounting for chat models: 3 tokens per message, 1 more for a name, 3 to prime
  * the reply. Media parts are not downloaded by the gateway, so each counts a fixed amount
  * (OpenAI's base cost of a low-detail image), which keeps the reservation an upper bound

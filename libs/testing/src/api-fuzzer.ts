@@ -43,7 +43,7 @@ export function hostileValue(): fc.Arbitrary<unknown> {
     fc.constantFrom<unknown>(
       -1, -5, 0, -0, 1e12, 1e308, -1e308, 2 ** 53 + 1, 0.1 + 0.2, 'NaN', 'Infinity', '-Infinity', '1e999', '-1', '0x10',
       '', ' ', '\u0000', 'a\u0000b', ...SURROGATES, '\u202e\u0301', '﷽', '../../../../etc/passwd', '..%2f..%2f', '%00', '/',
-      '__proto__', 'constructor', 'null', null, true, false, [], {}, [[]], { '': '' }, '{"a":1}',
+      '__proto__', 'constructor', 'null', null, true, false, [], {}, [[]], { '': '' }, '{"a":1}', '<|endoftext|>', 'a <|im_start|>b',
     ),
     fc.string({ unit: 'grapheme', maxLength: 40 }),
     fc.string({ unit: 'binary', maxLength: 40 }),

@@ -1,4 +1,4 @@
-import { decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
+import { o200k } from '@atelier/bpe';
 import { ApiError } from '@atelier/contracts';
 import type { JsonSchemaObject } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ChatToolCall, FinishReason } from '../chat-types';
@@ -116,9 +116,9 @@ function limit(text: string, request: ChatRequest): { text: string; finish: Fini
     if (at >= 0 && (cut < 0 || at < cut)) cut = at;
   }
   if (cut >= 0) out = out.slice(0, cut);
-  const tokens = encode(out);
+  const tokens = o200k().encode(out);
   if (tokens.length > request.maxTokens) {
-    out = decode(tokens.slice(0, request.maxTokens));
+    out = o200k().decode(tokens.slice(0, request.maxTokens));
     finish = 'length';
   }
   return { text: out, finish };
