@@ -1,3 +1,3 @@
 export { countInSlices, MAX_RUN_CHARS } from './count-in-slices';
-export { buildVocabulary, CompactBpe, type BpeVocabulary } from './compact-bpe';
+export type { CompactBpe } from './compact-bpe';
 export { o200k } from './o200k';

@@ -116,9 +116,10 @@ function limit(text: string, request: ChatRequest): { text: string; finish: Fini
     if (at >= 0 && (cut < 0 || at < cut)) cut = at;
   }
   if (cut >= 0) out = out.slice(0, cut);
-  const tokens = o200k().encode(out);
+  const tokenizer = o200k();
+  const tokens = tokenizer.encode(out);
   if (tokens.length > request.maxTokens) {
-    out = o200k().decode(tokens.slice(0, request.maxTokens));
+    out = tokenizer.decode(tokens.slice(0, request.maxTokens));
     finish = 'length';
   }
   return { text: out, finish };
