@@ -28,4 +28,15 @@ describe('countInSlices', () => {
     countInSlices('😀'.repeat(400), r.count);
     for (const piece of r.pieces) expect(piece).toMatch(/^(?:[\ud800-\udbff][\udc00-\udfff])+$/);
   });
+
+  it('stops handing the counter slices once the total passes stopAbove', () => {
+    const r = recording();
+    const text = 'A'.repeat(100_000);
+    const total = countInSlices(text, r.count, 1_000);
+    expect(total).toBeGreaterThan(1_000);
+    expect(total).toBeLessThanOrEqual(1_000 + MAX_RUN_CHARS);
+    expect(r.pieces.join('').length).toBe(total);
+    // Without a bound, every slice is counted.
+    expect(countInSlices(text, recording().count)).toBe(100_000);
+  });
 });

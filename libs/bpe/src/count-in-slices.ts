@@ -9,14 +9,19 @@
 export const MAX_RUN_CHARS = 128;
 const LONG_RUN = /\S{129,}|\s{129,}/g;
 
-/** Any BPE counter made linear: long runs are counted in slices of MAX_RUN_CHARS (chat prompts, fine-tune datasets). */
-export function countInSlices(text: string, count: (piece: string) => number): number {
+/**
+ * Any BPE counter made linear: long runs are counted in slices of MAX_RUN_CHARS (chat prompts,
+ * fine-tune datasets). With `stopAbove`, counting ends as soon as the total passes it (a
+ * prompt already too long for the model need not be counted to its end), and the total
+ * returned is then only known to exceed `stopAbove`.
+ */
+export function countInSlices(text: string, count: (piece: string) => number, stopAbove = Infinity): number {
   if (text.length <= MAX_RUN_CHARS) return text.length === 0 ? 0 : count(text);
   let total = 0;
   let last = 0;
   for (const match of text.matchAll(LONG_RUN)) {
     if (match.index > last) total += count(text.slice(last, match.index));
-    for (let start = 0, run = match[0]; start < run.length; ) {
+    for (let start = 0, run = match[0]; start < run.length && total <= stopAbove; ) {
       let end = Math.min(start + MAX_RUN_CHARS, run.length);
       // Never cut a surrogate pair: half an emoji would count as an unknown byte sequence.
       const code = run.charCodeAt(end - 1);
@@ -25,6 +30,7 @@ export function countInSlices(text: string, count: (piece: string) => number): n
       start = end;
     }
     last = match.index + match[0].length;
+    if (total > stopAbove) return total;
   }
   if (last < text.length) total += count(last === 0 ? text : text.slice(last));
   return total;

@@ -54,7 +54,13 @@ describe('parseChatRequest', () => {
     const long = parseChatRequest(chat, { model: 'local-chat', messages: [user('word '.repeat(7500))] });
     expect(long.request.maxTokens).toBe(chat.context_window - long.promptTokens);
     expect(failure(() => parseChatRequest(chat, { model: 'local-chat', messages: [user('word '.repeat(9000))] })).message).toMatch(
-      /^The messages use \d+ tokens, more than the context window of model local-chat \(8192 tokens\)$/,
+      /^The messages use more than the context window of model local-chat \(8192 tokens\)$/,
+    );
+    // Exactly the context window: counted to the end, and no room left for any completion.
+    const overhead = parseChatRequest(chat, { model: 'local-chat', messages: [user('word')] }).promptTokens - 1;
+    const full = { model: 'local-chat', messages: [user(`word${' word'.repeat(chat.context_window - overhead - 1)}`)] };
+    expect(failure(() => parseChatRequest(chat, full)).message).toBe(
+      'The messages use all 8192 tokens of the context window of model local-chat, leaving none for the completion',
     );
   });
 

@@ -60,12 +60,14 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown, optio
     compileOrThrow(responseFormat.json_schema.schema, 'response_format.json_schema.schema');
   if (body.n !== undefined && body.n !== 1) throw fieldError('n', 'n must be 1: atelier returns one choice per request');
 
-  const promptTokens = countPromptTokens(messages, tools);
+  // Counted only as far as the context window: past it, the request is refused whatever the rest holds.
+  const promptTokens = countPromptTokens(messages, tools, model.context_window);
   const explicit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
   const userSet = body.max_completion_tokens !== undefined || maxTokensGiven;
   const room = model.context_window - promptTokens;
-  if (room <= 0)
-    throw fieldError('messages', `The messages use ${promptTokens} tokens, more than the context window of model ${model.id} (${model.context_window} tokens)`);
+  if (room < 0) throw fieldError('messages', `The messages use more than the context window of model ${model.id} (${model.context_window} tokens)`);
+  if (room === 0)
+    throw fieldError('messages', `The messages use all ${promptTokens} tokens of the context window of model ${model.id}, leaving none for the completion`);
   let maxTokens: number;
   if (userSet && explicit !== undefined) {
     if (explicit > room)

@@ -1,6 +1,10 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { MAX_RUN_CHARS } from '@atelier/bpe';
-import { countTextTokens } from './token-count';
+import { countInSlices, MAX_RUN_CHARS, o200k } from '@atelier/bpe';
+import { fc } from '@atelier/testing';
+import type { ChatMessage } from './chat-types';
+import { countPromptTokens, countTextTokens } from './token-count';
 
 const PROSE =
   'The lighthouse keeper climbed the spiral stairs at dusk, counting each of the 114 steps as he had done for thirty years. ' +
@@ -50,5 +54,57 @@ describe('countTextTokens', () => {
       const ratio = time(large) / Math.max(time(small), 1);
       expect({ name, linear: ratio < 64 }).toEqual({ name, linear: true });
     }
+  });
+});
+
+describe('counting long text a part at a time', () => {
+  /** The same rule on the whole text at once: what counting in parts must not change. */
+  const whole = (text: string) => countInSlices(text, (piece) => o200k().count(piece));
+  const word = fc.oneof(
+    fc.constantFrom('the', 'lighthouse', "keeper's", 'HTTP/2', '3.14159', '1,024', '東京', 'привет', '😀', '👩‍💻', '—', '(note)', '{"a":1}', '<|endoftext|>'),
+    fc.string({ unit: 'grapheme', maxLength: 10 }),
+    fc.string({ maxLength: 10 }),
+  );
+  const gap = fc.constantFrom(' ', ' ', ' ', '  ', '\n', '\n\n', '\t', ' \n', '');
+
+  it('gives exactly the count of the whole text, whatever sits around the spaces it is cut at', () => {
+    const longText = fc.array(fc.tuple(word, gap), { minLength: 1500, maxLength: 4000 }).map((parts) => parts.flat().join(''));
+    fc.assert(
+      fc.property(longText, (text) => {
+        expect(text.length).toBeGreaterThan(4096);
+        expect(countTextTokens(text)).toBe(whole(text));
+      }),
+      // Shrinking texts this long would take minutes; the first failing text is report enough.
+      { numRuns: 60, endOnFailure: true },
+    );
+  });
+
+  it('counts real documents (prose, tables, code) exactly as counting them whole', () => {
+    const root = path.resolve(__dirname, '../../..');
+    const doc = ['README.md', 'docs/benchmarks.md', 'libs/chat/README.md', 'libs/chat/src/chat-request.ts'].map((f) => fs.readFileSync(path.join(root, f), 'utf8')).join('\n');
+    expect(doc.length).toBeGreaterThan(20_000);
+    expect(countTextTokens(doc)).toBe(whole(doc));
+  });
+
+  it('stops soon after the bound instead of counting 1 MiB to its end', () => {
+    const texts = { prose: PROSE.repeat(Math.ceil((1 << 20) / PROSE.length)), cjk: '中文字符'.repeat(1 << 18), letters: 'A'.repeat(1 << 20), numbers: '12 '.repeat(1 << 18) };
+    for (const [name, text] of Object.entries(texts)) {
+      const full = countTextTokens(text);
+      const bounded = countTextTokens(text, 8192);
+      // Past the bound, by at most one part's worth (4,096 characters): the rest was never counted.
+      expect({ name, full: full > 100_000, past: bounded > 8192, soon: bounded <= 8192 + 4200 }).toEqual({ name, full: true, past: true, soon: true });
+    }
+  });
+
+  it('counts a prompt exactly while it fits the bound, and stops across messages once it does not', () => {
+    const msg = (content: string): ChatMessage => ({ role: 'user', content });
+    const fits = [msg(PROSE.repeat(20)), msg(PROSE.repeat(30))];
+    expect(countPromptTokens(fits, [], 8192)).toBe(countPromptTokens(fits));
+    const over = [msg(PROSE.repeat(400)), msg(PROSE.repeat(400)), msg(PROSE.repeat(400))];
+    const full = countPromptTokens(over);
+    const bounded = countPromptTokens(over, [], 8192);
+    expect(full).toBeGreaterThan(3 * 8192);
+    expect(bounded).toBeGreaterThan(8192);
+    expect(bounded).toBeLessThan(2 * 8192);
   });
 });

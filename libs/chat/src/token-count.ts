@@ -20,16 +20,43 @@ export const TOKENS_PER_IMAGE = 85;
 export const TOKENS_PER_VIDEO = 255;
 export const TOKENS_PER_AUDIO = 255;
 
-export function countTextTokens(text: string): number {
-  return countInSlices(text, countTokens);
+/** Text longer than this is counted a part at a time, so a bounded count can stop between parts. */
+const PART_CHARS = 4096;
+/**
+ * A space between two non-space characters. o200k's pre-tokenizer never makes a piece that
+ * takes a space after a non-space character (a piece starts with its space), so the text on
+ * either side of such a space splits into the same pieces apart as together: counting the parts
+ * gives exactly the count of the whole (token-count.spec holds the two equal).
+ */
+const PART_BOUNDARY = /\S (?=\S)/g;
+
+/**
+ * With `stopAbove`, counting ends once the total passes it, and the total returned is only known
+ * to exceed it: a 1 MiB prompt for an 8,192-token model is refused after about 8,192 tokens of
+ * work instead of 250,000 (tens of milliseconds of the gateway's event loop, for every request
+ * waiting on it).
+ */
+export function countTextTokens(text: string, stopAbove = Infinity): number {
+  if (text.length <= PART_CHARS) return countInSlices(text, countTokens, stopAbove);
+  let total = 0;
+  for (let start = 0; start < text.length && total <= stopAbove; ) {
+    PART_BOUNDARY.lastIndex = start + PART_CHARS;
+    // The match starts at the character before the space (a lookbehind costs more to search with).
+    const found = PART_BOUNDARY.exec(text);
+    const end = found ? found.index + 1 : text.length;
+    total += countInSlices(text.slice(start, end), countTokens, stopAbove - total);
+    start = end;
+  }
+  return total;
 }
 
-function contentTokens(content: ChatMessage['content']): number {
+function contentTokens(content: ChatMessage['content'], stopAbove: number): number {
   if (content === undefined || content === null) return 0;
-  if (typeof content === 'string') return countTextTokens(content);
+  if (typeof content === 'string') return countTextTokens(content, stopAbove);
   let total = 0;
   for (const part of content) {
-    if (part.type === 'text') total += countTextTokens(part.text);
+    if (total > stopAbove) break;
+    if (part.type === 'text') total += countTextTokens(part.text, stopAbove - total);
     else if (part.type === 'image_url') total += TOKENS_PER_IMAGE;
     else if (part.type === 'video_url') total += TOKENS_PER_VIDEO;
     else total += TOKENS_PER_AUDIO;
@@ -37,21 +64,28 @@ function contentTokens(content: ChatMessage['content']): number {
   return total;
 }
 
-export function toolCallTokens(calls: readonly ChatToolCall[]): number {
+export function toolCallTokens(calls: readonly ChatToolCall[], stopAbove = Infinity): number {
   let total = 0;
-  for (const call of calls) total += countTextTokens(call.function.name) + countTextTokens(call.function.arguments) + TOKENS_PER_MESSAGE;
+  for (const call of calls) {
+    if (total > stopAbove) break;
+    total += TOKENS_PER_MESSAGE + countTextTokens(call.function.name);
+    total += countTextTokens(call.function.arguments, stopAbove - total);
+  }
   return total;
 }
 
-export function countPromptTokens(messages: readonly ChatMessage[], tools: readonly ChatTool[] = []): number {
+/** `stopAbove`: as for countTextTokens, e.g. the model's context window. */
+export function countPromptTokens(messages: readonly ChatMessage[], tools: readonly ChatTool[] = [], stopAbove = Infinity): number {
   let total = TOKENS_REPLY_PRIMING;
   for (const message of messages) {
-    total += TOKENS_PER_MESSAGE + countTextTokens(message.role) + contentTokens(message.content);
+    if (total > stopAbove) return total;
+    total += TOKENS_PER_MESSAGE + countTextTokens(message.role);
+    total += contentTokens(message.content, stopAbove - total);
     if (message.name) total += TOKENS_PER_NAME + countTextTokens(message.name);
-    if (message.tool_calls) total += toolCallTokens(message.tool_calls);
+    if (message.tool_calls) total += toolCallTokens(message.tool_calls, stopAbove - total);
     if (message.tool_call_id) total += countTextTokens(message.tool_call_id);
   }
   // Tool definitions reach the model as text; their JSON is a close, slightly generous estimate.
-  if (tools.length > 0) total += countTextTokens(JSON.stringify(tools));
+  if (tools.length > 0 && total <= stopAbove) total += countTextTokens(JSON.stringify(tools), stopAbove - total);
   return total;
 }
