@@ -3,7 +3,7 @@ import path from 'node:path';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import { countInSlices, MAX_RUN_CHARS, o200k } from '@atelier/bpe';
 import { fc } from '@atelier/testing';
-import type { ChatMessage } from './chat-types';
+import type { ChatMessage, ChatTool } from './chat-types';
 import { countPromptTokens, countTextTokens } from './token-count';
 
 const PROSE =
@@ -106,5 +106,15 @@ describe('counting long text a part at a time', () => {
     expect(full).toBeGreaterThan(3 * 8192);
     expect(bounded).toBeGreaterThan(8192);
     expect(bounded).toBeLessThan(2 * 8192);
+  });
+
+  it('stops inside tool call arguments and tool definitions too', () => {
+    const huge = JSON.stringify({ text: PROSE.repeat(3000) });
+    const calls: ChatMessage = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'save', arguments: huge } }] };
+    expect(countPromptTokens([calls])).toBeGreaterThan(100_000);
+    expect(countPromptTokens([calls], [], 8192)).toBeLessThan(8192 + 4200);
+    const tools: ChatTool[] = [{ type: 'function', function: { name: 'save', description: PROSE.repeat(3000) } }];
+    expect(countPromptTokens([], tools)).toBeGreaterThan(100_000);
+    expect(countPromptTokens([], tools, 8192)).toBeLessThan(8192 + 4200);
   });
 });
