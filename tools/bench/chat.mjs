@@ -14,7 +14,8 @@
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
 // BENCH_PHASES (default 0,1,2,3,4), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
-// BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc),
+// BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
+// `node tools/bench/gc-episodes.mjs <BENCH_TRACE file> <this dir>` then says which slow requests met a GC pause),
 // BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run, with the offset
 // from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it).
 import { spawn } from 'node:child_process';
@@ -22,6 +23,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
@@ -124,6 +126,8 @@ fs.writeFileSync(
 // BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const profile = (name) => [
   ...(process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean),
+  // Each log then starts with the process's time origin, which gc-episodes.mjs needs.
+  ...(process.env.BENCH_SERVICE_LOGS ? [`--import=${pathToFileURL(path.join(root, 'tools/bench/time-origin.mjs')).href}`] : []),
   ...(process.env.BENCH_PROFILE === name
     ? ['--cpu-prof', `--cpu-prof-dir=${path.join(root, 'var/profiles')}`, ...(process.env.BENCH_PROFILE_INTERVAL ? [`--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL}`] : [])]
     : []),

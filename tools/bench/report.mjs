@@ -104,7 +104,9 @@ const lines = [
   '',
   'The bench scripts print more than this table: per-stage means for each hop (auth, validation, reserve, hand-off,',
   'handler, relay, settle), event-loop delay per process, and pathological inputs. `BENCH_PROFILE=gateway|chat npm run',
-  'bench:chat` writes CPU profiles into `var/profiles/`.',
+  'bench:chat` writes CPU profiles into `var/profiles/`. With `BENCH_TRACE=<file> BENCH_SERVICE_LOGS=<dir>',
+  '`BENCH_SERVICE_FLAGS=--trace-gc`, `node tools/bench/gc-episodes.mjs <file> <dir>` lists the episodes of slow requests',
+  'and the garbage-collection pauses of any service that overlapped them.',
   '',
 ];
 fs.mkdirSync(path.dirname(OUT), { recursive: true });
