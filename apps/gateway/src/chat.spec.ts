@@ -107,6 +107,14 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
     }
   });
 
+  it('refuses a 10 MiB message that is one unbroken run with 400 (finding the run overflowed the regexp stack: 500)', async () => {
+    for (const unit of ['A', ' ']) {
+      const big = await stack.gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, body: { model: 'local-chat', messages: ask(unit.repeat(10 << 20)) } });
+      expect(big.status).toBe(400);
+      expect(big.body).toMatchObject({ error: { message: expect.stringMatching(/more than the context window/) } });
+    }
+  });
+
   it('answers 200 with JSON, like the OpenAI API', async () => {
     const res = await stack.gw.http.request('POST', '/api/ai/chat/completions', { token: user.apiKey, body: { model: 'local-chat', messages: ask('hi'), seed: 1 } });
     expect(res.status).toBe(200);

@@ -39,4 +39,14 @@ describe('countInSlices', () => {
     // Without a bound, every slice is counted.
     expect(countInSlices(text, recording().count)).toBe(100_000);
   });
+
+  it('follows runs of millions of characters (a 10 MiB prompt) without overflowing the regexp stack', () => {
+    for (const unit of ['A', ' ', '中']) {
+      const text = `x ${unit.repeat(10 << 20)} y`;
+      const r = recording();
+      expect(countInSlices(text, r.count)).toBe(text.length);
+      expect(r.pieces.join('')).toBe(text);
+      expect(Math.max(...r.pieces.map((p) => p.length))).toBeLessThanOrEqual(MAX_RUN_CHARS + 1);
+    }
+  });
 });

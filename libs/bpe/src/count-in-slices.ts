@@ -7,7 +7,28 @@
  * inside what a reservation estimate allows.
  */
 export const MAX_RUN_CHARS = 128;
-const LONG_RUN = /\S{129,}|\s{129,}/g;
+/**
+ * Where a long run starts. Not `\S{129,}`: V8's regexp engine keeps a backtracking entry per
+ * character of an open-ended repeat, and a run of a few million characters (a 10 MiB prompt,
+ * under the 32 MiB body limit) overflowed it: "Maximum call stack size exceeded", a 500. A fixed
+ * count finds the start; the run is then followed in bounded steps.
+ */
+const LONG_RUN_START = /\S{129}|\s{129}/g;
+const MORE_NON_SPACE = /\S{1,65536}/y;
+const MORE_SPACE = /\s{1,65536}/y;
+
+/** [start, end) of each maximal run of more than MAX_RUN_CHARS non-space (or space) characters. */
+function* longRuns(text: string): Generator<[number, number]> {
+  LONG_RUN_START.lastIndex = 0;
+  for (let found = LONG_RUN_START.exec(text); found; found = LONG_RUN_START.exec(text)) {
+    const more = /\s/.test(found[0][0]) ? MORE_SPACE : MORE_NON_SPACE;
+    let end = found.index + found[0].length;
+    for (more.lastIndex = end; more.test(text); more.lastIndex = end) end = more.lastIndex;
+    const start = found.index;
+    LONG_RUN_START.lastIndex = end;
+    yield [start, end];
+  }
+}
 
 /**
  * Any BPE counter made linear: long runs are counted in slices of MAX_RUN_CHARS (chat prompts,
@@ -19,17 +40,17 @@ export function countInSlices(text: string, count: (piece: string) => number, st
   if (text.length <= MAX_RUN_CHARS) return text.length === 0 ? 0 : count(text);
   let total = 0;
   let last = 0;
-  for (const match of text.matchAll(LONG_RUN)) {
-    if (match.index > last) total += count(text.slice(last, match.index));
-    for (let start = 0, run = match[0]; start < run.length && total <= stopAbove; ) {
-      let end = Math.min(start + MAX_RUN_CHARS, run.length);
+  for (const [runStart, runEnd] of longRuns(text)) {
+    if (runStart > last) total += count(text.slice(last, runStart));
+    for (let start = runStart; start < runEnd && total <= stopAbove; ) {
+      let end = Math.min(start + MAX_RUN_CHARS, runEnd);
       // Never cut a surrogate pair: half an emoji would count as an unknown byte sequence.
-      const code = run.charCodeAt(end - 1);
-      if (end < run.length && code >= 0xd800 && code <= 0xdbff) end--;
-      total += count(run.slice(start, end));
+      const code = text.charCodeAt(end - 1);
+      if (end < runEnd && code >= 0xd800 && code <= 0xdbff) end--;
+      total += count(text.slice(start, end));
       start = end;
     }
-    last = match.index + match[0].length;
+    last = runEnd;
     if (total > stopAbove) return total;
   }
   if (last < text.length) total += count(last === 0 ? text : text.slice(last));

@@ -67,7 +67,7 @@ describe('counting long text a part at a time', () => {
   );
   const gap = fc.constantFrom(' ', ' ', ' ', '  ', '\n', '\n\n', '\t', ' \n', '');
 
-  it('gives exactly the count of the whole text, whatever sits around the spaces it is cut at', () => {
+  it('gives exactly the count of the whole text, whatever sits around the whitespace it is cut at', () => {
     const longText = fc.array(fc.tuple(word, gap), { minLength: 1500, maxLength: 4000 }).map((parts) => parts.flat().join(''));
     fc.assert(
       fc.property(longText, (text) => {
@@ -87,7 +87,7 @@ describe('counting long text a part at a time', () => {
   });
 
   it('stops soon after the bound instead of counting 1 MiB to its end', () => {
-    const texts = { prose: PROSE.repeat(Math.ceil((1 << 20) / PROSE.length)), cjk: '中文字符'.repeat(1 << 18), letters: 'A'.repeat(1 << 20), numbers: '12 '.repeat(1 << 18) };
+    const texts = { prose: PROSE.repeat(Math.ceil((1 << 20) / PROSE.length)), cjk: '中文字符'.repeat(1 << 18), letters: 'A'.repeat(1 << 20), numbers: '12 '.repeat(1 << 18), csv: `id,name,score\n${'7,alpha,0.5\n'.repeat(1 << 17)}` };
     for (const [name, text] of Object.entries(texts)) {
       const full = countTextTokens(text);
       const bounded = countTextTokens(text, 8192);

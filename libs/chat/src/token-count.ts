@@ -23,12 +23,15 @@ export const TOKENS_PER_AUDIO = 255;
 /** Text longer than this is counted a part at a time, so a bounded count can stop between parts. */
 const PART_CHARS = 4096;
 /**
- * A space between two non-space characters. o200k's pre-tokenizer never makes a piece that
- * takes a space after a non-space character (a piece starts with its space), so the text on
- * either side of such a space splits into the same pieces apart as together: counting the parts
- * gives exactly the count of the whole (token-count.spec holds the two equal).
+ * The character before a place where the text may be cut: a space or tab between two non-space
+ * characters, or a line break after a letter or digit. o200k's pre-tokenizer never makes a piece
+ * that takes a space or tab after a non-space character, or a line break after a letter or digit
+ * (a piece starts with its whitespace; only punctuation keeps a line break after it), so the text
+ * on either side splits into the same pieces apart as together: counting the parts gives exactly
+ * the count of the whole (token-count.spec holds the two equal). Line breaks matter for text
+ * without spaces, such as CSV.
  */
-const PART_BOUNDARY = /\S (?=\S)/g;
+const PART_BOUNDARY = /\S(?=[ \t]\S)|[\p{L}\p{N}](?=\r?\n)/gu;
 
 /**
  * With `stopAbove`, counting ends once the total passes it, and the total returned is only known
@@ -41,9 +44,9 @@ export function countTextTokens(text: string, stopAbove = Infinity): number {
   let total = 0;
   for (let start = 0; start < text.length && total <= stopAbove; ) {
     PART_BOUNDARY.lastIndex = start + PART_CHARS;
-    // The match starts at the character before the space (a lookbehind costs more to search with).
+    // The match is the character before the cut (a lookbehind costs more to search with).
     const found = PART_BOUNDARY.exec(text);
-    const end = found ? found.index + 1 : text.length;
+    const end = found ? found.index + found[0].length : text.length;
     total += countInSlices(text.slice(start, end), countTokens, stopAbove - total);
     start = end;
   }
