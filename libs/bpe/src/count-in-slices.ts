@@ -11,22 +11,21 @@ export const MAX_RUN_CHARS = 128;
  * Where a long run starts. Not `\S{129,}`: V8's regexp engine keeps a backtracking entry per
  * character of an open-ended repeat, and a run of a few million characters (a 10 MiB prompt,
  * under the 32 MiB body limit) overflowed it: "Maximum call stack size exceeded", a 500. A fixed
- * count finds the start; the run is then followed in bounded steps.
+ * count finds the start; the run ends at the next character of the other kind.
  */
 const LONG_RUN_START = /\S{129}|\s{129}/g;
-const MORE_NON_SPACE = /\S{1,65536}/y;
-const MORE_SPACE = /\s{1,65536}/y;
+const NEXT_SPACE = /\s/g;
+const NEXT_NON_SPACE = /\S/g;
 
 /** [start, end) of each maximal run of more than MAX_RUN_CHARS non-space (or space) characters. */
 function* longRuns(text: string): Generator<[number, number]> {
   LONG_RUN_START.lastIndex = 0;
   for (let found = LONG_RUN_START.exec(text); found; found = LONG_RUN_START.exec(text)) {
-    const more = /\s/.test(found[0][0]) ? MORE_SPACE : MORE_NON_SPACE;
-    let end = found.index + found[0].length;
-    for (more.lastIndex = end; more.test(text); more.lastIndex = end) end = more.lastIndex;
-    const start = found.index;
+    const next = /\S/.test(found[0][0]) ? NEXT_SPACE : NEXT_NON_SPACE;
+    next.lastIndex = found.index + found[0].length;
+    const end = next.exec(text)?.index ?? text.length;
     LONG_RUN_START.lastIndex = end;
-    yield [start, end];
+    yield [found.index, end];
   }
 }
 
