@@ -37,10 +37,19 @@ const CUT_CANDIDATE = /[ \t](?=\S)|\r?\n/g;
 const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u;
 const NON_SPACE = /\S/;
 
-/** The first place at or after `from` where the text may be cut; its length if none. */
+/**
+ * How far past a part's length a cut is looked for. Text with no place to cut that soon (a long
+ * run of spaces, say) is counted to its end in one part, which countInSlices can still stop
+ * inside, rather than searched to its end for a cut that is not there.
+ */
+const CUT_SEARCH_CHARS = 16_384;
+
+/** The first place at or after `from` where the text may be cut; its length if none comes soon. */
 function nextCut(text: string, from: number): number {
+  // A slice of a long string is a view, not a copy.
+  const window = text.length - from > CUT_SEARCH_CHARS ? text.slice(0, from + CUT_SEARCH_CHARS) : text;
   CUT_CANDIDATE.lastIndex = from;
-  for (let found = CUT_CANDIDATE.exec(text); found; found = CUT_CANDIDATE.exec(text)) {
+  for (let found = CUT_CANDIDATE.exec(window); found; found = CUT_CANDIDATE.exec(window)) {
     const at = found.index;
     if (at === 0) continue;
     // The whole character before, a surrogate pair included.
