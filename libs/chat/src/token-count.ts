@@ -50,8 +50,8 @@ function nextCut(text: string, from: number): number {
   const window = text.length - from > CUT_SEARCH_CHARS ? text.slice(0, from + CUT_SEARCH_CHARS) : text;
   CUT_CANDIDATE.lastIndex = from;
   for (let found = CUT_CANDIDATE.exec(window); found; found = CUT_CANDIDATE.exec(window)) {
+    // Never 0: a cut is looked for at least a part's length in.
     const at = found.index;
-    if (at === 0) continue;
     // The whole character before, a surrogate pair included.
     const unit = text.charCodeAt(at - 1);
     const before = unit >= 0xdc00 && unit <= 0xdfff && at >= 2 ? text.slice(at - 2, at) : text[at - 1];
