@@ -514,9 +514,9 @@ if (PHASES.includes('4')) {
   const alone = [];
   for (let i = 0; i < 20; i++) alone.push(await probeOnce());
   const idle = stats(alone);
-  console.log(`\n4. Pathological input: 1 MiB chat messages (the bench model's context is 8,192 tokens, so each is refused with 400 after counting)`);
+  console.log(`\n4. Pathological input: 1 MiB chat messages, and one of 10 MiB (the bench model's context is 8,192 tokens, so each is refused with 400 after counting)`);
   console.log(`   probe alone          p50 ${ms(idle.p50)}`);
-  for (const [name, content] of [['prose', prose], ['one run of "A"', 'A'.repeat(1 << 20)], ['one run of CJK', '中'.repeat(1 << 20)], ['one run of spaces', ' '.repeat(1 << 20)]]) {
+  for (const [name, content] of [['prose', prose], ['one run of "A"', 'A'.repeat(1 << 20)], ['one run of CJK', '中'.repeat(1 << 20)], ['one run of spaces', ' '.repeat(1 << 20)], ['10 MiB run of "A"', 'A'.repeat(10 << 20)]]) {
     const started = performance.now();
     const answer = fetch(`${gatewayUrl}/api/ai/chat/completions`, {
       method: 'POST',
@@ -526,6 +526,11 @@ if (PHASES.includes('4')) {
     const probe = await probeOnce();
     const { status, ms: took } = await answer;
     console.log(`   ${name.padEnd(20)} answered ${status} in ${ms(took)}; probe sent meanwhile ${ms(probe)}`);
+    // Anything but the context-window 400 is a bug (a 10 MiB run was once a 500).
+    if (status !== 400) {
+      console.error(`   EXPECTED 400 for ${name}`);
+      process.exitCode = 1;
+    }
   }
 }
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
