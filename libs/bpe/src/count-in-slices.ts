@@ -16,12 +16,13 @@ export const MAX_RUN_CHARS = 128;
 const LONG_RUN_START = /\S{129}|\s{129}/g;
 const NEXT_SPACE = /\s/g;
 const NEXT_NON_SPACE = /\S/g;
+const SPACE = /\s/;
 
 /** [start, end) of each maximal run of more than MAX_RUN_CHARS non-space (or space) characters. */
 function* longRuns(text: string): Generator<[number, number]> {
   LONG_RUN_START.lastIndex = 0;
   for (let found = LONG_RUN_START.exec(text); found; found = LONG_RUN_START.exec(text)) {
-    const next = /\S/.test(found[0][0]) ? NEXT_SPACE : NEXT_NON_SPACE;
+    const next = SPACE.test(found[0][0]) ? NEXT_NON_SPACE : NEXT_SPACE;
     next.lastIndex = found.index + found[0].length;
     const end = next.exec(text)?.index ?? text.length;
     LONG_RUN_START.lastIndex = end;
