@@ -307,29 +307,46 @@ async function scrapeAll() {
   return out;
 }
 
+const f2 = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
+
+/**
+ * The gateway's chat stages between two scrapes, as means per request (ms). A reservation either
+ * runs before the hand-off or beside it (PaidRequests.mayOverlap); only the first kind, and the
+ * max_concurrent slots taken before an overlapped one, add to the caller's wait, so they are
+ * averaged over every request. Rate limits: the requests (guard) and tokens (chat) scripts.
+ */
+function gatewayStages(before, after) {
+  const stage = (name) => meanOf(before, after, 'atelier_stage_duration_seconds', name, 'gateway ');
+  const count = (label) => {
+    const k = `gateway atelier_stage_duration_seconds_count ${label}`;
+    return (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  };
+  const [alone, beside] = [count('chat.reserve'), count('chat.reserve_overlapped')];
+  const perRequest = (name) => (alone + beside > 0 ? ((Number.isFinite(stage(name)) ? stage(name) : 0) * count(name)) / (alone + beside) : NaN);
+  return {
+    reserve: perRequest('chat.reserve'),
+    reserveBeside: stage('chat.reserve_overlapped'),
+    slots: perRequest('chat.reserve_slots'),
+    rateLimits: perRequest('rate_limit.requests') + perRequest('rate_limit.tokens'),
+    besidePct: alone + beside ? ((100 * beside) / (alone + beside)).toFixed(0) : '-',
+  };
+}
+
 /** Where the gateway's time went between two scrapes: per-stage means, the hand-off split, event-loop delay. */
 function breakdown(before, after) {
   const meanMs = (b, a, service, metric, label) => meanOf(b, a, metric, label, `${service} `);
   const stage = (name) => meanMs(before, after, 'gateway', 'atelier_stage_duration_seconds', name);
   const http = meanMs(before, after, 'gateway', 'atelier_http_request_duration_seconds', '/api/ai/chat/completions');
   const [auth, validate, rpc, deliver, settle] = ['auth', 'chat.validate', 'chat.rpc', 'chat.deliver', 'chat.settle'].map(stage);
-  // A reservation either runs before the hand-off or beside it (PaidRequests.mayOverlap); only the
-  // first kind adds to the caller's wait, so it is averaged over every request.
-  const count = (label) => {
-    const k = `gateway atelier_stage_duration_seconds_count ${label}`;
-    return (after.get(k) ?? 0) - (before.get(k) ?? 0);
-  };
-  const [alone, beside] = [count('chat.reserve'), count('chat.reserve_overlapped')];
-  const reserveAlone = stage('chat.reserve');
-  const reserveBeside = stage('chat.reserve_overlapped');
-  const reserve = alone + beside > 0 ? ((Number.isFinite(reserveAlone) ? reserveAlone : 0) * alone) / (alone + beside) : NaN;
+  const { reserve: reserveOnly, reserveBeside, slots, besidePct } = gatewayStages(before, after);
+  const reserve = reserveOnly + (Number.isFinite(slots) ? slots : 0);
   const wait = meanMs(before, after, 'chat', 'atelier_job_wait_seconds', 'chat-completion');
   const handler = meanMs(before, after, 'chat', 'atelier_job_duration_seconds', 'chat-completion');
   const provider = meanMs(before, after, 'chat', 'atelier_stage_duration_seconds', 'chat.provider');
   const f = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
   console.log(`   where the gateway's time goes (means per non-streaming request, ms; settle runs after the answer is sent):`);
   console.log(
-    `     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve before the hand-off ${f(reserve)} (${f(reserveBeside)} beside it, for ${alone + beside ? ((100 * beside) / (alone + beside)).toFixed(0) : '-'} % of requests)` +
+    `     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve before the hand-off ${f(reserve)} (${f(reserveBeside)} beside it, for ${besidePct} % of requests)` +
       `  hand-off to answer ${f(rpc)}  deliver ${f(deliver)}  | settle ${f(settle)}`,
   );
   console.log(`     inside the hand-off: wait until the chat service picks the job up ${f(wait)}, handler ${f(handler)} (provider call ${f(provider)}), relay back ${f(rpc - wait - handler)}`);
@@ -400,8 +417,13 @@ if (PHASES.includes('0')) {
   summary.governance = { plainP50: plainAgain.latency.p50, levels: {} };
   console.log(`   with governance (self-service key with the chat scope; added over the unlimited key, same run, p50 ${ms(plainAgain.latency.p50)}):`);
   for (const [name, key] of levels) {
+    const scraped = await scrapeAll();
     const governed = await sequential({ ...targets.gateway, auth: `Bearer ${key}` }, false, n);
-    console.log(`     ${name.padEnd(28)} p50 ${ms(governed.latency.p50)}  added ${ms(governed.latency.p50 - plainAgain.latency.p50)}`);
+    const { rateLimits, slots, reserve, besidePct } = gatewayStages(scraped, await scrapeAll());
+    console.log(
+      `     ${name.padEnd(28)} p50 ${ms(governed.latency.p50)}  added ${ms(governed.latency.p50 - plainAgain.latency.p50)}` +
+        `   (means: rate limits ${f2(rateLimits)}, max_concurrent slots ${f2(slots)}, reserve before the hand-off ${f2(reserve)}, beside it for ${besidePct} % of requests)`,
+    );
     summary.governance.levels[name] = { p50: governed.latency.p50, addedP50: governed.latency.p50 - plainAgain.latency.p50 };
   }
   // The report's figure: every check together.

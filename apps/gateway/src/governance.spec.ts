@@ -1,6 +1,6 @@
 import type { ApiKeyView } from '@atelier/accounts';
 import { Prisma, PrismaService } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 import type { GatewayHarness } from './gateway.harness';
 
@@ -166,6 +166,77 @@ describe('governance: max_concurrent, budgets, usage', () => {
     const row = await prisma.apiKey.findUniqueOrThrow({ where: { prefix: key.prefix } });
     expect(Number(row.budgetSpent)).toBeLessThan(1);
     expect(row.budgetReserved.toFixed()).toBe('0');
+  });
+
+  describe('the hand-off overlapping the reservation for governed keys', () => {
+    const metrics = async () => (await stack.gw.http.request('GET', '/metrics')).text;
+    const count = async (name: string, labels?: Record<string, string>) => metricValue(await metrics(), name, labels) || 0;
+    const overlapped = () => count('atelier_stage_duration_seconds_count', { stage: 'chat.reserve_overlapped' });
+    const refusals = () => count('atelier_overlapped_refusals_total');
+    const settled = (prefix: string) =>
+      waitFor(async () => (await prisma.apiKey.findUniqueOrThrow({ where: { prefix } })).budgetReserved.isZero(), { description: 'the budget hold to be settled' });
+    const ok = async (key: string, model?: string) => {
+      const res = await chat(key, model);
+      expect(res.status).toBe(200);
+      await res.text();
+    };
+
+    it('overlaps for a key with ample budget and a max_concurrent limit; the slot is still taken before any work, and a budget cut later cancels the call', async () => {
+      const t = await createTenant(stack.gw.http, stack.gw.adminToken, '100');
+      const key = await makeKey(t, { budget: { max_spend: '10', period: 'month' }, limits: { max_concurrent: 1 } });
+      // The first request finds how much the namespace and the budget can spend; the ones after overlap.
+      await ok(key.api_key);
+      await settled(key.prefix);
+      const before = await overlapped();
+      await ok(key.api_key);
+      expect(await overlapped()).toBe(before + 1);
+      await settled(key.prefix);
+
+      // One answer held open takes the only slot: the next request is refused before anything starts.
+      const held = new AbortController();
+      const open = await chat(key.api_key, 'remote-slow', { stream: true }, held.signal);
+      expect(open.status).toBe(200);
+      const [calls, refusedBefore] = [stack.upstream.requests.length, await refusals()];
+      const full = await chat(key.api_key);
+      expect(full.status).toBe(429);
+      expect(await full.json()).toMatchObject({ error: { type: 'rate_limited', message: expect.stringContaining('Concurrency limit reached: 1 request(s)') } });
+      expect(await refusals()).toBe(refusedBefore);
+      expect(stack.upstream.requests.length).toBe(calls);
+      held.abort();
+      await settled(key.prefix);
+
+      // The budget is spent behind this gateway's back: the overlapped call is cancelled and
+      // refused, nothing more is charged, and the request after it reserves first.
+      await prisma.apiKey.update({ where: { prefix: key.prefix }, data: { budgetSpent: '10' } });
+      const charged = await ledgerCharges(t.namespace);
+      const cut = await chat(key.api_key);
+      expect(cut.status).toBe(402);
+      expect(await cut.json()).toMatchObject({ error: { type: 'budget_exceeded' } });
+      expect(await refusals()).toBe(refusedBefore + 1);
+      const again = await chat(key.api_key);
+      expect(again.status).toBe(402);
+      await again.text();
+      expect(await refusals()).toBe(refusedBefore + 1);
+      await settled(key.prefix);
+      expect(await ledgerCharges(t.namespace)).toBe(charged);
+    });
+
+    it('reserves before any work when the key has less than 100 times the request\'s estimate left in its budget', async () => {
+      const t = await createTenant(stack.gw.http, stack.gw.adminToken, '100');
+      const roomy = await makeKey(t, { budget: { max_spend: '10', period: 'month' } });
+      await ok(roomy.api_key);
+      const { id: roomyId } = await prisma.apiKey.findUniqueOrThrow({ where: { prefix: roomy.prefix } });
+      const { amount: estimate } = await prisma.creditReservation.findFirstOrThrow({ where: { apiKeyId: roomyId } });
+      const tight = await makeKey(t, { budget: { max_spend: estimate.times(50).toFixed(), period: 'month' } });
+      await ok(tight.api_key);
+      await settled(tight.prefix);
+      const before = await overlapped();
+      await ok(tight.api_key);
+      expect(await overlapped()).toBe(before);
+      // The namespace has room for both: the roomy key overlaps.
+      await ok(roomy.api_key);
+      expect(await overlapped()).toBe(before + 1);
+    });
   });
 
   it('reports usage by key, model, endpoint and day that adds up to the ledger charges, as JSON and CSV, to members only', async () => {

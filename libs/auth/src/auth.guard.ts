@@ -55,7 +55,8 @@ export class AccessGuard implements CanActivate {
     const limits = callerRateLimits(caller, 'requests');
     if (limits.length > 0) {
       const reply = context.switchToHttp().getResponse<FastifyReply>();
-      await takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value));
+      const taking = () => takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value));
+      await (this.metrics ? this.metrics.timed('rate_limit.requests', taking) : taking());
     }
     return true;
   }

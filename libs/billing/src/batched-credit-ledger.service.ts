@@ -16,16 +16,17 @@ import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SET
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
 const SETTLE_STATEMENT = { name: 'atelier_settle_v2', text: SETTLE_SQL };
-const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v1', text: RESERVE_BUDGETED_SQL };
+const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: RESERVE_BUDGETED_SQL };
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
 const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v1', text: SETTLE_ONE_SQL };
 
 /**
- * How far a namespace's spare credits, as its last reservation here found them, must exceed a
- * request for coversAtOnce to say yes, and for how long that reading counts (5 s). Wide enough that
- * only a sudden, large loss of credits (an operator's adjustment, a burst of big requests on
- * other replicas within seconds) can refuse a request it said yes to.
+ * How far a namespace's spare credits (and a key's spare budget), as the last reservation here
+ * found them, must exceed a request for coversAtOnce to say yes, and for how long that reading
+ * counts (5 s). Wide enough that only a sudden, large loss (an operator's adjustment, a lowered
+ * budget, a burst of big requests on other replicas within seconds) can refuse a request it
+ * said yes to.
  */
 const HEADROOM_FACTOR = 100;
 const HEADROOM_TTL_MS = 5_000;
@@ -79,7 +80,10 @@ interface Lanes {
 @Injectable()
 export class BatchedCreditLedger implements OnModuleDestroy {
   private readonly lanes = new Map<string, Lanes>();
-  /** Per namespace: what it could still spend after this process's last reservation there, and when. */
+  /**
+   * Per namespace (by id) and per budgeted key (`budget:<key id>`): what it could still spend
+   * after this process's last reservation there, and when.
+   */
   private readonly headroom = new Map<string, { available: number; at: number }>();
   private pools?: { reserves: Pool; settles: Pool };
 
@@ -99,18 +103,34 @@ export class BatchedCreditLedger implements OnModuleDestroy {
 
   /**
    * True when the namespace's last reservation in this process, under 5 s ago, left it at
-   * least HEADROOM_FACTOR times `amount` to spare: a reservation of `amount` is then all but
-   * certain to be taken. A hint for overlapping work with the reservation, never a decision:
-   * only the reservation itself, under the namespace row's lock, takes credits.
+   * least HEADROOM_FACTOR times `amount` to spare, and so did the key's budget when it has one
+   * (`budgetKeyId`): a reservation of `amount` is then all but certain to be taken. A hint for
+   * overlapping work with the reservation, never a decision: only the reservation itself, under
+   * the namespace's (and the key's) row lock, takes credits.
    */
-  coversAtOnce(namespaceId: string, amount: string): boolean {
-    const known = this.headroom.get(namespaceId);
+  coversAtOnce(namespaceId: string, amount: string, budgetKeyId?: string): boolean {
+    const needed = Number(amount) * HEADROOM_FACTOR;
+    return this.spares(namespaceId, needed) && (budgetKeyId === undefined || this.spares(budgetHeadroomKey(budgetKeyId), needed));
+  }
+
+  private spares(key: string, needed: number): boolean {
+    const known = this.headroom.get(key);
     if (!known) return false;
     if (performance.now() - known.at > HEADROOM_TTL_MS) {
-      this.headroom.delete(namespaceId);
+      this.headroom.delete(key);
       return false;
     }
-    return known.available >= Number(amount) * HEADROOM_FACTOR;
+    return known.available >= needed;
+  }
+
+  /** What `key` can still spend after this process's latest reservation there (undefined: short, so no guessing). */
+  private remember(key: string, available: number | undefined): void {
+    if (available === undefined || !Number.isFinite(available)) {
+      this.headroom.delete(key);
+      return;
+    }
+    if (this.headroom.size >= MAX_HEADROOM_ENTRIES) this.headroom.clear();
+    this.headroom.set(key, { available, at: performance.now() });
   }
 
   /**
@@ -125,6 +145,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       // prepared once per connection and committed like every other hold.
       const amount = input.items.reduce((sum, i) => sum.plus(i.amount), new Prisma.Decimal(0)).toFixed();
       const { rows } = await this.query<BudgetedReserveRow>('reserves', RESERVE_BUDGETED_STATEMENT, 1, budgetedReserveValues(namespaceId, input.items, tags));
+      this.rememberBudgeted(namespaceId, tags.apiKeyId, rows[0], Number(amount));
       return this.ledger.budgetedOutcome(rows[0], namespaceId, input.items, amount, tags);
     }
     const lanes = this.lanesOf(namespaceId);
@@ -181,16 +202,21 @@ export class BatchedCreditLedger implements OnModuleDestroy {
         : await this.query<{ id: string; available: string }>('reserves', RESERVE_STATEMENT, calls.length, reserveValues(namespaceId, calls));
     const accepted = new Set(rows.map((r) => r.id));
     const taken = calls.map((c) => accepted.has(c.items[0].id));
+    let left: number | undefined;
+    // None fitted: the namespace is short of credits.
     if (rows.length > 0) {
-      let left = Number(rows[0].available);
-      calls.forEach((c, i) => taken[i] && c.items.forEach((item) => (left -= Number(item.amount))));
-      if (this.headroom.size >= MAX_HEADROOM_ENTRIES) this.headroom.clear();
-      this.headroom.set(namespaceId, { available: left, at: performance.now() });
-    } else {
-      // Nothing fitted: the namespace is short of credits, so no guessing for it.
-      this.headroom.delete(namespaceId);
+      left = Number(rows[0].available);
+      calls.forEach((c, i) => taken[i] && c.items.forEach((item) => (left! -= Number(item.amount))));
     }
+    this.remember(namespaceId, left);
     return taken;
+  }
+
+  /** The namespace's and the key budget's spare after a budgeted call (as reserveStatement does for the namespace). */
+  private rememberBudgeted(namespaceId: string, apiKeyId: string, row: BudgetedReserveRow | undefined, amount: number): void {
+    const taken = row !== undefined && row.credits_ok && row.budget_ok && row.inserted > 0;
+    this.remember(namespaceId, taken ? Number(row.available) - amount : undefined);
+    this.remember(budgetHeadroomKey(apiKeyId), taken ? Number(row.max_spend) - Number(row.spent) - Number(row.held) - amount : undefined);
   }
 
   /** One SETTLE_SQL for the batch (SETTLE_ONE_SQL for a batch of one); per call, what it charged (undefined: it was already closed). */
@@ -223,4 +249,8 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     this.stats.calls += calls;
     return result;
   }
+}
+
+function budgetHeadroomKey(apiKeyId: string): string {
+  return `budget:${apiKeyId}`;
 }

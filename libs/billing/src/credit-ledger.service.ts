@@ -60,6 +60,8 @@ export interface BudgetedReserveRow {
   spent: string;
   held: string;
   max_spend: string | null;
+  /** The namespace's credits less its reservations, before this call. */
+  available: string;
   inserted: number;
 }
 

@@ -77,7 +77,8 @@ export const RESERVE_ONE_SQL = `
  * One call of a key with a budget: its reservations are taken only if both the namespace's
  * credits and the key's budget (spent this period + held + this call <= max_spend) allow all of
  * them, judged on both rows under their locks, so concurrent calls can never overspend either.
- * Returns one row saying which allowed it (none: the key is gone) and the budget as it stood.
+ * Returns one row saying which allowed it (none: the key is gone), and the budget and the
+ * namespace's spare credits as they stood before this call.
  *
  * $1 namespace id, $2 reservation ids, $3 amounts, $4 references, $5 API key id, $6 model, $7 endpoint.
  */
@@ -109,8 +110,8 @@ export const RESERVE_BUDGETED_SQL = `
     RETURNING id
   )
   SELECT verdict.credits_ok, verdict.budget_ok, k.spent::text AS spent, k.held::text AS held, k.max_spend::text AS max_spend,
-         (SELECT count(*) FROM ins)::int AS inserted
-  FROM verdict, k`;
+         ns.available::text AS available, (SELECT count(*) FROM ins)::int AS inserted
+  FROM verdict, k, ns`;
 
 /**
  * The settle rule (README, "Credits"): a request is charged its actual cost. What the

@@ -80,6 +80,11 @@ export class PaidRequests {
    */
   async reserve(namespaceId: string, estimate: string, reference: string, tags: ChargeTags, id?: string): Promise<Reservation> {
     await this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config));
+    return this.reserveHoldingSlot(namespaceId, estimate, reference, tags, id);
+  }
+
+  /** The credits of a request whose max_concurrent slots (if any) are taken; they are freed again on a refusal. */
+  private async reserveHoldingSlot(namespaceId: string, estimate: string, reference: string, tags: ChargeTags, id?: string): Promise<Reservation> {
     try {
       const reservation = await this.ledger.reserve(namespaceId, estimate, reference, tags, id);
       return tags.concurrency?.length ? { ...reservation, holdsSlot: true } : reservation;
@@ -96,8 +101,9 @@ export class PaidRequests {
    * longer of the two instead of their sum: the work must then not reach the client before this
    * resolves. A refusal then aborts the work's signal (the call is cancelled wherever it runs,
    * atelier_overlapped_refusals_total counts it) and rejects with the ledger's 402, and the
-   * work's own rejection is left for nobody. The reservation is timed as `stage`, or as
-   * `<stage>_overlapped` when it ran beside the work.
+   * work's own rejection is left for nobody. max_concurrent slots are always taken before the
+   * work starts, so a 429 never follows work begun. The reservation is timed as `stage`, or as
+   * `<stage>_overlapped` when it ran beside the work (its slots, taken before, as `<stage>_slots`).
    */
   async reserveAndStart<T>(
     namespaceId: string,
@@ -107,18 +113,18 @@ export class PaidRequests {
     opts: { stage: string; signal: AbortSignal; id?: string },
     start: (signal: AbortSignal) => Promise<T>,
   ): Promise<{ reservation: Reservation; work: Promise<T> }> {
-    const reserving = () => this.reserve(namespaceId, estimate, reference, tags, opts.id);
-    const reserve = (stage: string) => (this.metrics ? this.metrics.timed(stage, reserving) : reserving());
+    const timed = <T>(stage: string, step: () => Promise<T>) => (this.metrics ? this.metrics.timed(stage, step) : step());
     if (!this.mayOverlap(namespaceId, estimate, tags)) {
-      const reservation = await reserve(opts.stage);
+      const reservation = await timed(opts.stage, () => this.reserve(namespaceId, estimate, reference, tags, opts.id));
       return { reservation, work: start(opts.signal) };
     }
+    if (tags.concurrency?.length) await timed(`${opts.stage}_slots`, () => this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config)));
     // Aborted by the caller's signal or by a refusal; the caller's signal ends with its request.
     const { controller: refused } = abortFollowing(opts.signal);
     const work = start(refused.signal);
     work.catch(() => undefined);
     try {
-      return { reservation: await reserve(`${opts.stage}_overlapped`), work };
+      return { reservation: await timed(`${opts.stage}_overlapped`, () => this.reserveHoldingSlot(namespaceId, estimate, reference, tags, opts.id)), work };
     } catch (err) {
       refused.abort();
       this.metrics?.overlapRefusals.inc();
@@ -128,14 +134,13 @@ export class PaidRequests {
 
   /**
    * Whether work may start while its reservation is still being taken: only when the
-   * reservation is all but certain, so work is hardly ever done for a request then refused.
-   * Never for a key with a budget or a max_concurrent limit, whose refusals are an everyday
-   * outcome, nor where this process has not lately seen the namespace with ample credits
-   * (BatchedCreditLedger.coversAtOnce).
+   * reservation is all but certain, so work is hardly ever done for a request then refused:
+   * where this process has lately seen the namespace with ample credits, and the key's budget,
+   * if it has one, with ample room (BatchedCreditLedger.coversAtOnce). A budget near its end
+   * therefore reserves first, as every refusal there is an everyday outcome.
    */
   private mayOverlap(namespaceId: string, estimate: string, tags: ChargeTags): boolean {
-    if (tags.budgetOf !== undefined || tags.concurrency?.length) return false;
-    return this.ledger.coversAtOnce(namespaceId, estimate);
+    return this.ledger.coversAtOnce(namespaceId, estimate, tags.budgetOf !== undefined ? tags.apiKeyId : undefined);
   }
 
   /**

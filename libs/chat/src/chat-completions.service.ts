@@ -161,7 +161,8 @@ export class ChatCompletionsService {
     const tooBig = limits.find((l) => tokens > l.limit);
     if (tooBig)
       throw new ApiError('rate_limited', `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; lower max_tokens`);
-    return takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value));
+    if (limits.length === 0) return [];
+    return this.metrics.timed('rate_limit.tokens', () => takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value)));
   }
 
   private run(prepared: ValidatedChat, reservationId: string, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
