@@ -376,7 +376,10 @@ if (PHASES.includes('0')) {
   const after = await scrapeAll();
   const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
   // Idempotency-Key: a new key per request (claimed, run, answer stored), then retries of one key (replayed).
+  const beforeKeyed = await scrapeAll();
   const keyed = await sequential(targets.gateway, false, n, (i) => ({ 'idempotency-key': `bench-${process.pid}-${i}` }));
+  const afterKeyed = await scrapeAll();
+  const idemStage = (name) => meanOf(beforeKeyed, afterKeyed, 'atelier_stage_duration_seconds', name, 'gateway ');
   const replayed = await sequential(targets.gateway, false, n, () => ({ 'idempotency-key': `bench-${process.pid}-0` }));
   Object.assign(summary, {
     sequential: { direct: dp.latency.p50, gateway: gp.latency.p50, addedP50: gp.latency.p50 - dp.latency.p50, addedP99: gp.latency.p99 - dp.latency.p99 },
@@ -386,7 +389,7 @@ if (PHASES.includes('0')) {
   console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
   console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
   console.log(
-    `   with Idempotency-Key   new key each request p50 ${ms(keyed.latency.p50)} (added over no key ${ms(keyed.latency.p50 - gp.latency.p50)})   replayed p50 ${ms(replayed.latency.p50)}`,
+    `   with Idempotency-Key   new key each request p50 ${ms(keyed.latency.p50)} (added over no key ${ms(keyed.latency.p50 - gp.latency.p50)}; means: claim ${f2(idemStage('idempotency.claim'))}, answer stored ${f2(idemStage('idempotency.store'))})   replayed p50 ${ms(replayed.latency.p50)}`,
   );
   summary.idempotency = { keyedP50: keyed.latency.p50, addedOverPlainP50: keyed.latency.p50 - gp.latency.p50, replayP50: replayed.latency.p50 };
   // Governance on the hot path, one level per user (namespace limits are shared by a user's keys),
