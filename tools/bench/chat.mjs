@@ -531,6 +531,8 @@ await pool.end();
 // prose, with a probe request sent while each is being handled.
 if (PHASES.includes('4')) {
   const prose = 'The quick brown fox jumps over the lazy dog, and the dog does not mind at all. '.repeat(14_000).slice(0, 1 << 20);
+  // Every line ends in a quote, so no space or line break after a letter offers a cut (a second of counting before token-count's BOUNDARY).
+  const quotedCsv = Array.from({ length: 480_000 }, (_, i) => `"${i}","item-${i}","${(i * 1.37).toFixed(2)}"\n`).join('').slice(0, 10 << 20);
   const probeOnce = async () => {
     const t = performance.now();
     await (await fetch(`${gatewayUrl}/api/ai/models/bench-remote`, { headers: { authorization: `Bearer ${user.api_key}` } })).arrayBuffer();
@@ -541,7 +543,7 @@ if (PHASES.includes('4')) {
   const idle = stats(alone);
   console.log(`\n4. Pathological input: 1 MiB chat messages, and one of 10 MiB (the bench model's context is 8,192 tokens, so each is refused with 400 after counting)`);
   console.log(`   probe alone          p50 ${ms(idle.p50)}`);
-  for (const [name, content] of [['prose', prose], ['one run of "A"', 'A'.repeat(1 << 20)], ['one run of CJK', '中'.repeat(1 << 20)], ['one run of spaces', ' '.repeat(1 << 20)], ['10 MiB run of "A"', 'A'.repeat(10 << 20)]]) {
+  for (const [name, content] of [['prose', prose], ['one run of "A"', 'A'.repeat(1 << 20)], ['one run of CJK', '中'.repeat(1 << 20)], ['one run of spaces', ' '.repeat(1 << 20)], ['10 MiB run of "A"', 'A'.repeat(10 << 20)], ['10 MiB quoted CSV', quotedCsv]]) {
     const started = performance.now();
     const answer = fetch(`${gatewayUrl}/api/ai/chat/completions`, {
       method: 'POST',

@@ -79,6 +79,30 @@ describe('counting long text a part at a time', () => {
     );
   });
 
+  it('gives exactly the count of the whole text when it has no space to cut at (quoted CSV, logs, JSON lines)', () => {
+    const spaceless = word.map((w) => w.replace(/[ \t]/g, ''));
+    const separator = fc.constantFrom('', ',', ';', '"', '","', "'", '/', '.', ':', '-', '(', ')', '\u0301');
+    // Every line ends in punctuation, so no line break follows a letter or digit either.
+    const lineBreak = fc.constantFrom('"\n', ';\r\n', '.\n\n', ')\n/', ',\n', '"\n ', "'\n", '\u0301\n');
+    // Lines short enough that no run of non-space characters reaches MAX_RUN_CHARS, which countInSlices would count in slices.
+    const line = fc.array(fc.tuple(spaceless, separator), { maxLength: 6 }).map((parts) => parts.flat().join('').slice(0, MAX_RUN_CHARS - 8));
+    const longText = fc.array(fc.tuple(line, lineBreak), { minLength: 700, maxLength: 1500 }).map((parts) => parts.flat().join(''));
+    fc.assert(
+      fc.property(longText, (text) => {
+        expect(text.length).toBeGreaterThan(4096);
+        expect(countTextTokens(text)).toBe(whole(text));
+      }),
+      { numRuns: 60, endOnFailure: true },
+    );
+  });
+
+  it("does not cut a contraction off its word where nothing else could be cut (\"it's\" is one token)", () => {
+    // ";\n/" offers no cut at all: the first place to cut after 4,096 characters is in the word.
+    const text = `${';\n/'.repeat(1366)}it's${';\n/'.repeat(10)}`;
+    expect(countTextTokens(text)).toBe(whole(text));
+    expect(countTextTokens(text)).toBe(countTokens(text));
+  });
+
   it('counts real documents (prose, tables, code) exactly as counting them whole', () => {
     const root = path.resolve(__dirname, '../../..');
     const doc = ['README.md', 'docs/benchmarks.md', 'libs/chat/README.md', 'libs/chat/src/chat-request.ts'].map((f) => fs.readFileSync(path.join(root, f), 'utf8')).join('\n');
@@ -87,7 +111,7 @@ describe('counting long text a part at a time', () => {
   });
 
   it('stops soon after the bound instead of counting 1 MiB to its end', () => {
-    const texts = { prose: PROSE.repeat(Math.ceil((1 << 20) / PROSE.length)), cjk: '中文字符'.repeat(1 << 18), letters: 'A'.repeat(1 << 20), numbers: '12 '.repeat(1 << 18), csv: `id,name,score\n${'7,alpha,0.5\n'.repeat(1 << 17)}` };
+    const texts = { prose: PROSE.repeat(Math.ceil((1 << 20) / PROSE.length)), cjk: '中文字符'.repeat(1 << 18), letters: 'A'.repeat(1 << 20), numbers: '12 '.repeat(1 << 18), csv: `id,name,score\n${'7,alpha,0.5\n'.repeat(1 << 17)}`, quotedCsv: `"id","name"\n${'"7","alpha"\n'.repeat(1 << 17)}`, jsonLines: '{"id":7,"tags":["a"]}\n'.repeat(1 << 16) };
     for (const [name, text] of Object.entries(texts)) {
       const full = countTextTokens(text);
       const bounded = countTextTokens(text, 8192);
