@@ -56,6 +56,46 @@ describe('rate limits (tpm, chat)', () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/more than the 40 tokens per minute of API key .*; lower max_tokens$/);
   });
 
+  it('with max_concurrent too: a token refusal leaves no slot held, and a concurrency refusal gives its tokens back', async () => {
+    const t = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
+    // The two limits are checked together (one Redis round trip), so each refusal must undo the other's count.
+    const key = await keyWith(t, { tpm: 100, max_concurrent: 1 });
+    const first = await chat(key.api_key, 50);
+    expect(first.status).toBe(200);
+    await first.text();
+    const second = await waitFor(async () => ((r) => (r.status === 200 ? r : undefined))(await chat(key.api_key, 50)), { timeoutMs: 5000, description: 'the first correction' });
+    await second.text();
+    const refused = await waitFor(
+      async () => ((r) => (r.status === 429 && r.headers.get('x-ratelimit-remaining-tokens') === '0' ? r : undefined))(await chat(key.api_key, 50)),
+      { timeoutMs: 5000, description: 'a refusal for tokens' },
+    );
+    expect(await refused.json()).toMatchObject({ error: { message: expect.stringMatching(/^Rate limit reached: 100 tokens per minute/) } });
+    // 30 + 30 used: a small request fits, and finds the only slot free.
+    const small = await chat(key.api_key, 10);
+    expect(small.status).toBe(200);
+    await small.text();
+
+    const other = await keyWith(t, { tpm: 1000, max_concurrent: 1 });
+    const stream = (maxTokens: number, signal?: AbortSignal) =>
+      fetch(`${stack.base}/api/ai/chat/completions`, {
+        method: 'POST',
+        signal,
+        headers: { authorization: `Bearer ${other.api_key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'remote-slow', messages: [{ role: 'user', content: 'hello upstream' }], max_tokens: maxTokens, stream: true }),
+      });
+    const held = new AbortController();
+    expect((await stream(300, held.signal)).status).toBe(200);
+    // Fits the tokens (about 320 + 620 of 1,000) but not the slot.
+    const busy = await stream(600);
+    expect(busy.status).toBe(429);
+    expect(await busy.json()).toMatchObject({ error: { message: expect.stringMatching(/^Concurrency limit reached/) } });
+    held.abort();
+    // Had the refused request kept its 620 tokens, 620 more would not fit for a minute.
+    const done = new AbortController();
+    await waitFor(async () => (await stream(600, done.signal)).status === 200, { timeoutMs: 5000, description: 'the slot and tokens back' });
+    done.abort();
+  }, 20_000);
+
   it("applies the namespace's limit to every key billing there, and leaves unlimited keys without the headers", async () => {
     const t = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
     const plain = await chat(t.apiKey, 50);

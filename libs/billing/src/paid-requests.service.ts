@@ -75,15 +75,10 @@ export class PaidRequests {
   ) {}
 
   /**
-   * Reserves `estimate` credits for one request, or throws the ledger's 402 (credits, or the
-   * key's budget when `tags.budgetOf` says it has one).
+   * Reserves `estimate` credits for one request whose max_concurrent slots (if any) are taken, or
+   * throws the ledger's 402 (credits, or the key's budget when `tags.budgetOf` says it has one),
+   * freeing the slots again.
    */
-  async reserve(namespaceId: string, estimate: string, reference: string, tags: ChargeTags, id?: string): Promise<Reservation> {
-    await this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config));
-    return this.reserveHoldingSlot(namespaceId, estimate, reference, tags, id);
-  }
-
-  /** The credits of a request whose max_concurrent slots (if any) are taken; they are freed again on a refusal. */
   private async reserveHoldingSlot(namespaceId: string, estimate: string, reference: string, tags: ChargeTags, id?: string): Promise<Reservation> {
     try {
       const reservation = await this.ledger.reserve(namespaceId, estimate, reference, tags, id);
@@ -102,23 +97,32 @@ export class PaidRequests {
    * resolves. A refusal then aborts the work's signal (the call is cancelled wherever it runs,
    * atelier_overlapped_refusals_total counts it) and rejects with the ledger's 402, and the
    * work's own rejection is left for nobody. max_concurrent slots are always taken before the
-   * work starts, so a 429 never follows work begun. The reservation is timed as `stage`, or as
-   * `<stage>_overlapped` when it ran beside the work (its slots, taken before, as `<stage>_slots`).
+   * work starts, so a 429 never follows work begun. `admitted`: the caller's own admission check
+   * already under way (chat's tokens per minute), awaited together with the slots, so the two
+   * Redis calls cost one round trip; if it refuses, slots taken meanwhile are given back. The
+   * reservation is timed as `stage`, or as `<stage>_overlapped` when it ran beside the work (its
+   * slots, taken before, as `<stage>_slots`).
    */
   async reserveAndStart<T>(
     namespaceId: string,
     estimate: string,
     reference: string,
     tags: ChargeTags,
-    opts: { stage: string; signal: AbortSignal; id?: string },
+    opts: { stage: string; signal: AbortSignal; id?: string; admitted?: Promise<unknown> },
     start: (signal: AbortSignal) => Promise<T>,
   ): Promise<{ reservation: Reservation; work: Promise<T> }> {
     const timed = <T>(stage: string, step: () => Promise<T>) => (this.metrics ? this.metrics.timed(stage, step) : step());
+    const admit = () => this.admit(tags, reference, syncReservationMaxAgeMs(this.config), opts.admitted);
     if (!this.mayOverlap(namespaceId, estimate, tags)) {
-      const reservation = await timed(opts.stage, () => this.reserve(namespaceId, estimate, reference, tags, opts.id));
+      const reserving = async () => {
+        await admit();
+        return this.reserveHoldingSlot(namespaceId, estimate, reference, tags, opts.id);
+      };
+      const reservation = await timed(opts.stage, reserving);
       return { reservation, work: start(opts.signal) };
     }
-    if (tags.concurrency?.length) await timed(`${opts.stage}_slots`, () => this.takeSlots(tags, [reference], syncReservationMaxAgeMs(this.config)));
+    if (tags.concurrency?.length) await timed(`${opts.stage}_slots`, admit);
+    else await opts.admitted;
     // Aborted by the caller's signal or by a refusal; the caller's signal ends with its request.
     const { controller: refused } = abortFollowing(opts.signal);
     const work = start(refused.signal);
@@ -162,6 +166,17 @@ export class PaidRequests {
   /** Gives back max_concurrent slots of work that has ended (by reservation reference). Never throws. */
   async endWork(references: string[]): Promise<void> {
     await this.slots.release(references).catch(() => undefined);
+  }
+
+  /** takeSlots and the caller's `admitted` together; a refusal of either gives back the slots taken. */
+  private async admit(tags: ChargeTags, reference: string, leaseMs: number, admitted?: Promise<unknown>): Promise<void> {
+    if (!admitted) return this.takeSlots(tags, [reference], leaseMs);
+    const [slots, other] = await Promise.allSettled([this.takeSlots(tags, [reference], leaseMs), admitted]);
+    if (other.status === 'rejected') {
+      if (slots.status === 'fulfilled') await this.freeSlots(tags, [reference]);
+      throw other.reason;
+    }
+    if (slots.status === 'rejected') throw slots.reason;
   }
 
   /**

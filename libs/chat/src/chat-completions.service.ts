@@ -42,13 +42,19 @@ interface ValidatedChat {
   tags: ChargeTags;
   requestId: string;
   startedAt: number;
-  /** The tokens-per-minute limits this request was counted against, and for how many tokens. */
-  tokenLimits: RateLimit[];
+  /**
+   * The tokens-per-minute limits this request is being counted against, and for how many tokens:
+   * under way while the max_concurrent slots are taken (one Redis round trip for both), and
+   * awaited with them before any work starts.
+   */
+  tokensTaken: Promise<RateLimit[]>;
 }
 
 /** A validated, paid-for (reserved) request. */
 interface PreparedChat extends ValidatedChat {
   reservation: Reservation;
+  /** What tokensTaken counted it against. */
+  tokenLimits: RateLimit[];
 }
 
 interface ChatEnding {
@@ -107,15 +113,15 @@ export class ChatCompletionsService {
         chat.estimate,
         reservationReference('chat', chat.completionId),
         chat.tags,
-        { stage: 'chat.reserve', signal, id: reservationId },
+        { stage: 'chat.reserve', signal, id: reservationId, admitted: chat.tokensTaken },
         (callSignal) => this.metrics.timed('chat.rpc', () => this.run(chat, reservationId, { signal: callSignal, onChunk })),
       );
     } catch (err) {
-      // Refused (402): the tokens it was counted for are given back.
-      void this.limiter.correct(chat.tokenLimits, chat.tokenLimits.map((l) => -(l.cost ?? 0))).catch(() => undefined);
+      // Refused (402, or 429 for max_concurrent): the tokens it was counted for, if any, are given back.
+      void chat.tokensTaken.then((limits) => this.limiter.correct(limits, limits.map((l) => -(l.cost ?? 0)))).catch(() => undefined);
       throw err;
     }
-    const prepared: PreparedChat = { ...chat, reservation: paid.reservation };
+    const prepared: PreparedChat = { ...chat, reservation: paid.reservation, tokenLimits: await chat.tokensTaken };
     const held = early;
     early = undefined;
     for (const chunk of held) if (!signal.aborted) pass(chunk);
@@ -144,10 +150,12 @@ export class ChatCompletionsService {
     const scope = await this.access.resolve(caller, body.target_namespace);
     validating();
     const completionId = `chatcmpl-${randomToken(18)}`;
-    const tokenLimits = await this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
+    const tokensTaken = this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
+    // Awaited with the slots (PaidRequests.reserveAndStart); a refusal is reported there.
+    tokensTaken.catch(() => undefined);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);
-    return { completionId, caller, scope, model, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokenLimits };
+    return { completionId, caller, scope, model, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 
   /**
@@ -156,12 +164,12 @@ export class ChatCompletionsService {
    * when it settles (finish). Says where it stands in OpenAI's x-ratelimit-*-tokens headers; over
    * a limit, 429 naming it with retry-after. Keys without token limits cost nothing here.
    */
-  private async takeTokens(caller: Caller, tokens: number, delivery: ChatDelivery): Promise<RateLimit[]> {
+  private takeTokens(caller: Caller, tokens: number, delivery: ChatDelivery): Promise<RateLimit[]> {
     const limits = callerRateLimits(caller, 'tokens', tokens);
     const tooBig = limits.find((l) => tokens > l.limit);
     if (tooBig)
       throw new ApiError('rate_limited', `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; lower max_tokens`);
-    if (limits.length === 0) return [];
+    if (limits.length === 0) return Promise.resolve([]);
     return this.metrics.timed('rate_limit.tokens', () => takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value)));
   }
 
