@@ -26,13 +26,21 @@ const LEASE_SLACK_MS = 60_000;
  * concurrent claims of one key exactly one gets a row back. An expired key starts over; a
  * running request whose lease ran out (its gateway died) is taken over by a retry of the very
  * same request.
+ *
+ * The claim commits without waiting for its WAL flush (set_config(..., true) lasts for its own
+ * transaction, whose commit reads it; about 0.15 of its 0.35 ms). Locking and visibility are
+ * unchanged, so concurrent claims still admit exactly one. Durability follows from WAL order:
+ * whatever the request then makes durable (its charge, its generation rows, the stored answer,
+ * which commits durably before the answer goes out) flushes the claim with it. So a Postgres
+ * crash can only lose a claim together with everything its request did after it, and a retry
+ * that claims the key again runs a request of which nothing was kept.
  * $1 user id, $2 key, $3 route, $4 request hash, $5 lease, $6 expiry.
  */
 const CLAIM = {
-  name: 'atelier_idempotency_claim_v1',
+  name: 'atelier_idempotency_claim_v2',
   text: `
     INSERT INTO idempotency_keys (user_id, key, route, request_hash, locked_until, expires_at)
-    VALUES ($1::uuid, $2, $3, $4, $5, $6)
+    SELECT $1::uuid, $2, $3, $4, $5, $6 FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
     ON CONFLICT (user_id, key) DO UPDATE
       SET route = EXCLUDED.route, request_hash = EXCLUDED.request_hash, response_status = NULL, response_type = NULL,
           response_body = NULL, locked_until = EXCLUDED.locked_until, expires_at = EXCLUDED.expires_at, created_at = now()
