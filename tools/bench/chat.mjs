@@ -307,6 +307,7 @@ async function scrapeAll() {
   return out;
 }
 
+/** A mean in ms to two places, or '-' when there was nothing to average. */
 const f2 = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
 
 /**
@@ -343,13 +344,12 @@ function breakdown(before, after) {
   const wait = meanMs(before, after, 'chat', 'atelier_job_wait_seconds', 'chat-completion');
   const handler = meanMs(before, after, 'chat', 'atelier_job_duration_seconds', 'chat-completion');
   const provider = meanMs(before, after, 'chat', 'atelier_stage_duration_seconds', 'chat.provider');
-  const f = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
   console.log(`   where the gateway's time goes (means per non-streaming request, ms; settle runs after the answer is sent):`);
   console.log(
-    `     gateway  auth ${f(auth)}  validate+count ${f(validate)}  reserve before the hand-off ${f(reserve)} (${f(reserveBeside)} beside it, for ${besidePct} % of requests)` +
-      `  hand-off to answer ${f(rpc)}  deliver ${f(deliver)}  | settle ${f(settle)}`,
+    `     gateway  auth ${f2(auth)}  validate+count ${f2(validate)}  reserve before the hand-off ${f2(reserve)} (${f2(reserveBeside)} beside it, for ${besidePct} % of requests)` +
+      `  hand-off to answer ${f2(rpc)}  deliver ${f2(deliver)}  | settle ${f2(settle)}`,
   );
-  console.log(`     inside the hand-off: wait until the chat service picks the job up ${f(wait)}, handler ${f(handler)} (provider call ${f(provider)}), relay back ${f(rpc - wait - handler)}`);
+  console.log(`     inside the hand-off: wait until the chat service picks the job up ${f2(wait)}, handler ${f2(handler)} (provider call ${f2(provider)}), relay back ${f2(rpc - wait - handler)}`);
   // Tails: which stage's slowest 1 % is slow (bucket bounds, so "at most").
   const p99 = (service, metric, label) => {
     const v = quantileMs(before, after, metric, label, 0.99, `${service} `);
@@ -361,10 +361,10 @@ function breakdown(before, after) {
       ` (pick-up ${p99('chat', 'atelier_job_wait_seconds', 'chat-completion')}, handler ${p99('chat', 'atelier_job_duration_seconds', 'chat-completion')}, provider ${p99('chat', 'atelier_stage_duration_seconds', 'chat.provider')})` +
       `  deliver ${st('chat.deliver')}  | settle ${st('chat.settle')}`,
   );
-  console.log(`     Nest/Fastify and the rest: ${f(http - auth - validate - reserve - rpc - deliver)} of the ${f(http)} the gateway's HTTP histogram counts`);
+  console.log(`     Nest/Fastify and the rest: ${f2(http - auth - validate - reserve - rpc - deliver)} of the ${f2(http)} the gateway's HTTP histogram counts`);
   // prom-client samples the loop every 10 ms and reports delays including that interval.
   const lag = (service, p) => after.get(`${service} nodejs_eventloop_lag_${p}_seconds `) * 1000 - 10;
-  console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f(lag('gateway', 'p50'))}/${f(lag('gateway', 'p99'))}, chat ${f(lag('chat', 'p50'))}/${f(lag('chat', 'p99'))}`);
+  console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f2(lag('gateway', 'p50'))}/${f2(lag('gateway', 'p99'))}, chat ${f2(lag('chat', 'p50'))}/${f2(lag('chat', 'p99'))}`);
 }
 
 if (PHASES.includes('0')) {

@@ -3,7 +3,7 @@ import { Reflector } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { Metrics } from '@atelier/observability';
+import { Metrics, timedStage } from '@atelier/observability';
 import { ACCESS_METADATA, RateLimiter, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
@@ -55,8 +55,7 @@ export class AccessGuard implements CanActivate {
     const limits = callerRateLimits(caller, 'requests');
     if (limits.length > 0) {
       const reply = context.switchToHttp().getResponse<FastifyReply>();
-      const taking = () => takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value));
-      await (this.metrics ? this.metrics.timed('rate_limit.requests', taking) : taking());
+      await timedStage(this.metrics, 'rate_limit.requests', () => takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value)));
     }
     return true;
   }

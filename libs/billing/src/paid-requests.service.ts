@@ -3,7 +3,7 @@ import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { abortFollowing, ConcurrencyLimiter, nowOrOnceBack } from '@atelier/runtime';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { ApiError } from '@atelier/contracts';
-import { Metrics } from '@atelier/observability';
+import { Metrics, timedStage } from '@atelier/observability';
 import type { ChargeTags, DeliveredUsage, NamedConcurrencyLimit, Reservation } from './credit-ledger.service';
 
 /**
@@ -111,24 +111,23 @@ export class PaidRequests {
     opts: { stage: string; signal: AbortSignal; id?: string; admitted?: Promise<unknown> },
     start: (signal: AbortSignal) => Promise<T>,
   ): Promise<{ reservation: Reservation; work: Promise<T> }> {
-    const timed = <T>(stage: string, step: () => Promise<T>) => (this.metrics ? this.metrics.timed(stage, step) : step());
     const admit = () => this.admit(tags, reference, syncReservationMaxAgeMs(this.config), opts.admitted);
     if (!this.mayOverlap(namespaceId, estimate, tags)) {
       const reserving = async () => {
         await admit();
         return this.reserveHoldingSlot(namespaceId, estimate, reference, tags, opts.id);
       };
-      const reservation = await timed(opts.stage, reserving);
+      const reservation = await timedStage(this.metrics, opts.stage, reserving);
       return { reservation, work: start(opts.signal) };
     }
-    if (tags.concurrency?.length) await timed(`${opts.stage}_slots`, admit);
+    if (tags.concurrency?.length) await timedStage(this.metrics, `${opts.stage}_slots`, admit);
     else await opts.admitted;
     // Aborted by the caller's signal or by a refusal; the caller's signal ends with its request.
     const { controller: refused } = abortFollowing(opts.signal);
     const work = start(refused.signal);
     work.catch(() => undefined);
     try {
-      return { reservation: await timed(`${opts.stage}_overlapped`, () => this.reserveHoldingSlot(namespaceId, estimate, reference, tags, opts.id)), work };
+      return { reservation: await timedStage(this.metrics, `${opts.stage}_overlapped`, () => this.reserveHoldingSlot(namespaceId, estimate, reference, tags, opts.id)), work };
     } catch (err) {
       refused.abort();
       this.metrics?.overlapRefusals.inc();

@@ -2,7 +2,7 @@ import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiKeyAuthenticator } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
-import { Metrics } from '@atelier/observability';
+import { Metrics, timedStage } from '@atelier/observability';
 import { toErrorResponse, type HttpHooks } from '@atelier/runtime';
 import { requestHash } from './canonical-json';
 import { IdempotencyStore } from './idempotency-store.service';
@@ -46,10 +46,6 @@ export class IdempotentRequests implements HttpHooks {
     @Optional() private readonly metrics?: Metrics,
   ) {}
 
-  private timed<T>(stage: string, work: () => Promise<T>): Promise<T> {
-    return this.metrics ? this.metrics.timed(stage, work) : work();
-  }
-
   install(fastify: FastifyInstance): void {
     fastify.addHook('preHandler', (req: WithClaim, reply) => this.beforeHandler(req, reply));
     fastify.addHook('onSend', async (req: WithClaim, reply, payload) => {
@@ -79,7 +75,7 @@ export class IdempotentRequests implements HttpHooks {
       // Not authenticated: the access guard gives the request its 401, nothing is claimed.
       return;
     }
-    const claim = await this.timed('idempotency.claim', () => this.store.claim(userId, key, `${req.method} ${req.url}`, requestHash(req.body)));
+    const claim = await timedStage(this.metrics, 'idempotency.claim', () => this.store.claim(userId, key, `${req.method} ${req.url}`, requestHash(req.body)));
     switch (claim.kind) {
       case 'run':
         req[CLAIMED] = { userId, key, lease: claim.lease, settled: false };
@@ -112,7 +108,7 @@ export class IdempotentRequests implements HttpHooks {
     const body = typeof payload === 'string' ? Buffer.from(payload) : Buffer.isBuffer(payload) ? payload : undefined;
     try {
       if (status >= 500 || status === 429 || body === undefined) await this.store.release(claim.userId, claim.key, claim.lease);
-      else await this.timed('idempotency.store', () => this.store.store(claim.userId, claim.key, claim.lease, status, headerText(reply.getHeader('content-type')), body));
+      else await timedStage(this.metrics, 'idempotency.store', () => this.store.store(claim.userId, claim.key, claim.lease, status, headerText(reply.getHeader('content-type')), body));
     } catch (err) {
       // The answer still goes out. The key stays claimed until its lease ends (retries get
       // 409), the safe side: running the request again could charge it twice.

@@ -1,3 +1,3 @@
-export { Metrics, creditAmount, type GenerationMode, type GenerationOutcome, type JobOutcome } from './metrics';
+export { Metrics, creditAmount, timedStage, type GenerationMode, type GenerationOutcome, type JobOutcome } from './metrics';
 export { requestContext, type RequestContext } from './request-context';
 export { JsonLogger, PrettyLogger, type LogLevelName } from './json-logger';

@@ -154,3 +154,11 @@ export function creditAmount(decimal: string): number {
   const n = Number(decimal);
   return Number.isFinite(n) && n > 0 ? n : 0;
 }
+
+/**
+ * Times `work` as one stage (Metrics.timed) where metrics are provided, and just runs it where
+ * they are not: for services that take Metrics as an optional dependency.
+ */
+export function timedStage<T>(metrics: Metrics | undefined, name: string, work: () => Promise<T>): Promise<T> {
+  return metrics ? metrics.timed(name, work) : work();
+}
