@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -68,7 +69,12 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
         const at = Date.now();
         const res = await fetch(`${base}/api/ai/${kind === 'chat' ? 'chat/completions' : 'queue'}`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          headers: {
+            authorization: `Bearer ${apiKey}`,
+            'content-type': 'application/json',
+            // Enqueues claim a fresh Idempotency-Key, so its pg pool lives through every fault too.
+            ...(kind === 'queue' && { 'idempotency-key': `fault-${randomUUID()}` }),
+          },
           body: JSON.stringify(
             kind === 'chat' ? { model: 'local-chat', messages: [{ role: 'user', content: 'say something' }], max_tokens: 8 } : { model: 'local-image', prompt: 'fault' },
           ),
