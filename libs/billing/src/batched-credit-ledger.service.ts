@@ -15,11 +15,20 @@ import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SET
  * on a 2-core machine, one statement at a time).
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
-const SETTLE_STATEMENT = { name: 'atelier_settle_v2', text: SETTLE_SQL };
+const SETTLE_STATEMENT = { name: 'atelier_settle_v3', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: RESERVE_BUDGETED_SQL };
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
 const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v1', text: SETTLE_ONE_SQL };
+
+/**
+ * The named statements above are planned once per connection and that plan is kept until the
+ * tables are analyzed again, which a server without autovacuum never does. Planned on a new,
+ * nearly empty table, a sequential scan looks cheapest, and would stay in use as the table grows
+ * to millions of reservations. Every row these statements touch is found by primary key, so
+ * these connections never need a sequential scan; turned off, the plan probes the key at any size.
+ */
+export const LEDGER_SESSION_SETTINGS: Readonly<Record<string, string>> = { enable_seqscan: 'off' };
 
 /**
  * How far a namespace's spare credits (and a key's spare budget), as the last reservation here
@@ -241,8 +250,8 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       // only a hold whose request is still running can be forgotten, by a Postgres crash in
       // the flush interval (at most 3 x wal_writer_delay); that request is then not charged.
       // Visibility and locking are unchanged, so concurrent calls still cannot overspend.
-      reserves: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-reserve', { synchronous_commit: 'off' }),
-      settles: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-settle'),
+      reserves: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-reserve', { ...LEDGER_SESSION_SETTINGS, synchronous_commit: 'off' }),
+      settles: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-settle', LEDGER_SESSION_SETTINGS),
     };
     const result = await this.pools[lane].query<T>({ ...statement, values });
     this.stats.transactions++;

@@ -254,11 +254,13 @@ export class CreditLedger {
    * Releases the open reservations of `rule.prefix` older than `rule.maxAgeMs` that nothing
    * still owns: their request can no longer settle them (a crash between reserve and settle).
    * Releasing, never charging, is the safe side: the user keeps the credits.
+   * `closed_at IS NULL` says the same as `status = 'open'` and lets Postgres read only the open
+   * ones, oldest first, from their partial index instead of scanning the table.
    */
   async releaseStale(rule: StaleReservationRule, limit = 500): Promise<number> {
     const stale = await this.prisma.$queryRaw<{ id: string }[]>`
       SELECT id::text FROM credit_reservations
-      WHERE status = 'open' AND starts_with(reference, ${rule.prefix})
+      WHERE closed_at IS NULL AND status = 'open' AND starts_with(reference, ${rule.prefix})
         AND created_at < now() - (${rule.maxAgeMs}::bigint * interval '1 millisecond')
       ORDER BY created_at LIMIT ${limit}`;
     const owned = rule.inUse && stale.length > 0 ? await rule.inUse(stale.map((r) => r.id)) : new Set<string>();
