@@ -124,6 +124,29 @@ describe('openai-compatible provider against a fake upstream server (through the
     expect(await balance(payer)).toMatchObject({ credits: '1', reserved: '0' });
   });
 
+  it("records a failed request whose provider's error text holds a NUL (kept as U+FFFD), with a request answered beside it", async () => {
+    const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
+    const c = stack.client(payer.apiKey);
+    const [failed, answered] = await Promise.all([
+      c.chat.completions.create({ model: 'remote-down-nul', messages: ask('x') }).then(
+        () => undefined,
+        (err: unknown) => err,
+      ),
+      c.chat.completions.create({ model: 'remote-echo', messages: ask('beside it') }),
+    ]);
+    expect(failed).toBeInstanceOf(OpenAI.APIError);
+    expect((failed as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
+    const rows = await waitFor(async () => {
+      const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } } });
+      return found.length === 2 ? found.sort((a, b) => a.status.localeCompare(b.status)) : undefined;
+    }, { description: 'both usage rows' });
+    expect(rows.map((r) => [r.status, r.errorMessage])).toEqual([
+      ['failed', 'The model provider failed with HTTP 500: upstream\uFFFDexploded'],
+      ['succeeded', null],
+    ]);
+    expect(rows[1].id).toBe(answered.id);
+  });
+
   it('ends a stream cut midway with an error event and no [DONE], billing only what was delivered', async () => {
     const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
     const received: string[] = [];

@@ -21,6 +21,7 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-rate-limited': { upstream_model: 'rate-limited-1', max_retries: 1 },
   'remote-fallback': { upstream_model: 'down', max_retries: 1, fallbacks: 'echo' },
   'remote-all-down': { upstream_model: 'down', max_retries: 1 },
+  'remote-down-nul': { upstream_model: 'down-nul', max_retries: 0 },
   'remote-bad-key': { upstream_model: 'echo', api_key_env: 'ATELIER_TEST_UNSET_API_KEY', max_retries: 0, fallbacks: 'echo' },
   'remote-reject': { upstream_model: 'reject' },
   'remote-hang': { upstream_model: 'hang', timeout_ms: 300, max_retries: 0 },

@@ -52,6 +52,8 @@ export class ChatUsageRecorder implements OnModuleDestroy {
   private flushing: Promise<void> | undefined;
   private outageSince?: number;
   private closing = false;
+  /** Rows still to write one by one, after Postgres refused the batch they were in. */
+  private alone = 0;
   /**
    * Its own single connection (flushes run one at a time): through Prisma, turning a batch's
    * parameters into a query cost the gateway more CPU than the rest of a request's bookkeeping.
@@ -61,7 +63,9 @@ export class ChatUsageRecorder implements OnModuleDestroy {
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 
   record(row: ChatUsageRecord): void {
-    this.pending.push(row);
+    // An upstream's error text is the one field no caller's input check has seen, and Postgres
+    // stores no NUL in text: kept as U+FFFD, the row is written with the rest.
+    this.pending.push(row.errorMessage?.includes('\0') ? { ...row, errorMessage: row.errorMessage.replace(/\0/g, '\uFFFD') } : row);
     // Collecting for a moment turns a burst of requests into one INSERT (and one commit).
     this.flushing ??= new Promise((resolve) => setTimeout(resolve, FLUSH_DELAY_MS)).then(() => this.flush());
   }
@@ -73,7 +77,7 @@ export class ChatUsageRecorder implements OnModuleDestroy {
 
   private async flush(): Promise<void> {
     while (this.pending.length > 0) {
-      const batch = this.pending.splice(0, MAX_BATCH);
+      const batch = this.pending.splice(0, this.alone > 0 ? 1 : MAX_BATCH);
       try {
         this.pool ??= createPgPool(this.config.DATABASE_URL, 1, 'atelier-chat-usage');
         await this.pool.query({
@@ -86,6 +90,7 @@ export class ChatUsageRecorder implements OnModuleDestroy {
           ],
         });
         this.outageSince = undefined;
+        if (this.alone > 0) this.alone--;
       } catch (err) {
         const outage = backingServiceFault(err);
         const waited = Date.now() - (this.outageSince ??= Date.now());
@@ -96,7 +101,15 @@ export class ChatUsageRecorder implements OnModuleDestroy {
           await new Promise((resolve) => setTimeout(resolve, OUTAGE_RETRY_MS));
           continue;
         }
-        this.logger.error(`Could not record usage of ${batch.length} chat request(s): ${(err as Error).message}`);
+        if (!outage && batch.length > 1) {
+          // One INSERT writes the whole batch or nothing: a row Postgres refuses must not cost the
+          // requests written with it, so they go again one at a time and only that row is lost.
+          this.pending.unshift(...batch);
+          this.alone = batch.length;
+          continue;
+        }
+        if (this.alone > 0) this.alone--;
+        this.logger.error(`Could not record usage of ${batch.length} chat request(s) (${batch.map((r) => r.id).join(', ')}): ${(err as Error).message}`);
       }
     }
     this.flushing = undefined;

@@ -122,6 +122,8 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
       }
     }
     if (model === 'down') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"upstream exploded"}}');
+    // An error text Postgres cannot store as it is (NUL), as a misbehaving provider may send.
+    if (model === 'down-nul') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"upstream\\u0000exploded"}}');
     if (model === 'unauthorized') return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"bad key"}}');
     if (model === 'reject')
       return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"This model does not support that parameter"}}');
