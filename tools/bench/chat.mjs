@@ -507,17 +507,29 @@ console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('in
 summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) };
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
-await new Promise((r) => setTimeout(r, 500));
+// Settles land just after the answers, and usage rows once their settle has (written together every
+// 50 ms): wait until every chat reservation of the run is closed and has its usage row, for at most 5 s.
+const ledgerState = async () =>
+  (await pool.query(`SELECT count(*) FILTER (WHERE status = 'settled')::int AS settled, count(*) FILTER (WHERE status <> 'open')::int AS closed,
+                            count(*) FILTER (WHERE status = 'open')::int AS open, (SELECT count(*)::int FROM chat_usage) AS usage
+                     FROM credit_reservations WHERE reference LIKE 'chat:%'`)).rows[0];
+const settling = performance.now();
+let ledger = await ledgerState();
+while ((ledger.open > 0 || ledger.usage !== ledger.closed) && performance.now() - settling < 5000) {
+  await new Promise((r) => setTimeout(r, 100));
+  ledger = await ledgerState();
+}
+const settledIn = performance.now() - settling;
+const ledgerComplete = ledger.open === 0 && ledger.usage === ledger.closed;
 const after = (await pool.query(`SELECT credits::text, reserved::text FROM namespaces WHERE name = 'bench'`)).rows[0];
 const charged = Number(before) - Number(after.credits);
-const settled = (await pool.query(`SELECT count(*)::int AS n FROM credit_reservations WHERE reference LIKE 'chat:%' AND status = 'settled'`)).rows[0].n;
-const usageRows = (await pool.query(`SELECT count(*)::int AS n FROM chat_usage`)).rows[0].n;
 console.log(
   `   billing check: ${through.ok} answered in phase 3, charged ${charged.toFixed(6)} credits (expected ${(through.ok * 0.00002).toFixed(6)}), ` +
-    `reserved now ${after.reserved}; ${settled} settled reservations and ${usageRows} usage rows over the whole run`,
+    `reserved now ${after.reserved}; over the whole run ${ledger.settled} settled reservations, ${ledger.closed - ledger.settled} released, ` +
+    `${ledger.open} open, ${ledger.usage} usage rows (${!ledgerComplete ? 'INCOMPLETE after 5 s' : settledIn < 100 ? 'all there at once' : `all there after ${(settledIn / 1000).toFixed(1)} s`})`,
 );
 breakdown(scraped, scrapedAfter);
-const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0;
+const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0 && ledgerComplete;
 summary.throughput = { connections: CONNECTIONS, direct: direct.rps, gateway: through.rps, percentOfDirect: (100 * through.rps) / direct.rps, errors: through.errors, billingOk };
 if (!billingOk) {
   console.error('   BILLING MISMATCH');

@@ -67,7 +67,7 @@ const lines = [
   '',
   `- Machine: ${os.cpus().length} vCPUs (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}`,
   `- Node ${process.version}; ${ROUNDS} runs of each bench, one after another`,
-  `- Billing check of every chat run (each answered request charged exactly once, nothing left reserved): ${billing ? 'exact' : 'MISMATCH'}`,
+  `- Billing check of every chat run (each answered request charged exactly once, nothing left reserved, a usage row for every closed chat reservation): ${billing ? 'exact' : 'MISMATCH'}`,
   '',
   'Each figure is the median of the runs (all runs shown). The chat figures are what the gateway adds to the same request',
   'sent straight to the upstream in the same run; that direct figure is shown beside. Machines differ from each other by',
