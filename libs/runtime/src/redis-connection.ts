@@ -24,12 +24,13 @@ export const REDIS_DISCONNECT_TIMEOUT_MS = 100;
 
 /**
  * BullMQ workers block on Redis and must retry forever rather than fail requests;
- * `maxRetriesPerRequest: null` is what BullMQ requires for them.
+ * `maxRetriesPerRequest: null` is what BullMQ requires for them. The connection is named
+ * `<REDIS_PREFIX>:<purpose>` in CLIENT LIST, so deployments sharing one Redis tell theirs apart.
  */
-export function createRedis(redisUrl: string, purpose: string, blocking = false): Redis {
+export function createRedis(redisUrl: string, prefix: string, purpose: string, blocking = false): Redis {
   return new Redis({
     ...redisOptionsFromUrl(redisUrl),
-    connectionName: `atelier:${purpose}`,
+    connectionName: `${prefix}:${purpose}`,
     maxRetriesPerRequest: blocking ? null : 3,
     enableReadyCheck: true,
     lazyConnect: false,

@@ -12,7 +12,7 @@ export class RedisService implements OnApplicationShutdown {
   private connectedOnce = false;
 
   constructor(@Inject(APP_CONFIG) readonly config: AppConfig) {
-    this.client = createRedis(config.REDIS_URL, 'commands');
+    this.client = createRedis(config.REDIS_URL, config.REDIS_PREFIX, 'commands');
     // Connection errors are reported by health checks; without a listener ioredis logs each retry.
     this.client.on('error', () => undefined);
     this.client.on('ready', () => (this.connectedOnce = true));
@@ -21,7 +21,7 @@ export class RedisService implements OnApplicationShutdown {
 
   /** A new dedicated connection (subscribers and blocking workers cannot share one). */
   duplicate(purpose: string, blocking = false): Redis {
-    const conn = createRedis(this.config.REDIS_URL, purpose, blocking);
+    const conn = createRedis(this.config.REDIS_URL, this.config.REDIS_PREFIX, purpose, blocking);
     conn.on('error', () => undefined);
     return conn;
   }

@@ -7,7 +7,7 @@ import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
 import { closeRedis, redisScript } from './redis-connection';
 import { RedisService } from './redis.module';
-import type { RpcReply } from './rpc-messages';
+import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from './rpc-messages';
 
 /** Trimming only bounds a backlog nobody consumes; handled calls are deleted when done. */
 const CALL_STREAM_MAXLEN = 100_000;
@@ -22,9 +22,6 @@ for i = 2, #ARGV, 2 do
   ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1])
 end
 return ids`;
-
-/** How long calls in flight wait for a dropped reply connection to come back before they fail with 503. */
-const LOST_CONNECTION_GRACE_MS = 2_000;
 
 export interface RpcCallOptions {
   timeoutMs?: number;
@@ -167,15 +164,14 @@ export class RpcClient implements OnApplicationShutdown {
       // waited out: the calls in flight get the outage 503 instead of hanging until it ends.
       giveUp = setTimeout(() => {
         for (const pending of [...this.pending.values()]) pending.abandon(outageError('redis'));
-      }, LOST_CONNECTION_GRACE_MS);
+      }, REPLY_CONNECTION_GRACE_MS);
       giveUp.unref();
     });
     sub.on('ready', () => {
       if (!lost) return;
       lost = false;
       clearTimeout(giveUp);
-      // Twice: a worker may still be retrying its publish just after the reconnect.
-      for (const delay of [500, 5_000]) setTimeout(() => void this.recoverLostReplies(), delay).unref();
+      for (const delay of KEPT_REPLY_READS_MS) setTimeout(() => void this.recoverLostReplies(), delay).unref();
     });
     this.subscriber = sub;
     this.subscribed = sub.psubscribe(this.redis.names.rpcReply(`${this.instance}-*`)).catch((err: Error) => {
@@ -189,7 +185,7 @@ export class RpcClient implements OnApplicationShutdown {
   }
 
   /**
-   * Workers keep each final reply for two minutes (rpcResult): a call whose reply was published
+   * Workers keep each final reply for KEPT_REPLY_SECONDS (rpcResult): a call whose reply was published
    * while this connection was down reads it there. A call with neither a kept reply nor its
    * entry still waiting or running in the stream was lost with Redis's state (a restart without
    * persistence): it fails now with a 503.

@@ -8,6 +8,7 @@ import { createService } from './bootstrap-service';
 import { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
 import { RedisService } from './redis.module';
 import { RpcClient } from './rpc-client.service';
+import { KEPT_REPLY_READS_MS, KEPT_REPLY_SECONDS, REPLY_CONNECTION_GRACE_MS } from './rpc-messages';
 import { ensureRpcGroup, RPC_GROUP, rpcQueueDepth } from './rpc-stream-consumer';
 import { ServiceRuntimeModule } from './service-runtime.module';
 
@@ -16,7 +17,8 @@ type TestJob =
   | { op: 'api-error'; id: string }
   | { op: 'crash'; id: string }
   | { op: 'chunks'; id: string }
-  | { op: 'hang'; id: string };
+  | { op: 'hang'; id: string }
+  | { op: 'drop-reply-connection'; id: string };
 
 interface TestResult {
   id: string;
@@ -52,6 +54,10 @@ class TestHandler implements JobHandler<typeof TEST_QUEUE> {
   readonly handled: string[] = [];
   readonly started = new Set<string>();
   readonly aborted = new Set<string>();
+  /** Per 'drop-reply-connection' job: how many reply connections it closed. */
+  readonly droppedReplyConnections: number[] = [];
+
+  constructor(private readonly redis: RedisService) {}
 
   async handle(job: TestJob, ctx: JobContext): Promise<TestResult> {
     this.started.add(job.id);
@@ -76,6 +82,17 @@ class TestHandler implements JobHandler<typeof TEST_QUEUE> {
         });
         this.aborted.add(job.id);
         throw new ApiError('timeout', 'cancelled');
+      case 'drop-reply-connection': {
+        // Closes the reply connections of this suite's callers (named after its Redis prefix) and
+        // answers at once: the reply is published before the caller has reconnected (ioredis
+        // waits at least 50 ms before it tries), so nobody is subscribed to receive it.
+        const name = `${this.redis.config.REDIS_PREFIX}:rpc-replies`;
+        const clients = String(await this.redis.client.call('CLIENT', 'LIST', 'TYPE', 'pubsub')).split('\n');
+        const ids = clients.filter((line) => line.includes(` name=${name} `)).map((line) => /\bid=(\d+)/.exec(line)![1]);
+        for (const id of ids) await this.redis.client.call('CLIENT', 'KILL', 'ID', id);
+        this.droppedReplyConnections.push(ids.length);
+        return { id: job.id, replica: this.replica };
+      }
     }
   }
 }
@@ -191,7 +208,7 @@ describe('RpcClient over Redis streams', () => {
     expect(err.detail).toBeUndefined();
   });
 
-  it("keeps each final reply for two minutes for a caller whose reply channel dropped, and records failures in the queue's capped failed-calls stream", async () => {
+  it("keeps each final reply for a caller whose reply channel dropped, and records failures in the queue's capped failed-calls stream", async () => {
     const redis = caller.get(RedisService);
     const echoId = nextId('echo');
     const failId = nextId('api-error');
@@ -209,17 +226,31 @@ describe('RpcClient over Redis streams', () => {
     expect(JSON.parse(records[0].error)).toEqual({ type: 'insufficient_credits', message: `Not enough credits for ${failId}`, detail: { needed: '5' } });
     expect(failed.some((f) => f.error.includes(echoId))).toBe(false);
 
-    // Both final replies are kept, as sent, under their job ids, for about two minutes.
+    // Both final replies are kept, as sent, under their job ids: long enough for the last read
+    // after a reconnect, and no longer, since every reply of every call is kept.
     const kept = async (jobId: string) => ({ reply: JSON.parse((await redis.client.get(redis.names.rpcResult(jobId)))!), ttl: await redis.client.ttl(redis.names.rpcResult(jobId)) });
     const failure = await kept(records[0].job);
     expect(failure.reply).toEqual({ kind: 'error', error: { type: 'insufficient_credits', message: `Not enough credits for ${failId}`, detail: { needed: '5' } } });
-    expect(failure.ttl).toBeGreaterThan(100);
-    expect(failure.ttl).toBeLessThanOrEqual(120);
+    expect(failure.ttl * 1000).toBeGreaterThan(REPLY_CONNECTION_GRACE_MS + KEPT_REPLY_READS_MS[KEPT_REPLY_READS_MS.length - 1]);
+    expect(failure.ttl).toBeLessThanOrEqual(KEPT_REPLY_SECONDS);
+    expect(KEPT_REPLY_SECONDS).toBeLessThanOrEqual(30);
     const keys = await redis.client.keys(redis.names.rpcResult('*'));
     const replies = await Promise.all(keys.map(async (k) => JSON.parse((await redis.client.get(k))!) as { kind: string; data?: { id?: string } }));
     expect(replies.filter((r) => r.kind === 'result' && r.data?.id === echoId)).toHaveLength(1);
     // And neither call is left pending or queued in the stream.
     expect(await rpcQueueDepth(redis.client, redis.names.rpcStream(TEST_QUEUE.name))).toEqual({ waiting: 0, active: 0 });
+  });
+
+  it('answers a call whose reply was published while its reply connection was down, from the kept reply', async () => {
+    const id = nextId('dropped');
+    const started = performance.now();
+    expect(await rpc.call(TEST_QUEUE, { op: 'drop-reply-connection', id })).toMatchObject({ id });
+    expect(handlerThatStarted(id)!.droppedReplyConnections).toEqual([1]);
+    // Read once the connection was back, not waited out until the call's timeout.
+    expect(performance.now() - started).toBeLessThan(REPLY_CONNECTION_GRACE_MS + KEPT_REPLY_READS_MS[KEPT_REPLY_READS_MS.length - 1]);
+    // And the caller's reply connection works again for the next call.
+    const next = nextId('echo');
+    expect(await rpc.call(TEST_QUEUE, { op: 'echo', id: next })).toMatchObject({ id: next });
   });
 
   it('hands each of 40 concurrent calls to exactly one of two worker replicas', async () => {

@@ -7,10 +7,7 @@ import { GroupCommit } from './group-commit';
 import { runPeriodically } from './periodic-task';
 import { redisScript } from './redis-connection';
 import type { RedisService } from './redis.module';
-import type { RpcReply } from './rpc-messages';
-
-/** How long a call's final reply is kept for a caller whose reply connection dropped. */
-const KEPT_REPLY_SECONDS = 120;
+import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
 
 /**
  * Final replies, any number in one script: each is published on its reply channel and kept for
