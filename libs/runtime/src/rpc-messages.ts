@@ -16,10 +16,16 @@ export const REPLY_CONNECTION_GRACE_MS = 2_000;
 export const KEPT_REPLY_READS_MS = [500, 5_000] as const;
 
 /**
- * How long each final reply is kept for a caller whose reply connection dropped. The last read
- * of a reply published while the connection was down comes at most REPLY_CONNECTION_GRACE_MS
- * plus the last read delay after it; three times that leaves room for a connection that drops
- * again during the recovery. Every reply is kept, so this bounds what they hold in Redis: kept
- * two minutes, 4,000 chat requests/s held about 480,000 of them (about 350 MB).
+ * The oldest a reply published while the caller's reply connection was down can be when the
+ * caller reads it: the connection is back within REPLY_CONNECTION_GRACE_MS (or the call has
+ * already failed), and the last read comes that long after.
  */
-export const KEPT_REPLY_SECONDS = Math.ceil((3 * (REPLY_CONNECTION_GRACE_MS + KEPT_REPLY_READS_MS[KEPT_REPLY_READS_MS.length - 1])) / 1000);
+export const OLDEST_KEPT_REPLY_READ_MS = REPLY_CONNECTION_GRACE_MS + KEPT_REPLY_READS_MS[KEPT_REPLY_READS_MS.length - 1];
+
+/**
+ * How long each final reply is kept for a caller whose reply connection dropped: three times
+ * OLDEST_KEPT_REPLY_READ_MS, which leaves room for a connection that drops again during the
+ * recovery. Every reply is kept, so this bounds what they hold in Redis: kept two minutes, 4,000
+ * chat requests/s held about 480,000 of them (about 350 MB).
+ */
+export const KEPT_REPLY_SECONDS = Math.ceil((3 * OLDEST_KEPT_REPLY_READ_MS) / 1000);
