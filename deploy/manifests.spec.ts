@@ -42,6 +42,13 @@ const PORT_VARS: Record<string, keyof AppConfig> = {
   'fine-tune': 'FINE_TUNE_PORT',
 };
 const APPS = readdirSync(path.join(root, 'apps'));
+const UNITS: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, K: 1e3, M: 1e6, G: 1e9 };
+/** A Kubernetes memory quantity ("512Mi", "1G", "1048576") in bytes. */
+const bytesOf = (quantity: string) => {
+  const [, n, unit] = /^(\d+(?:\.\d+)?)([KMG]i?)?$/.exec(quantity) ?? [];
+  if (n === undefined) throw new Error(`not a memory quantity: ${quantity}`);
+  return Number(n) * (unit ? UNITS[unit] : 1);
+};
 
 describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overlay) => {
   const { objects, errors } = render(overlay);
@@ -112,6 +119,26 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
       expect({ workload, lists }).toEqual({ workload, lists: queues.map((q) => `${names.bullPrefix}:${q}:wait`) });
       for (const t of scaled.spec.triggers.filter((tr: K8s) => tr.type === 'redis')) expect(t.metadata.addressFromEnv).toBe('KEDA_REDIS_ADDRESS');
       expect(scaled.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it('gives the request-path pods (gateway, chat) a young generation that Node starts with, within their memory limit', () => {
+    for (const name of ['atelier-gateway', 'atelier-chat']) {
+      const c = deployments.find((d) => d.metadata.name === name).spec.template.spec.containers[0];
+      const nodeOptions = c.env.find((e: K8s) => e.name === 'NODE_OPTIONS')?.value ?? '';
+      const semiSpaceMb = Number(/--max-semi-space-size=(\d+)/.exec(nodeOptions)?.[1] ?? 0);
+      // Left to V8, a pod of 512Mi or less gets 1 MB semi-spaces, and 2Gi gets 32 MB.
+      expect({ name, semiSpaceMb: semiSpaceMb >= 16 }).toEqual({ name, semiSpaceMb: true });
+      // Three semi-spaces at most a quarter of the limit: V8 takes about half of it for the old generation.
+      expect(3 * semiSpaceMb * 2 ** 20).toBeLessThanOrEqual(bytesOf(c.resources.limits.memory) / 4);
+      // A NODE_OPTIONS Node refuses would stop the container at start. Run it, and see its young
+      // generation in the heap limit (old generation + three semi-spaces) against 1 MB semi-spaces.
+      const heapLimit = (options: string) => {
+        const run = spawnSync(process.execPath, ['-p', 'v8.getHeapStatistics().heap_size_limit'], { env: { ...process.env, NODE_OPTIONS: options }, encoding: 'utf8' });
+        expect({ name, options, stderr: run.stderr }).toEqual({ name, options, stderr: '' });
+        return Number(run.stdout);
+      };
+      expect(heapLimit(nodeOptions) - heapLimit(`${nodeOptions} --max-semi-space-size=1`)).toBe(3 * (semiSpaceMb - 1) * 2 ** 20);
     }
   });
 
