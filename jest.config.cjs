@@ -14,4 +14,5 @@ projects.push(path.join(__dirname, 'deploy/jest.config.cjs'));
 projects.push(path.join(__dirname, 'tools/workspace/jest.config.cjs'));
 projects.push(path.join(__dirname, 'examples/jest.config.cjs'));
 
-module.exports = { projects };
+// testTimeout is a global option: Jest ignores it in a project's config (the preset's), so it is set here.
+module.exports = { projects, testTimeout: 30000 };

@@ -32,18 +32,29 @@ describe('examples/', () => {
     build?.cleanup();
   });
 
-  /** Runs one example as a user would (`node examples/<file>`); resolves with its output, or fails with it. */
-  const run = (file: string) =>
+  /**
+   * Runs one example as a user would (`node examples/<file>`); resolves with its output, or fails
+   * with it, also when the example has not finished within `deadlineMs` (it is then killed).
+   */
+  const run = (file: string, { nodeOptions = [] as string[], deadlineMs = 20_000 } = {}) =>
     new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, [path.join(repoRoot, 'examples', file)], {
+      const child = spawn(process.execPath, [...nodeOptions, path.join(repoRoot, 'examples', file)], {
         cwd: repoRoot,
         env: { PATH: process.env.PATH, ATELIER_BASE_URL: baseUrl, ATELIER_API_KEY: apiKey },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
+      const deadline = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`${file} had not finished after ${deadlineMs} ms:\n${out}`));
+      }, deadlineMs);
       child.stdout.on('data', (d) => (out += d));
       child.stderr.on('data', (d) => (out += d));
-      child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${file} exited with ${code}:\n${out}`))));
+      child.on('exit', (code) => {
+        clearTimeout(deadline);
+        if (code === 0) resolve(out);
+        else reject(new Error(`${file} exited with ${code}:\n${out}`));
+      });
     });
 
   it('chat.mjs: a plain answer, a stream and a tool call through the OpenAI SDK', async () => {
@@ -68,6 +79,19 @@ describe('examples/', () => {
     const out = await run('queue-events.mjs');
     expect(out.match(/^completed: \S+ succeeded http/gm)).toHaveLength(2);
     expect(out).toMatch(/^record: succeeded cost 0\.01 result http/m);
+  });
+
+  it('queue-events.mjs: still receives both events when they arrive before the enqueue answer is read', async () => {
+    // A busy client can read the enqueue's answer after the generations completed. The preload
+    // holds every POST answer back 1 s (local-image takes ~0.1 s); the event stream, a GET, is untouched.
+    const slowPosts = `const f = globalThis.fetch;
+      globalThis.fetch = async (input, init) => {
+        const res = await f(input, init);
+        if (init?.method === 'POST') await new Promise((r) => setTimeout(r, 1000));
+        return res;
+      };`;
+    const out = await run('queue-events.mjs', { nodeOptions: [`--import=data:text/javascript,${encodeURIComponent(slowPosts)}`] });
+    expect(out.match(/^completed: \S+ succeeded http/gm)).toHaveLength(2);
   });
 
   it('fine-tune.mjs: a Parquet dataset, uploaded, fine-tuned and tokenized', async () => {
