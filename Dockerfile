@@ -20,13 +20,10 @@ ENV PRISMA_SCHEMA_ENGINE_BINARY=/app/package.json \
 COPY package.json package-lock.json prisma.config.ts ./
 COPY prisma/schema.prisma ./prisma/schema.prisma
 COPY tools/bootstrap.mjs tools/prisma-generate.mjs ./tools/
-# `npm install`, not `npm ci`: package-lock.json lacks the other platforms' optional packages
-# (@swc/core-darwin-*, @unrs/resolver-binding-*, ...), which makes every npm ci stop with
-# "package.json and package-lock.json are not in sync". npm install keeps every version the lock
-# pins and only resolves those missing entries. Go back to `npm ci` once the lock is regenerated
-# against the public registry.
+# `npm ci`: exactly the versions package-lock.json pins (it carries every platform's optional
+# packages, so the lock is complete on any platform).
 RUN --mount=type=cache,target=/root/.npm \
-    npm install --no-audit --no-fund \
+    npm ci --no-audit --no-fund \
  && test -f libs/db/src/generated/prisma/client.ts
 
 # --- build: compile one app with its libs (the generated Prisma client is compiled in too) --------
@@ -48,7 +45,9 @@ COPY package.json package-lock.json ./
 # output is already compiled into dist. devDependencies are removed from the manifest first because
 # --omit=dev alone still installs prisma and typescript (~260 MB with their trees): they are
 # optional peers of @prisma/client, which npm keeps unless optional packages are omitted too, and
-# omitting those would drop the prebuilt native binaries (msgpackr-extract, later sharp).
+# omitting those would drop the prebuilt native binaries (msgpackr-extract, later sharp). The edited
+# manifest no longer matches the lock, so this is `npm install`, which still keeps every version the
+# lock pins.
 RUN --mount=type=cache,target=/root/.npm \
     npm pkg delete devDependencies \
  && npm install --omit=dev --ignore-scripts --no-audit --no-fund

@@ -48,11 +48,10 @@ function newer(a, b) {
 function ensureDependencies() {
   const marker = path.join(root, 'node_modules/.package-lock.json');
   if (!existsSync(marker) || newer(path.join(root, 'package-lock.json'), marker)) {
-    // Not `npm ci`: the lockfile holds only the platform packages the registry served when it
-    // was written (e.g. no @swc/core-darwin-*), which `npm ci` rejects as out of sync;
-    // `npm install` keeps every pinned version and skips unavailable optional ones.
-    console.log('Installing dependencies (npm install) ...');
-    run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error']);
+    // `npm ci`: exactly the versions package-lock.json pins, and the lock is never rewritten.
+    // A package.json edited without its lock stops here, with npm's "run npm install" advice.
+    console.log('Installing dependencies (npm ci) ...');
+    run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error']);
   }
   const client = path.join(root, 'libs/db/src/generated/prisma/client.ts');
   if (!existsSync(client) || newer(path.join(root, 'prisma/schema.prisma'), client)) generatePrismaClient();
