@@ -102,6 +102,37 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     }
   });
 
+  it('retries a non-streamed answer cut off after its headers, and a cancel mid-body closes the upstream connection', async () => {
+    const completion = JSON.stringify({ id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'whole' }, finish_reason: 'stop' }] });
+    let calls = 0;
+    let hanging: Promise<void> | undefined;
+    const server = (await import('node:http')).createServer((req, res) => {
+      req.resume();
+      calls++;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(completion.length) });
+      res.write(completion.slice(0, 20));
+      if (req.url?.startsWith('/hang')) hanging = new Promise((r) => res.socket!.once('close', () => r()));
+      else if (calls === 1) res.socket!.destroy();
+      else res.end(completion.slice(20));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const { completion: answer } = await provider.complete(call({ base_url: `http://127.0.0.1:${port}/v1`, max_retries: 1 }));
+      expect(answer.choices[0].message.content).toBe('whole');
+      expect(calls).toBe(2);
+
+      const controller = new AbortController();
+      const pending = provider.complete(call({ base_url: `http://127.0.0.1:${port}/hang`, timeout_ms: 60_000 }, controller.signal));
+      while (!hanging) await new Promise((r) => setTimeout(r, 5));
+      controller.abort();
+      await expect(pending).rejects.toMatchObject({ message: 'The request was cancelled' });
+      await hanging;
+    } finally {
+      server.close();
+    }
+  });
+
   it('does not retry after part of a stream went out, and reports the cut', async () => {
     const emitted: string[] = [];
     const err = await provider.stream(call({ upstream_model: 'cut', max_retries: 3 }), async (c) => void emitted.push(c)).catch((e: unknown) => e);
