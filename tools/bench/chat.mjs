@@ -17,7 +17,9 @@
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
 // `node tools/bench/gc-episodes.mjs <BENCH_TRACE file> <this dir>` then says which slow requests met a GC pause),
 // BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run, with the offset
-// from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it).
+// from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it),
+// BENCH_PERF (a file: phase 3's closed loop through the gateway recorded with `perf record -a`, then each
+// process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -27,6 +29,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
+import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
@@ -124,8 +127,12 @@ fs.writeFileSync(
 );
 
 // BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
+const PERF_FILE = process.env.BENCH_PERF;
+if (PERF_FILE && !perfAvailable()) throw new Error('BENCH_PERF: `perf record -a` does not run here (install linux-perf, or lower kernel.perf_event_paranoid)');
 const profile = (name) => [
   ...(process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean),
+  // perf names JavaScript frames from the map file this writes to /tmp.
+  ...(PERF_FILE ? ['--perf-basic-prof'] : []),
   // Each log then starts with the process's time origin, which gc-episodes.mjs needs.
   ...(process.env.BENCH_SERVICE_LOGS ? [`--import=${pathToFileURL(path.join(root, 'tools/bench/time-origin.mjs')).href}`] : []),
   ...(process.env.BENCH_PROFILE === name
@@ -490,7 +497,9 @@ const [direct, cpuDirect] = await withCpu(() => closedLoop(targets.direct, CONNE
 const scraped = await scrapeAll();
 const pgStats = async () => (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
 const pg0 = await pgStats();
+const stopPerf = PERF_FILE ? await startPerf(PERF_FILE) : undefined;
 const [through, cpuThrough] = await withCpu(() => closedLoop(targets.gateway, CONNECTIONS, SECONDS));
+await stopPerf?.();
 const scrapedAfter = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
@@ -529,6 +538,10 @@ console.log(
     `${ledger.open} open, ${ledger.usage} usage rows (${!ledgerComplete ? 'INCOMPLETE after 5 s' : settledIn < 100 ? 'all there at once' : `all there after ${(settledIn / 1000).toFixed(1)} s`})`,
 );
 breakdown(scraped, scrapedAfter);
+if (PERF_FILE) {
+  summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
+  for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+}
 const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0 && ledgerComplete;
 summary.throughput = { connections: CONNECTIONS, direct: direct.rps, gateway: through.rps, percentOfDirect: (100 * through.rps) / direct.rps, errors: through.errors, billingOk };
 if (!billingOk) {

@@ -106,7 +106,10 @@ const lines = [
   'handler, relay, settle), event-loop delay per process, and pathological inputs. `BENCH_PROFILE=gateway|chat npm run',
   'bench:chat` writes CPU profiles into `var/profiles/`. With `BENCH_TRACE=<file> BENCH_SERVICE_LOGS=<dir>',
   '`BENCH_SERVICE_FLAGS=--trace-gc`, `node tools/bench/gc-episodes.mjs <file> <dir>` lists the episodes of slow requests',
-  'and the garbage-collection pauses of any service that overlapped them.',
+  'and the garbage-collection pauses of any service that overlapped them. `BENCH_PERF=<file> BENCH_PHASES=3 npm run',
+  'bench:chat` records the closed loop with `perf record -a` and prints each process\'s share of the machine\'s CPU',
+  '(Postgres and Redis included) and its hottest functions. On a busy machine prefer it to the V8 profiles for where',
+  'CPU goes: V8\'s sampler over-counts the functions in which a process is descheduled, chiefly socket writes.',
   '',
 ];
 fs.mkdirSync(path.dirname(OUT), { recursive: true });
