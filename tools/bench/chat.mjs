@@ -230,8 +230,9 @@ async function fixedRate(target, stream, rate, seconds) {
   await Promise.all(inflight);
   const achieved = total / ((performance.now() - started) / 1000);
   if (process.env.BENCH_TRACE) fs.appendFileSync(process.env.BENCH_TRACE, JSON.stringify({ target: target.model, stream, monotonicMsAtEpoch0: Number(process.hrtime.bigint()) / 1e6 - (performance.timeOrigin + performance.now()), trace }) + '\n');
-  // The gateway and chat service sit idle through the direct run that comes first, so the gateway
-  // run's first second shows what a burst after a quiet spell costs, apart from the steady state.
+  // The gateway and chat service sit idle through the direct run that comes first; the gateway
+  // run's first second is reported apart from the steady state. Its p99 mostly says whether the
+  // gateway's first Mark-Compact, made due by the set-up traffic, fell in it (docs/benchmarks.md).
   const window = (pick, from, to = Infinity) => stats(trace.filter(([at]) => at >= from && at < to).map(pick));
   const ttfb = ([, first]) => first;
   const latency = ([, , all]) => all;
