@@ -104,6 +104,8 @@ export class ChatUsageRecorder implements OnModuleDestroy {
         if (!outage && batch.length > 1) {
           // One INSERT writes the whole batch or nothing: a row Postgres refuses must not cost the
           // requests written with it, so they go again one at a time and only that row is lost.
+          // Not GroupCommit's rule, which retries every failed batch call by call: an outage
+          // would then cost one connection attempt per row instead of one wait for the batch.
           this.pending.unshift(...batch);
           this.alone = batch.length;
           continue;
