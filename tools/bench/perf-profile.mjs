@@ -2,10 +2,11 @@
 // where its CPU went, process by process and function by function.
 //
 // Why beside BENCH_PROFILE's V8 profiles: on a machine this busy (six processes on two cores), V8's
-// sampler counts a sample whenever a descheduled thread runs again, and a thread is most often
-// descheduled inside a socket write (it wakes the reader, which takes the core). In one run the
-// gateway's V8 profile put 27 % of its samples in writev/writeUtf8String while the kernel time
-// of the whole process was 13 % of its CPU. perf samples CPU time, in every process at once,
+// sampler ticks on wall time, and a tick sent to a descheduled thread is taken when it runs again,
+// so samples gather where threads get descheduled: most often inside a socket write (it wakes the
+// reader, which takes the core). That is our reading; what the numbers show is that in one run
+// the gateway's V8 profile put 27 % of its samples in writev/writeUtf8String while the kernel
+// time of the whole process was 15 % of its CPU. perf samples CPU time, in every process at once,
 // Postgres and Redis included, with JavaScript frames named through --perf-basic-prof.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
