@@ -126,9 +126,9 @@ fs.writeFileSync(
   }),
 );
 
-// BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const PERF_FILE = process.env.BENCH_PERF;
 if (PERF_FILE && !perfAvailable()) throw new Error('BENCH_PERF: `perf record -a` does not run here (install linux-perf, or lower kernel.perf_event_paranoid)');
+// BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const profile = (name) => [
   ...(process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean),
   // perf names JavaScript frames from the map file this writes to /tmp.

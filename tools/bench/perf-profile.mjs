@@ -25,8 +25,13 @@ export async function startPerf(file) {
   // perf prints nothing when it is ready; half a second covers its start-up.
   await new Promise((r) => setTimeout(r, 500));
   if (perf.exitCode !== null) throw new Error(`perf record failed: ${err}`);
+  // A bench that dies mid-run must not leave a system-wide recording filling the disk.
+  const orphaned = () => perf.kill('SIGINT');
+  process.once('exit', orphaned);
   return () =>
     new Promise((resolve) => {
+      process.off('exit', orphaned);
+      if (perf.exitCode !== null || perf.signalCode !== null) return resolve();
       perf.once('exit', () => resolve());
       perf.kill('SIGINT');
     });
