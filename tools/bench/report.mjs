@@ -103,7 +103,7 @@ const lines = [
   '- **SSE**: resident memory growth of the gateway process with 10,000 idle `GET /api/events` streams open (one user).',
   '- **first second** at 500 req/s: its p99 mostly says whether the gateway\'s first Mark-Compact of the run fell in it.',
   '  The set-up traffic fills the old generation to just under V8\'s limit, and the first scavenge of the run can tip it',
-  '  over: a Mark-Compact then costs the main thread 15-25 ms of marking steps and a 5-6 ms pause within about 50 ms',
+  '  over: a Mark-Compact then costs the main thread 15-21 ms of marking steps and a 5-6 ms pause within about 50 ms',
   '  (2 cores, every process busy). Three traced runs: 37.5 and 47.5 ms where it fell there, 7.0 ms where it did not.',
   '',
   'The bench scripts print more than this table: per-stage means for each hop (auth, validation, reserve, hand-off,',
