@@ -517,8 +517,8 @@ console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('in
 summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) };
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
-// Settles land just after the answers, and usage rows once their settle has (written together every
-// 50 ms): wait until every chat reservation of the run is closed and has its usage row, for at most 5 s.
+// Settles (each with its request's record, the chat_usage view's row) land just after the answers:
+// wait until every chat reservation of the run is closed and has its record, for at most 5 s.
 const ledgerState = async () =>
   (await pool.query(`SELECT count(*) FILTER (WHERE status = 'settled')::int AS settled, count(*) FILTER (WHERE status <> 'open')::int AS closed,
                             count(*) FILTER (WHERE status = 'open')::int AS open, (SELECT count(*)::int FROM chat_usage) AS usage

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
-import { createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
+import { chatUsageRows, createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
 import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.00001; // prices of the test's remote models
@@ -52,7 +52,7 @@ describe('openai-compatible provider against a fake upstream server (through the
     expect(sent.body).toMatchObject({ model: 'echo', stream: false, max_tokens: 50, temperature: 0.3, user: 'u-1', messages: ask('hello upstream') });
     await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });
     expect(await balance(payer)).toMatchObject({ credits: String(Number((1 - (21 * IN_PRICE + 9 * OUT_PRICE)).toFixed(6))), reserved: '0' });
-    const row = await waitFor(() => prisma.chatUsage.findUnique({ where: { id: res.id } }).then((r) => r ?? undefined));
+    const row = await waitFor(() => chatUsageRows(prisma, { id: res.id }).then((r) => r[0]));
     expect(row).toMatchObject({ provider: expect.stringMatching(/^openai-compatible:echo@127\.0\.0\.1:\d+$/), promptTokens: 21, completionTokens: 9, status: 'succeeded' });
   });
 
@@ -137,7 +137,7 @@ describe('openai-compatible provider against a fake upstream server (through the
     expect(failed).toBeInstanceOf(OpenAI.APIError);
     expect((failed as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
     const rows = await waitFor(async () => {
-      const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } } });
+      const found = await chatUsageRows(prisma, { namespace: payer.namespace });
       return found.length === 2 ? found.sort((a, b) => a.status.localeCompare(b.status)) : undefined;
     }, { description: 'both usage rows' });
     expect(rows.map((r) => [r.status, r.errorMessage])).toEqual([
@@ -174,11 +174,11 @@ describe('openai-compatible provider against a fake upstream server (through the
     // Two failed streams, each billed for its prompt (local count) and the 2-3 tokens delivered.
     await waitFor(async () => (await balance(payer)).reserved === '0');
     const rows = await waitFor(async () => {
-      const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } } });
+      const found = await chatUsageRows(prisma, { namespace: payer.namespace });
       return found.length === 2 ? found : undefined;
     }, { description: 'both usage records' });
     expect(rows.map((r) => r.status)).toEqual(['failed', 'failed']);
-    const charged = rows.reduce((sum, r) => sum + r.cost.toNumber(), 0);
+    const charged = rows.reduce((sum, r) => sum + Number(r.cost), 0);
     expect(charged).toBeGreaterThan(0);
     expect(Number((await balance(payer)).credits)).toBeCloseTo(1 - charged, 6);
     for (const r of rows) expect(r.completionTokens).toBeGreaterThan(0);
@@ -200,7 +200,7 @@ describe('openai-compatible provider against a fake upstream server (through the
     const upstreamRequest = upstreamCalls('slow').at(-1)!;
     await waitFor(() => upstreamRequest.finished, { description: 'the upstream request to be closed' });
     expect(upstreamRequest.abortedEarly).toBe(true);
-    const row = await waitFor(() => prisma.chatUsage.findFirst({ where: { namespace: { name: payer.namespace } } }).then((r) => r ?? undefined));
+    const row = await waitFor(() => chatUsageRows(prisma, { namespace: payer.namespace }).then((r) => r[0]));
     expect(row).toMatchObject({ status: 'cancelled', stream: true });
     expect(row.completionTokens).toBeGreaterThan(0);
     await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the reservation to be settled' });
@@ -232,13 +232,12 @@ describe('openai-compatible provider against a fake upstream server (through the
       expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('Echo: overlap');
       const usage = chunks.at(-1)!.usage!;
       await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });
-      // Usage rows are written in batches, a moment after the charge.
       const rows = await waitFor(async () => {
-        const found = await prisma.chatUsage.findMany({ where: { namespace: { name: payer.namespace } }, orderBy: { createdAt: 'asc' } });
+        const found = await chatUsageRows(prisma, { namespace: payer.namespace });
         return found.length === 2 ? found : undefined;
       }, { description: 'both usage records' });
       expect(rows[1]).toMatchObject({ status: 'succeeded', stream: true, promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens });
-      const charged = rows.reduce((sum, r) => sum + r.cost.toNumber(), 0);
+      const charged = rows.reduce((sum, r) => sum + Number(r.cost), 0);
       expect(Number((await balance(payer)).credits)).toBeCloseTo(10 - charged, 9);
     });
 

@@ -3,7 +3,7 @@ import addFormats from 'ajv-formats';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { chatUsageRows, createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.000001; // local-chat catalog prices
@@ -350,7 +350,7 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
       expect(cost).toBeGreaterThan(0);
       expect(await settled(payer)).toEqual(expect.objectContaining({ credits: String(Number((1 - cost).toFixed(6))), reserved: '0' }));
 
-      const row = await waitFor(() => prisma.chatUsage.findUnique({ where: { id: res.id } }).then((r) => r ?? undefined), { description: 'the usage record' });
+      const row = await waitFor(() => chatUsageRows(prisma, { id: res.id }).then((r) => r[0]), { description: 'the usage record' });
       expect(row).toMatchObject({
         model: 'local-chat',
         provider: 'builtin:local-chat',
@@ -359,7 +359,7 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
         promptTokens: res.usage!.prompt_tokens,
         completionTokens: res.usage!.completion_tokens,
       });
-      expect(row.cost.toNumber()).toBe(cost);
+      expect(Number(row.cost)).toBe(cost);
       const reservation = await prisma.creditReservation.findUniqueOrThrow({ where: { id: row.reservationId! } });
       expect(reservation).toMatchObject({ status: 'settled', reference: `chat:${res.id}` });
       // The reservation was the upper bound: prompt tokens plus max_tokens.

@@ -1,6 +1,5 @@
-import { ChatUsageRecorder } from '@atelier/chat';
 import { PrismaService } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { chatUsageRows, createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 
 /** Idempotency-Key (Stripe's semantics) through the listening gateway, a chat service and a fake upstream. */
@@ -27,10 +26,10 @@ describe('Idempotency-Key', () => {
   const balance = async (t: Tenant) => (await stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: t.apiKey })).body;
   const settled = (t: Tenant) => waitFor(async () => ((b) => (b.reserved === '0' ? b : undefined))(await balance(t)), { description: 'the charge to be settled' });
   const upstreamCalls = (text: string) => stack.upstream.requests.filter((r) => JSON.stringify(r.body).includes(text)).length;
-  /** Usage rows are written in batches after the answer: every row recorded so far is in once drained. */
+  /** Usage rows land with the charge: every request settled so far has its row. */
   const usageRows = async (t: Tenant) => {
-    await stack.gw.app.get(ChatUsageRecorder).drain();
-    return prisma.chatUsage.count({ where: { namespace: { name: t.namespace } } });
+    await settled(t);
+    return (await chatUsageRows(prisma, { namespace: t.namespace })).length;
   };
   const key = () => `key-${Math.random().toString(36).slice(2)}`;
 

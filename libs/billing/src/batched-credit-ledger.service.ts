@@ -6,7 +6,7 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
-import { budgetedReserveValues, CreditLedger, reserveOneValues, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type Reservation, type Settlement } from './credit-ledger.service';
+import { budgetedReserveValues, CreditLedger, reserveOneValues, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -15,11 +15,11 @@ import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SET
  * on a 2-core machine, one statement at a time).
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
-const SETTLE_STATEMENT = { name: 'atelier_settle_v3', text: SETTLE_SQL };
+const SETTLE_STATEMENT = { name: 'atelier_settle_v4', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: RESERVE_BUDGETED_SQL };
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
-const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v1', text: SETTLE_ONE_SQL };
+const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v2', text: SETTLE_ONE_SQL };
 
 /**
  * The named statements above are planned once per connection and that plan is kept until the
@@ -179,8 +179,8 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   /** Releases are rare (failures, cancels); they go straight to the ledger. */
-  release(reservationId: string): Promise<boolean> {
-    return this.ledger.release(reservationId);
+  release(reservationId: string, record?: RequestRecord): Promise<boolean> {
+    return this.ledger.release(reservationId, undefined, record);
   }
 
   async onModuleDestroy(): Promise<void> {

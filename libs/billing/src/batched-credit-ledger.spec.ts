@@ -2,7 +2,7 @@ import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
 import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
-import { CreditLedger, type Reservation } from './credit-ledger.service';
+import { CreditLedger, type RequestRecord, type Reservation } from './credit-ledger.service';
 import { ledgerFixtures } from './ledger-fixtures.harness';
 
 /**
@@ -161,5 +161,41 @@ describe('BatchedCreditLedger (real Postgres)', () => {
     await Promise.all(rs.map((r) => batched.settle(r, r.amount)));
     expect(await ledger.balance(a)).toEqual({ credits: '0', reserved: '0', available: '0' });
     expect(await ledger.balance(b)).toEqual({ credits: '0', reserved: '0', available: '0' });
+  });
+
+  it("writes each request's record on its reservation with the charge or release, alone or in a batch (the chat_usage view)", async () => {
+    const ns = await namespaceWith('100');
+    const user = (await prisma.user.create({ data: { username: `u${Date.now()}${Math.random().toString(36).slice(2, 8)}` } })).id;
+    const record = (i: number, over: Partial<RequestRecord> = {}): RequestRecord => ({
+      outcome: 'succeeded',
+      userId: user,
+      provider: `upstream-${i}`,
+      stream: i % 2 === 0,
+      requestId: `req-${i}`,
+      errorMessage: null,
+      durationMs: 10 + i,
+      ...over,
+    });
+    const alone = await batched.reserve(ns, '1', 'chat:chatcmpl-alone');
+    await batched.settle(alone, '0.5', { inputTokens: 3, outputTokens: 4, request: record(0) });
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => batched.reserve(ns, '1', `chat:chatcmpl-${i}`)));
+    const start = batched.stats.transactions;
+    await Promise.all(many.slice(0, 10).map((r, i) => batched.settle(r, '0.25', { inputTokens: i, outputTokens: 1, request: record(i + 1) })));
+    expect(statementsSince(start)).toBeLessThan(10);
+    // An upstream's error text with a NUL, and a caller id that is no uuid: the release still lands.
+    await batched.release(many[10].id, record(11, { outcome: 'failed', provider: null, errorMessage: 'HTTP 500: bad\u0000byte', userId: 'not-a-uuid' }));
+    // A stale sweep knows no record: nothing about the request is invented.
+    await batched.release(many[11].id);
+
+    const rows = await prisma.$queryRaw<{ id: string; status: string; provider: string | null; stream: boolean; request_id: string; error_message: string | null; duration_ms: number; user_id: string | null; prompt_tokens: number; cost: string }[]>`
+      SELECT id, status::text, provider, stream, request_id, error_message, duration_ms, user_id::text, prompt_tokens, cost::text FROM chat_usage WHERE namespace_id = ${ns}::uuid ORDER BY request_id`;
+    expect(rows).toHaveLength(12);
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(byId.get('chatcmpl-alone')).toMatchObject({ status: 'succeeded', provider: 'upstream-0', stream: true, request_id: 'req-0', duration_ms: 10, user_id: user, prompt_tokens: 3, cost: '0.500000' });
+    for (let i = 0; i < 10; i++)
+      expect(byId.get(`chatcmpl-${i}`)).toMatchObject({ status: 'succeeded', provider: `upstream-${i + 1}`, stream: (i + 1) % 2 === 0, request_id: `req-${i + 1}`, duration_ms: 11 + i, prompt_tokens: i, cost: '0.250000' });
+    expect(byId.get('chatcmpl-10')).toMatchObject({ status: 'failed', provider: null, error_message: 'HTTP 500: bad\uFFFDbyte', user_id: null, cost: '0.000000' });
+    expect(byId.has('chatcmpl-11')).toBe(false);
+    expect(await ledger.balance(ns)).toEqual({ credits: '97', reserved: '0', available: '97' });
   });
 });

@@ -46,6 +46,42 @@ export interface DeliveredUsage {
   outputTokens?: number;
   images?: number;
   videoSeconds?: number;
+  /** How the request ended: written on its reservation by the statement that settles or releases it. */
+  request?: RequestRecord;
+}
+
+/** A request's record (the chat_usage view), kept on its reservation. */
+export interface RequestRecord {
+  outcome: 'succeeded' | 'failed' | 'cancelled';
+  userId: string;
+  /** Engine or upstream server that answered; null if none did. */
+  provider: string | null;
+  stream: boolean;
+  requestId: string | null;
+  errorMessage: string | null;
+  durationMs: number;
+}
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The record as the closing statements read it (jsonb; null for none). Only values those
+ * statements can cast: a record must never be the reason a charge fails to land. Postgres stores
+ * no NUL in text or jsonb, and an upstream's error text is the one field no input check has
+ * seen: NULs become U+FFFD.
+ */
+export function requestRecordJson(record: RequestRecord | undefined): string | null {
+  if (!record) return null;
+  const text = (s: string | null) => (s === null ? null : s.replace(/\0/g, '\uFFFD'));
+  return JSON.stringify({
+    outcome: record.outcome,
+    userId: UUID_PATTERN.test(record.userId) ? record.userId : null,
+    provider: text(record.provider),
+    stream: record.stream,
+    requestId: text(record.requestId),
+    errorMessage: text(record.errorMessage),
+    durationMs: Number.isFinite(record.durationMs) ? Math.min(Math.max(Math.round(record.durationMs), 0), 2_147_483_647) : null,
+  });
 }
 
 /** The reservations a reserve statement took for these items. */
@@ -96,14 +132,15 @@ export function budgetedReserveValues(namespaceId: string, items: ReserveItem[],
   return [namespaceId, items.map((i) => i.id), items.map((i) => i.amount), items.map((i) => i.reference), tags.apiKeyId, tags.model ?? null, tags.endpoint ?? null];
 }
 
-/** SETTLE_SQL's usage parameters ($3..$6) for settles in this order. */
-export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[]] {
+/** SETTLE_SQL's usage parameters ($3..$7) for settles in this order. */
+export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[], (string | null)[]] {
   const whole = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2_147_483_647) : 0);
   return [
     usages.map((u) => whole(u?.inputTokens)),
     usages.map((u) => whole(u?.outputTokens)),
     usages.map((u) => whole(u?.images)),
     usages.map((u) => (u?.videoSeconds !== undefined && Number.isFinite(u.videoSeconds) && u.videoSeconds > 0 ? Math.min(u.videoSeconds, 1e8) : 0)),
+    usages.map((u) => requestRecordJson(u?.request)),
   ];
 }
 
@@ -269,9 +306,9 @@ export class CreditLedger {
     return released;
   }
 
-  /** Gives the reserved credits back (failure, cancel). Idempotent; one statement. */
-  async release(reservationId: string, client: Db = this.prisma): Promise<boolean> {
-    const rows = await client.$queryRawUnsafe<{ id: string }[]>(RELEASE_SQL, reservationId);
+  /** Gives the reserved credits back (failure, cancel), with the request's record if it has one. Idempotent; one statement. */
+  async release(reservationId: string, client: Db = this.prisma, record?: RequestRecord): Promise<boolean> {
+    const rows = await client.$queryRawUnsafe<{ id: string }[]>(RELEASE_SQL, reservationId, requestRecordJson(record));
     if (rows.length > 0) this.metrics?.creditReleases.inc();
     return rows.length > 0;
   }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { createPgPool } from '@atelier/db';
 import { createTestEnvironment, fc, uniqueName, type TestEnvironment } from '@atelier/testing';
+import { requestRecordJson } from './credit-ledger.service';
 import { RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -50,7 +51,8 @@ describe('the one-call credit statements (real Postgres)', () => {
       pool.query(`SELECT credits::text, reserved::text FROM namespaces WHERE id = $1`, [namespaceId]),
       pool.query(
         `SELECT amount::text, charged::text, status, reference, budget_hold, model, endpoint, input_tokens, output_tokens, images, video_seconds::text,
-                api_key_id IS NOT NULL AS has_key, closed_at IS NOT NULL AS closed
+                api_key_id IS NOT NULL AS has_key, closed_at IS NOT NULL AS closed,
+                outcome, user_id, provider, stream, request_id, error_message, duration_ms
          FROM credit_reservations WHERE namespace_id = $1 ORDER BY reference`,
         [namespaceId],
       ),
@@ -108,8 +110,22 @@ describe('the one-call credit statements (real Postgres)', () => {
           budget: fc.option(fc.record({ maxSpend: credits(0, 50_000_000), spent: credits(0, 5_000_000), currentWindow: fc.boolean() }), { nil: undefined }),
           usage: fc.tuple(fc.nat(100_000), fc.nat(100_000), fc.nat(10), fc.integer({ min: 0, max: 600_000 }).map((ms) => ms / 1000)),
           settledBefore: fc.integer({ min: 0, max: 3 }).map((n) => n === 0),
+          // How the request ended (any text an upstream may send, NULs included), or none (a media settle).
+          record: fc.option(
+            fc.record({
+              outcome: fc.constantFrom('succeeded' as const, 'failed' as const, 'cancelled' as const),
+              userId: fc.oneof(fc.constant(userId), fc.string()),
+              provider: fc.option(fc.string(), { nil: null }),
+              stream: fc.boolean(),
+              requestId: fc.option(fc.string(), { nil: null }),
+              errorMessage: fc.option(fc.string(), { nil: null }),
+              durationMs: fc.double({ min: -1, max: 1e10, noNaN: true }),
+            }),
+            { nil: undefined },
+          ),
         }),
         async (c) => {
+          const record = requestRecordJson(c.record);
           // The reservation must be one the balance could have taken: it and the others' holds fit.
           const balance = Math.max(Number(c.balance), Number(c.amount) + Number(c.othersHold)).toFixed(6);
           const reserved = (Number(c.amount) + Number(c.othersHold)).toFixed(6);
@@ -123,7 +139,9 @@ describe('the one-call credit statements (real Postgres)', () => {
               [id, ns, c.amount, keyId, keyId !== null],
             );
             const settle = () =>
-              one ? pool.query(SETTLE_ONE_SQL, [id, c.actual, ...c.usage]) : pool.query(SETTLE_SQL, [[id], [c.actual], ...c.usage.map((u) => [u])]);
+              one
+                ? pool.query(SETTLE_ONE_SQL, [id, c.actual, ...c.usage, record])
+                : pool.query(SETTLE_SQL, [[id], [c.actual], ...c.usage.map((u) => [u]), [record]]);
             if (c.settledBefore) await settle();
             const { rows } = await settle();
             return { answer: rows.map((r: { id: string; charged: string }) => ({ mine: r.id === id, charged: r.charged })), after: await state(ns, keyId) };
@@ -140,6 +158,12 @@ describe('the one-call credit statements (real Postgres)', () => {
             expect(one.answer).toHaveLength(1);
             expect(Number(one.answer[0].charged)).toBeCloseTo(expected, 6);
             expect(one.after.namespace).toEqual({ credits: (Number(balance) - expected).toFixed(6), reserved: Number(c.othersHold).toFixed(6) });
+            // The record lands with the charge, whatever text it carries.
+            expect(one.after.reservations[0]).toMatchObject(
+              c.record
+                ? { outcome: c.record.outcome, provider: c.record.provider?.replace(/\0/g, '\uFFFD') ?? null, stream: c.record.stream, user_id: c.record.userId === userId ? userId : null }
+                : { outcome: null, provider: null, stream: null, user_id: null },
+            );
           }
         },
       ),

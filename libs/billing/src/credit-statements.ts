@@ -17,6 +17,15 @@
 const budgetWindow = (table: string) =>
   `to_char(now() AT TIME ZONE 'UTC', CASE ${table}.budget_period WHEN 'day' THEN 'YYYY-MM-DD' WHEN 'month' THEN 'YYYY-MM' ELSE '"total"' END)`;
 
+/**
+ * The columns a closing statement writes from the request's record (RequestRecord, as jsonb:
+ * null leaves them null), so the record lands with the charge or release, in the same row.
+ */
+const recordColumns = (rec: string) =>
+  `outcome = (${rec}->>'outcome')::"RequestOutcome", user_id = (${rec}->>'userId')::uuid, provider = ${rec}->>'provider',
+      stream = (${rec}->>'stream')::boolean, request_id = ${rec}->>'requestId', error_message = ${rec}->>'errorMessage',
+      duration_ms = (${rec}->>'durationMs')::int`;
+
 /** What a key has spent in the current period. */
 const spentNow = (table: string) => `CASE WHEN ${table}.budget_window = ${budgetWindow(table)} THEN ${table}.budget_spent ELSE 0 END`;
 
@@ -128,16 +137,17 @@ export const RESERVE_BUDGETED_SQL = `
  * charge, so usage reports and charges are one record. Returns one row per reservation it
  * settled, with what it charged.
  *
- * $1 reservation ids, $2 actual costs, $3 input tokens, $4 output tokens, $5 images, $6 video seconds (same order).
+ * $1 reservation ids, $2 actual costs, $3 input tokens, $4 output tokens, $5 images, $6 video seconds,
+ * $7 request records (jsonb, or null) (same order).
  */
 export const SETTLE_SQL = `
   WITH req AS (
-    SELECT r.id, r.actual, r.ord, r.input_tokens, r.output_tokens, r.images, r.video_seconds
-    FROM unnest($1::uuid[], $2::numeric[], $3::int[], $4::int[], $5::int[], $6::numeric[]) WITH ORDINALITY
-      AS r(id, actual, input_tokens, output_tokens, images, video_seconds, ord)
+    SELECT r.id, r.actual, r.ord, r.input_tokens, r.output_tokens, r.images, r.video_seconds, r.rec
+    FROM unnest($1::uuid[], $2::numeric[], $3::int[], $4::int[], $5::int[], $6::numeric[], $7::jsonb[]) WITH ORDINALITY
+      AS r(id, actual, input_tokens, output_tokens, images, video_seconds, rec, ord)
   ), cur AS (
     SELECT c.id AS rid, c.namespace_id, c.amount, c.api_key_id, c.budget_hold, req.ord,
-           req.input_tokens, req.output_tokens, req.images, req.video_seconds,
+           req.input_tokens, req.output_tokens, req.images, req.video_seconds, req.rec,
            CASE WHEN c.budget_hold THEN LEAST(GREATEST(req.actual, 0), c.amount) ELSE GREATEST(req.actual, 0) END AS actual
     FROM credit_reservations c JOIN req ON req.id = c.id
     WHERE c.status = 'open'
@@ -151,13 +161,14 @@ export const SETTLE_SQL = `
            sum(GREATEST(cur.actual - cur.amount, 0)) OVER (PARTITION BY cur.namespace_id ORDER BY cur.ord) AS excess_so_far
     FROM cur JOIN ns ON ns.id = cur.namespace_id
   ), priced AS (
-    SELECT rid, namespace_id, amount, ord, api_key_id, budget_hold, input_tokens, output_tokens, images, video_seconds,
+    SELECT rid, namespace_id, amount, ord, api_key_id, budget_hold, input_tokens, output_tokens, images, video_seconds, rec,
            LEAST(actual, amount) + LEAST(excess_so_far, free) - LEAST(excess_so_far - excess, free) AS charge
     FROM beyond
   ), closed AS (
     UPDATE credit_reservations c SET status = 'settled', closed_at = now(),
       charged = priced.charge, input_tokens = COALESCE(priced.input_tokens, 0), output_tokens = COALESCE(priced.output_tokens, 0),
-      images = COALESCE(priced.images, 0), video_seconds = COALESCE(priced.video_seconds, 0)
+      images = COALESCE(priced.images, 0), video_seconds = COALESCE(priced.video_seconds, 0),
+      ${recordColumns('priced.rec')}
     FROM priced WHERE c.id = priced.rid
     RETURNING c.id
   ), budgets AS (
@@ -189,7 +200,8 @@ export const SETTLE_SQL = `
  * with, so the charge is the part the reservation covers plus as much of the excess as the
  * namespace's unreserved credits reach.
  *
- * $1 reservation id, $2 actual cost, $3 input tokens, $4 output tokens, $5 images, $6 video seconds.
+ * $1 reservation id, $2 actual cost, $3 input tokens, $4 output tokens, $5 images, $6 video seconds,
+ * $7 the request's record (jsonb, or null).
  */
 export const SETTLE_ONE_SQL = `
   WITH cur AS (
@@ -209,7 +221,8 @@ export const SETTLE_ONE_SQL = `
   ), closed AS (
     UPDATE credit_reservations c SET status = 'settled', closed_at = now(), charged = priced.charge,
       input_tokens = COALESCE($3::int, 0), output_tokens = COALESCE($4::int, 0),
-      images = COALESCE($5::int, 0), video_seconds = COALESCE($6::numeric, 0)
+      images = COALESCE($5::int, 0), video_seconds = COALESCE($6::numeric, 0),
+      ${recordColumns('$7::jsonb')}
     FROM priced WHERE c.id = priced.id
     RETURNING c.id
   ), budgets AS (
@@ -230,7 +243,7 @@ export const SETTLE_ONE_SQL = `
  * Gives a reservation's credits back (failure, cancel, a stale sweep): only if still `open`, so
  * it is idempotent; its budget hold, if any, is given back in the same statement.
  *
- * $1 reservation id.
+ * $1 reservation id, $2 the request's record (jsonb, or null: a stale sweep knows none).
  */
 export const RELEASE_SQL = `
   WITH cur AS (
@@ -238,7 +251,8 @@ export const RELEASE_SQL = `
     WHERE id = $1::uuid AND status = 'open'
     FOR UPDATE
   ), closed AS (
-    UPDATE credit_reservations c SET status = 'released', closed_at = now(), charged = 0
+    UPDATE credit_reservations c SET status = 'released', closed_at = now(), charged = 0,
+      ${recordColumns('$2::jsonb')}
     FROM cur WHERE c.id = cur.id
     RETURNING c.id
   ), budgets AS (

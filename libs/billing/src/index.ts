@@ -1,4 +1,4 @@
-export { CreditLedger, type ChargeTags, type CreditBalance, type DeliveredUsage, type Reservation, type Settlement, type StaleReservationRule } from './credit-ledger.service';
+export { CreditLedger, type ChargeTags, type CreditBalance, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement, type StaleReservationRule } from './credit-ledger.service';
 export { BillingModule } from './billing.module';
 export { BatchedCreditLedger } from './batched-credit-ledger.service';
 export { chargeTags, PaidRequests, PAID_REQUEST_KINDS, reservationReference, syncReservationMaxAgeMs, type PaidRequestKind } from './paid-requests.service';

@@ -201,7 +201,8 @@ export class PaidRequests {
 
   /**
    * Settles the delivered cost, or releases the reservation when `cost` is null (nothing was
-   * delivered), then calls `onClosed` once with what was charged. Never throws and never holds
+   * delivered), writing `usage` (and the request's record in it) on the reservation in the same
+   * statement, then calls `onClosed` once with what was charged. Never throws and never holds
    * up an answer for an outage: when Postgres is away it resolves at once, the same idempotent
    * step is retried in the background for most of RESERVATION_GRACE_MS, and `onClosed` follows
    * when it lands. A step that fails for good leaves the reservation open (credits held,
@@ -217,7 +218,7 @@ export class PaidRequests {
     if (reservation.holdsSlot) void this.endWork([reservation.reference]);
     const step = async (): Promise<string> => {
       if (cost === null) {
-        await this.ledger.release(reservation.id);
+        await this.ledger.release(reservation.id, usage?.request);
         return '0';
       }
       return (await this.ledger.settle(reservation, cost, usage)).charged;

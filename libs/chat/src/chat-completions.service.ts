@@ -10,7 +10,6 @@ import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
-import { ChatUsageRecorder } from './chat-usage.recorder';
 import { countTextTokens, toolCallTokens } from './token-count';
 
 /** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
@@ -78,7 +77,6 @@ export class ChatCompletionsService {
     private readonly access: NamespaceAccess,
     private readonly paid: PaidRequests,
     private readonly rpc: RpcClient,
-    private readonly usage: ChatUsageRecorder,
     private readonly metrics: Metrics,
     private readonly limiter: RateLimiter,
   ) {}
@@ -190,9 +188,9 @@ export class ChatCompletionsService {
   }
 
   /**
-   * Charges the tokens used (or releases the reservation) and records the request. Never throws,
-   * and never makes the caller wait for an outage (PaidRequests.close): an answer already
-   * delivered is still charged exactly once, and recorded when the charge lands.
+   * Charges the tokens used (or releases the reservation) with the request's record, in one
+   * statement. Never throws, and never makes the caller wait for an outage (PaidRequests.close):
+   * an answer already delivered is still charged exactly once, its record with it.
    */
   private async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
     if (prepared.tokenLimits.length > 0) {
@@ -201,26 +199,18 @@ export class ChatCompletionsService {
       void this.limiter.correct(prepared.tokenLimits, prepared.tokenLimits.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
     }
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
-    const usage = ending.usage && { inputTokens: ending.usage.prompt_tokens, outputTokens: ending.usage.completion_tokens };
-    await this.paid.close(prepared.reservation, cost, (charged) => this.record(prepared, ending, charged), usage);
-  }
-
-  private record(prepared: PreparedChat, ending: ChatEnding, cost: string): void {
-    this.usage.record({
-      id: prepared.completionId,
-      namespaceId: prepared.scope.id,
-      userId: prepared.caller.userId,
-      model: prepared.model.id,
-      provider: ending.provider ?? null,
-      stream: prepared.request.stream,
-      status: ending.status,
-      promptTokens: ending.usage?.prompt_tokens ?? 0,
-      completionTokens: ending.usage?.completion_tokens ?? 0,
-      cost,
-      reservationId: prepared.reservation.id,
-      requestId: prepared.requestId,
-      errorMessage: ending.error === undefined ? null : errorText(ending.error),
-      durationMs: Math.round(performance.now() - prepared.startedAt),
+    await this.paid.close(prepared.reservation, cost, undefined, {
+      inputTokens: ending.usage?.prompt_tokens ?? 0,
+      outputTokens: ending.usage?.completion_tokens ?? 0,
+      request: {
+        outcome: ending.status,
+        userId: prepared.caller.userId,
+        provider: ending.provider ?? null,
+        stream: prepared.request.stream,
+        requestId: prepared.requestId,
+        errorMessage: ending.error === undefined ? null : errorText(ending.error),
+        durationMs: performance.now() - prepared.startedAt,
+      },
     });
   }
 

@@ -2,12 +2,11 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { ChatCompletionsService } from './chat-completions.service';
-import { ChatUsageRecorder } from './chat-usage.recorder';
 
 /** The gateway's chat wiring (needs the global ModelCatalogModule and ServiceRuntimeModule). */
 @Module({
   imports: [AuthModule, BillingModule],
-  providers: [ChatCompletionsService, ChatUsageRecorder],
-  exports: [ChatCompletionsService, ChatUsageRecorder],
+  providers: [ChatCompletionsService],
+  exports: [ChatCompletionsService],
 })
 export class ChatGatewayModule {}

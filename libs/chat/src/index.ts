@@ -24,6 +24,5 @@ export type { ChatProvider, ChatProviderCall, ChunkSink, ProviderCompletion, Pro
 export { ChatCompletionRunner, type ChatRunContext } from './chat-completion.runner';
 export { ChatCompletionProcessor } from './chat-completion.processor';
 export { ChatCompletionsService, type ChatDelivery } from './chat-completions.service';
-export { ChatUsageRecorder, type ChatUsageRecord } from './chat-usage.recorder';
 export { ChatGatewayModule } from './chat-gateway.module';
 export { ChatServiceModule } from './chat-service.module';
