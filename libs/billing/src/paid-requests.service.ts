@@ -202,36 +202,23 @@ export class PaidRequests {
   /**
    * Settles the delivered cost, or releases the reservation when `cost` is null (nothing was
    * delivered), writing `usage` (and the request's record in it) on the reservation in the same
-   * statement, then calls `onClosed` once with what was charged. Never throws and never holds
-   * up an answer for an outage: when Postgres is away it resolves at once, the same idempotent
-   * step is retried in the background for most of RESERVATION_GRACE_MS, and `onClosed` follows
-   * when it lands. A step that fails for good leaves the reservation open (credits held,
-   * nothing charged, `onClosed('0')`) for the stale sweep to release.
+   * statement. Never throws and never holds up an answer for an outage: when Postgres is away it
+   * resolves at once, and the same idempotent step is retried in the background for most of
+   * RESERVATION_GRACE_MS. A step that fails for good leaves the reservation open (credits held,
+   * nothing charged, no record) for the stale sweep to release.
    */
-  async close(
-    reservation: Reservation,
-    cost: string | null,
-    onClosed: (charged: string) => void = () => undefined,
-    usage?: DeliveredUsage,
-  ): Promise<void> {
+  async close(reservation: Reservation, cost: string | null, usage?: DeliveredUsage): Promise<void> {
     // The work has ended (delivered or not): its max_concurrent slot is free before billing lands.
     if (reservation.holdsSlot) void this.endWork([reservation.reference]);
-    const step = async (): Promise<string> => {
-      if (cost === null) {
-        await this.ledger.release(reservation.id, usage?.request);
-        return '0';
-      }
-      return (await this.ledger.settle(reservation, cost, usage)).charged;
+    const step = async (): Promise<void> => {
+      if (cost === null) await this.ledger.release(reservation.id, usage?.request);
+      else await this.ledger.settle(reservation, cost, usage);
     };
-    const charged = await nowOrOnceBack(step, {
+    await nowOrOnceBack(step, {
       maxWaitMs: Math.floor(this.config.RESERVATION_GRACE_MS * 0.8),
       onWait: (service) => this.logger.warn(`${service} unavailable; reservation ${reservation.id} will be closed when it is back`),
-      onLater: onClosed,
-      onFailure: (err) => {
-        this.logger.error(`Could not close credit reservation ${reservation.id}: ${(err as Error).message}`);
-        onClosed('0');
-      },
+      onLater: () => undefined,
+      onFailure: (err) => this.logger.error(`Could not close credit reservation ${reservation.id}: ${(err as Error).message}`),
     });
-    if (charged !== undefined) onClosed(charged);
   }
 }

@@ -199,7 +199,7 @@ export class ChatCompletionsService {
       void this.limiter.correct(prepared.tokenLimits, prepared.tokenLimits.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
     }
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
-    await this.paid.close(prepared.reservation, cost, undefined, {
+    await this.paid.close(prepared.reservation, cost, {
       inputTokens: ending.usage?.prompt_tokens ?? 0,
       outputTokens: ending.usage?.completion_tokens ?? 0,
       request: {

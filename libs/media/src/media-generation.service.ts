@@ -80,7 +80,7 @@ export class MediaGenerations {
       throw err;
     }
     this.metrics.generations.inc({ model: model.id, outcome: 'succeeded', mode: 'sync' });
-    const settle = () => this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage), undefined, result.usage));
+    const settle = () => this.metrics.timed('media.settle', () => this.paid.close(reservation, usageCost(model, result.usage), result.usage));
     let items: Record<string, unknown>[];
     try {
       items = await Promise.all(
