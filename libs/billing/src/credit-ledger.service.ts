@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Optional } from '@nestjs/common';
-import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
+import { ApiError, DECIMAL_PATTERN, UUID_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
 import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL } from './credit-statements';
@@ -62,7 +62,8 @@ export interface RequestRecord {
   durationMs: number;
 }
 
-const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A count as an int4 column takes it: rounded, at most int4's maximum, and 0 when negative or not a number. */
+const whole = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2_147_483_647) : 0);
 
 /**
  * The record as the closing statements read it (jsonb; null for none). Only values those
@@ -80,7 +81,7 @@ export function requestRecordJson(record: RequestRecord | undefined): string | n
     stream: record.stream,
     requestId: text(record.requestId),
     errorMessage: text(record.errorMessage),
-    durationMs: Number.isFinite(record.durationMs) ? Math.min(Math.max(Math.round(record.durationMs), 0), 2_147_483_647) : null,
+    durationMs: Number.isFinite(record.durationMs) ? whole(record.durationMs) : null,
   });
 }
 
@@ -134,7 +135,6 @@ export function budgetedReserveValues(namespaceId: string, items: ReserveItem[],
 
 /** SETTLE_SQL's usage parameters ($3..$7) for settles in this order. */
 export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[], (string | null)[]] {
-  const whole = (n: number | undefined) => (n !== undefined && Number.isFinite(n) && n > 0 ? Math.min(Math.round(n), 2_147_483_647) : 0);
   return [
     usages.map((u) => whole(u?.inputTokens)),
     usages.map((u) => whole(u?.outputTokens)),

@@ -217,7 +217,6 @@ export class PaidRequests {
     await nowOrOnceBack(step, {
       maxWaitMs: Math.floor(this.config.RESERVATION_GRACE_MS * 0.8),
       onWait: (service) => this.logger.warn(`${service} unavailable; reservation ${reservation.id} will be closed when it is back`),
-      onLater: () => undefined,
       onFailure: (err) => this.logger.error(`Could not close credit reservation ${reservation.id}: ${(err as Error).message}`),
     });
   }

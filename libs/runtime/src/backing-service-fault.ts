@@ -112,14 +112,14 @@ export async function retryThroughOutage<T>(op: () => Promise<T>, opts: OutageRe
 
 /**
  * Runs `op` now; when it fails because a backing service is away, keeps retrying it in the
- * background (not awaited) and hands the result to `onLater`. For work that must happen but must
+ * background (not awaited) and hands the result to `onLater`, if given. For work that must happen but must
  * not hold up an answer already given: the settle of a delivered chat answer or sync image.
  * Resolves with the result when it succeeded at once, undefined otherwise; any other error, or
  * an outage longer than `maxWaitMs`, goes to `onFailure`.
  */
 export async function nowOrOnceBack<T>(
   op: () => Promise<T>,
-  opts: Pick<OutageRetryOptions, 'maxWaitMs' | 'onWait'> & { onLater: (value: T) => void; onFailure: (err: unknown) => void },
+  opts: Pick<OutageRetryOptions, 'maxWaitMs' | 'onWait'> & { onLater?: (value: T) => void; onFailure: (err: unknown) => void },
 ): Promise<T | undefined> {
   try {
     return await op();
