@@ -90,7 +90,7 @@ export function histogramTotals(text, prefix = '', into = new Map()) {
     const m = /^([a-z0-9_]+)\{([^}]*)\} ([0-9.eE+-]+|NaN)$/.exec(line);
     if (!m || !(/_(sum|count|bucket)$/.test(m[1]) || m[1].startsWith('nodejs_eventloop_lag_p'))) continue;
     const labels = Object.fromEntries([...m[2].matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    const key = `${prefix}${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? ''}${labels.le ? ` ${labels.le}` : ''}`;
+    const key = `${prefix}${m[1]} ${labels.stage ?? labels.queue ?? labels.route ?? labels.kind ?? ''}${labels.le ? ` ${labels.le}` : ''}`;
     into.set(key, m[1].startsWith('nodejs_eventloop') ? Math.max(into.get(key) ?? 0, Number(m[3])) : (into.get(key) ?? 0) + Number(m[3]));
   }
   return into;

@@ -317,6 +317,7 @@ async function scrapeAll() {
 
 /** A mean in ms to two places, or '-' when there was nothing to average. */
 const f2 = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
+const f3 = (v) => (Number.isFinite(v) ? v.toFixed(3) : '-');
 
 /**
  * The gateway's chat stages between two scrapes, as means per request (ms). A reservation either
@@ -373,7 +374,17 @@ function breakdown(before, after) {
   // prom-client samples the loop every 10 ms and reports delays including that interval.
   const lag = (service, p) => after.get(`${service} nodejs_eventloop_lag_${p}_seconds `) * 1000 - 10;
   console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f2(lag('gateway', 'p50'))}/${f2(lag('gateway', 'p99'))}, chat ${f2(lag('chat', 'p50'))}/${f2(lag('chat', 'p99'))}`);
+  // Pauses on the main thread, spread over the requests: young-generation collections grow with
+  // what survives them (InFlightMap in libs/runtime says how requests once got promoted wholesale).
+  const requests = delta(before, after, 'gateway atelier_http_request_duration_seconds_count /api/ai/chat/completions');
+  const gc = (service, ...kinds) => f3((kinds.reduce((sum, kind) => sum + delta(before, after, `${service} nodejs_gc_duration_seconds_sum ${kind}`), 0) * 1000) / requests);
+  // Incremental marking steps are old-generation work done ahead of its final pause.
+  const young = (service) => gc(service, 'minor');
+  const old = (service) => gc(service, 'major', 'incremental');
+  console.log(`     GC pauses per request (ms), young/old generation: gateway ${young('gateway')}/${old('gateway')}, chat ${young('chat')}/${old('chat')}`);
 }
+
+const delta = (before, after, key) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
 
 if (PHASES.includes('0')) {
   const n = 400;

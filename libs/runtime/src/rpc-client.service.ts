@@ -5,6 +5,7 @@ import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type
 import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
+import { InFlightMap } from './in-flight-map';
 import { closeRedis, redisScript } from './redis-connection';
 import { RedisService } from './redis.module';
 import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from './rpc-messages';
@@ -52,7 +53,7 @@ export class RpcClient implements OnApplicationShutdown {
   private subscriber?: Redis;
   /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
   private subscribed?: Promise<unknown>;
-  private readonly pending = new Map<string, Pending>();
+  private readonly pending = new InFlightMap<string, Pending>();
   private readonly adds = new Map<string, GroupCommit<{ jobId: string; data: string }, string>>();
   /**
    * Job ids start with this process's id, so every reply channel of this process matches one
@@ -163,7 +164,7 @@ export class RpcClient implements OnApplicationShutdown {
       // A short blip is bridged (the kept replies are read once it is back); an outage is not
       // waited out: the calls in flight get the outage 503 instead of hanging until it ends.
       giveUp = setTimeout(() => {
-        for (const pending of [...this.pending.values()]) pending.abandon(outageError('redis'));
+        for (const pending of this.pending.values()) pending.abandon(outageError('redis'));
       }, REPLY_CONNECTION_GRACE_MS);
       giveUp.unref();
     });
@@ -191,7 +192,7 @@ export class RpcClient implements OnApplicationShutdown {
    * persistence): it fails now with a 503.
    */
   private async recoverLostReplies(): Promise<void> {
-    for (const pending of [...this.pending.values()]) {
+    for (const pending of this.pending.values()) {
       try {
         const kept = await this.redis.client.get(this.redis.names.rpcResult(pending.jobId));
         if (kept) {
@@ -214,7 +215,7 @@ export class RpcClient implements OnApplicationShutdown {
    * keeping the closed process alive); their jobs may still run to completion on a worker.
    */
   async onApplicationShutdown(): Promise<void> {
-    for (const pending of [...this.pending.values()])
+    for (const pending of this.pending.values())
       pending.abandon(new ApiError('service_unavailable', 'The service is shutting down; the request was not answered'));
     if (this.subscriber) await closeRedis(this.subscriber);
   }

@@ -4,6 +4,7 @@ import type { Logger } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import type { QueueContract } from '@atelier/contracts';
 import { GroupCommit } from './group-commit';
+import { InFlightMap } from './in-flight-map';
 import { runPeriodically } from './periodic-task';
 import { redisScript } from './redis-connection';
 import type { RedisService } from './redis.module';
@@ -149,7 +150,7 @@ export class RpcStreamConsumer {
   private readonly stream: string;
   private blocking?: Redis;
   private stopped = false;
-  private readonly active = new Map<string, Promise<void>>();
+  private readonly active = new InFlightMap<string, Promise<void>>();
   private slotFreed?: () => void;
   private loop?: Promise<void>;
   private readonly periodic: { stop(): Promise<void> }[] = [];

@@ -5,6 +5,7 @@ import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/cont
 import { Metrics, requestContext } from '@atelier/observability';
 import { backingServiceFault, outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
+import { InFlightMap } from './in-flight-map';
 import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } from './job-handler';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
@@ -60,7 +61,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly workers: Worker[] = [];
   /** Request/response queues run on Redis streams (see RpcStreamConsumer), work queues on BullMQ. */
   private readonly consumers: RpcStreamConsumer[] = [];
-  private readonly active = new Map<string, AbortController>();
+  private readonly active = new InFlightMap<string, AbortController>();
   /** Set when shutdown aborts the jobs still running: they go back to the queue, not to completed. */
   private handingBack = false;
   private unsubscribe?: () => Promise<void>;
