@@ -33,6 +33,23 @@ describe('examples/', () => {
   });
 
   /**
+   * What says which side stalled: the status of each generation the example enqueued (a job never
+   * done, or an event never delivered), and the services' latest lines.
+   */
+  const stallReport = async (out: string): Promise<string> => {
+    const ids = /^enqueued: (.+)$/m.exec(out)?.[1].split(', ') ?? [];
+    const statuses = await Promise.all(
+      ids.map((id) =>
+        fetch(`${baseUrl}/api/ai/queue/${id}`, { headers: { authorization: `Bearer ${apiKey}` } })
+          .then(async (res) => `${id}: ${((await res.json()) as { status?: string }).status ?? res.status}`)
+          .catch((err: Error) => `${id}: ${err.message}`),
+      ),
+    );
+    const services = apps.map((a) => `--- ${a.name} (last lines)\n${a.output().slice(-2000)}`);
+    return [...statuses, ...services].join('\n');
+  };
+
+  /**
    * Runs one example as a user would (`node examples/<file>`); resolves with its output, or fails
    * with it, also when the example has not finished within `deadlineMs` (it is then killed).
    */
@@ -44,13 +61,17 @@ describe('examples/', () => {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
+      let timedOut = false;
       const deadline = setTimeout(() => {
+        timedOut = true;
         child.kill('SIGKILL');
-        reject(new Error(`${file} had not finished after ${deadlineMs} ms:\n${out}`));
+        void stallReport(out).then((report) => reject(new Error(`${file} had not finished after ${deadlineMs} ms:\n${out}\n${report}`)));
       }, deadlineMs);
       child.stdout.on('data', (d) => (out += d));
       child.stderr.on('data', (d) => (out += d));
       child.on('exit', (code) => {
+        // Killed at the deadline: the stall report rejects.
+        if (timedOut) return;
         clearTimeout(deadline);
         if (code === 0) resolve(out);
         else reject(new Error(`${file} exited with ${code}:\n${out}`));
