@@ -96,9 +96,12 @@ export function histogramTotals(text, prefix = '', into = new Map()) {
   return into;
 }
 
+/** How much one histogramTotals entry (a sum or a count) grew between two scrapes. */
+export const growth = (before, after, key) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
+
 /** Mean milliseconds per observation of a histogram between two histogramTotals. */
 export function meanMs(before, after, metric, label, prefix = '') {
-  const delta = (suffix) => (after.get(`${prefix}${metric}_${suffix} ${label}`) ?? 0) - (before.get(`${prefix}${metric}_${suffix} ${label}`) ?? 0);
+  const delta = (suffix) => growth(before, after, `${prefix}${metric}_${suffix} ${label}`);
   return delta('count') > 0 ? (delta('sum') / delta('count')) * 1000 : NaN;
 }
 

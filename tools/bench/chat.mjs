@@ -27,7 +27,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
+import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 
@@ -315,9 +315,10 @@ async function scrapeAll() {
   return out;
 }
 
-/** A mean in ms to two places, or '-' when there was nothing to average. */
-const f2 = (v) => (Number.isFinite(v) ? v.toFixed(2) : '-');
-const f3 = (v) => (Number.isFinite(v) ? v.toFixed(3) : '-');
+/** A figure in ms to `digits` places, or '-' when there was nothing to average. */
+const fixed = (digits) => (v) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
+const f2 = fixed(2);
+const f3 = fixed(3);
 
 /**
  * The gateway's chat stages between two scrapes, as means per request (ms). A reservation either
@@ -327,10 +328,7 @@ const f3 = (v) => (Number.isFinite(v) ? v.toFixed(3) : '-');
  */
 function gatewayStages(before, after) {
   const stage = (name) => meanOf(before, after, 'atelier_stage_duration_seconds', name, 'gateway ');
-  const count = (label) => {
-    const k = `gateway atelier_stage_duration_seconds_count ${label}`;
-    return (after.get(k) ?? 0) - (before.get(k) ?? 0);
-  };
+  const count = (label) => growth(before, after, `gateway atelier_stage_duration_seconds_count ${label}`);
   const [alone, beside] = [count('chat.reserve'), count('chat.reserve_overlapped')];
   const perRequest = (name) => (alone + beside > 0 ? ((Number.isFinite(stage(name)) ? stage(name) : 0) * count(name)) / (alone + beside) : NaN);
   return {
@@ -376,15 +374,13 @@ function breakdown(before, after) {
   console.log(`     event-loop delay beyond the 10 ms sampling, p50/p99: gateway ${f2(lag('gateway', 'p50'))}/${f2(lag('gateway', 'p99'))}, chat ${f2(lag('chat', 'p50'))}/${f2(lag('chat', 'p99'))}`);
   // Pauses on the main thread, spread over the requests: young-generation collections grow with
   // what survives them (InFlightMap in libs/runtime says how requests once got promoted wholesale).
-  const requests = delta(before, after, 'gateway atelier_http_request_duration_seconds_count /api/ai/chat/completions');
-  const gc = (service, ...kinds) => f3((kinds.reduce((sum, kind) => sum + delta(before, after, `${service} nodejs_gc_duration_seconds_sum ${kind}`), 0) * 1000) / requests);
+  const requests = growth(before, after, 'gateway atelier_http_request_duration_seconds_count /api/ai/chat/completions');
+  const gc = (service, ...kinds) => f3((kinds.reduce((sum, kind) => sum + growth(before, after, `${service} nodejs_gc_duration_seconds_sum ${kind}`), 0) * 1000) / requests);
   // Incremental marking steps are old-generation work done ahead of its final pause.
   const young = (service) => gc(service, 'minor');
   const old = (service) => gc(service, 'major', 'incremental');
   console.log(`     GC pauses per request (ms), young/old generation: gateway ${young('gateway')}/${old('gateway')}, chat ${young('chat')}/${old('chat')}`);
 }
-
-const delta = (before, after, key) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
 
 if (PHASES.includes('0')) {
   const n = 400;
