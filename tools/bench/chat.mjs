@@ -10,7 +10,8 @@
 //   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming;
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
 //   3. sustained throughput through the gateway (closed loop), with auth and billing on, checked
-//      afterwards against the ledger (every request charged exactly once, nothing left reserved).
+//      afterwards against the ledger (every request charged exactly once, nothing left reserved),
+//      beside the floor: the same topology with nothing of atelier's on it but its ledger (floor.mjs).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
 // BENCH_PHASES (default 0,1,2,3,4), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
@@ -19,7 +20,8 @@
 // BENCH_TRACE (a file: every fixed-rate request's send time and latency, one JSON line per run, with the offset
 // from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it),
 // BENCH_PERF (a file: phase 3's closed loop through the gateway recorded with `perf record -a`, then each
-// process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE).
+// process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE;
+// KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -29,6 +31,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
+import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -547,11 +550,35 @@ console.log(
 );
 breakdown(scraped, scrapedAfter);
 if (PERF_FILE) {
+  console.log('   pids', JSON.stringify(pidsOf));
   summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
-  for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
 }
+// The floor (bench:floor): the same topology built from the same libraries with nothing of
+// atelier's on it but its credit ledger, run here so its rate is measured beside the gateway's.
+const floorNamespace = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
+const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId: floorNamespace });
+await closedLoop({ url: new URL(skeleton.url), auth: '', model: 'fixed' }, 8, 2);
+const floorGroups = { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker };
+const floorBefore = cpuSeconds(floorGroups);
+const floor = await closedLoop({ url: new URL(skeleton.url), auth: '', model: 'fixed' }, CONNECTIONS, SECONDS);
+const cpuFloor = cpuPerRequest(floorBefore, cpuSeconds(floorGroups), floor.ok);
+await skeleton.stop();
+console.log(`   the floor (bench:floor's skeleton: same hops and ledger, nothing else)  ${floor.rps.toFixed(0)} req/s = ${((100 * floor.rps) / direct.rps).toFixed(1)} % of direct; errors ${floor.errors}`);
+console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed(1)} %`);
+console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
 const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0 && ledgerComplete;
-summary.throughput = { connections: CONNECTIONS, direct: direct.rps, gateway: through.rps, percentOfDirect: (100 * through.rps) / direct.rps, errors: through.errors, billingOk };
+summary.throughput = {
+  connections: CONNECTIONS,
+  direct: direct.rps,
+  gateway: through.rps,
+  floor: floor.rps,
+  percentOfDirect: (100 * through.rps) / direct.rps,
+  floorPercentOfDirect: (100 * floor.rps) / direct.rps,
+  percentOfFloor: (100 * through.rps) / floor.rps,
+  errors: through.errors,
+  billingOk,
+};
 if (!billingOk) {
   console.error('   BILLING MISMATCH');
   process.exitCode = 1;

@@ -1,0 +1,267 @@
+#!/usr/bin/env node
+// npm run bench:floor — what the chat path's hops cost with nothing else on them.
+//
+// bench:chat compares the gateway with a client calling the upstream directly: two processes
+// against six (client, gateway, chat service, upstream, Redis, Postgres) on the same two cores. This
+// bench builds the same topology from the same libraries with none of atelier's work on it, to
+// say how much of the gap is the topology itself:
+//   - a skeleton gateway: node:http, JSON.parse of the body, the call added to a Redis stream
+//     (ioredis, auto-pipelined), the reply awaited on one pattern subscription, the answer sent;
+//   - a skeleton chat worker: XREADGROUP, the upstream called with undici, the reply published
+//     and the entry acknowledged and deleted in one script call;
+//   - with FLOOR_PG (default on; 'both' runs both): a reservation taken before the hand-off and
+//     settled after the answer, each a group-committed statement on Postgres (pg), as atelier's
+//     ledger does;
+//   - the same fake upstream and closed-loop client as bench:chat phase 3.
+// No auth, validation, token counting, metrics, governance, Nest or Fastify. The closed loop's
+// rate through it, as a share of the direct rate in the same run, is the ceiling for
+// bench:chat's "share of the direct rate" on this machine; CPU per request says where it goes.
+// Env: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), FLOOR_PG (1, 0 or both).
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, dist, machine, require } from './bench-env.mjs';
+import { root } from '../bootstrap.mjs';
+
+const Redis = require('ioredis');
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */
+const role = process.argv[1] === fileURLToPath(import.meta.url) ? (process.argv[2] ?? 'main') : undefined;
+
+/** Batches calls made while one is in flight into the next (what atelier's GroupCommit does). */
+function groupCommit(run, maxBatch = 64) {
+  let queue = [];
+  let busy = false;
+  const drain = async () => {
+    busy = true;
+    while (queue.length) {
+      const batch = queue.splice(0, maxBatch);
+      try {
+        const results = await run(batch.map((b) => b.item));
+        batch.forEach((b, i) => b.resolve(results?.[i]));
+      } catch (err) {
+        batch.forEach((b) => b.reject(err));
+      }
+    }
+    busy = false;
+  };
+  return (item) =>
+    new Promise((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      if (!busy) void drain();
+    });
+}
+
+/**
+ * Starts the skeleton (gateway and worker processes) in front of `upstreamUrl` (the chat
+ * completions URL), with atelier's ledger on `databaseUrl`'s namespace `namespaceId` when given.
+ * Resolves with its URL, its pids and a stop function.
+ */
+export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, databaseUrl = '', namespaceId = '' }) {
+  const self = fileURLToPath(import.meta.url);
+  const start = (args, env = {}) => spawn(process.execPath, [self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId]);
+  const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
+  const kill = () => [gateway, worker].forEach((c) => c.kill('SIGKILL'));
+  process.once('exit', kill);
+  const ready = (child) => new Promise((resolve, reject) => { child.once('message', resolve); child.once('exit', (c) => reject(new Error(`a skeleton process exited with ${c}`))); });
+  await Promise.all([ready(gateway), ready(worker)]);
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    pids: { gateway: [gateway.pid], worker: [worker.pid] },
+    stop: async () => {
+      process.off('exit', kill);
+      kill();
+      const r = new Redis(REDIS_URL);
+      await r.del(`${prefix}:calls`);
+      await r.quit();
+    },
+  };
+}
+
+// ---- skeleton gateway --------------------------------------------------------------------------
+if (role === 'gateway') {
+  const [, , , port, prefix, databaseUrl] = process.argv;
+  const redis = new Redis(REDIS_URL, { enableAutoPipelining: true });
+  const sub = new Redis(REDIS_URL);
+  const instance = randomUUID().slice(0, 8);
+  const pending = new Map();
+  sub.on('pmessage', (_p, channel, raw) => {
+    const done = pending.get(channel);
+    if (done) {
+      pending.delete(channel);
+      done(raw);
+    }
+  });
+  await sub.psubscribe(`${prefix}:reply:${instance}-*`);
+  const stream = `${prefix}:calls`;
+  const addCall = groupCommit((calls) => {
+    const p = redis.pipeline();
+    for (const c of calls) p.xadd(stream, 'MAXLEN', '~', 100000, '*', 'job', c.jobId, 'data', c.data);
+    return p.exec().then((r) => r.map(([, id]) => id));
+  });
+  let ledger;
+  let namespaceId;
+  if (databaseUrl) {
+    // atelier's own ledger (group commit, the statements the gateway runs): the billing work
+    // is part of the path's floor, only what surrounds it is left out.
+    const { createPrismaClient } = dist('libs/db/src/index.js');
+    const { CreditLedger, BatchedCreditLedger } = dist('libs/billing/src/index.js');
+    ledger = new BatchedCreditLedger(new CreditLedger(createPrismaClient(databaseUrl, 4)), { DATABASE_URL: databaseUrl });
+    namespaceId = process.argv[6];
+  }
+  http
+    .createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (d) => (body += d));
+      req.on('end', async () => {
+        try {
+          const parsed = JSON.parse(body);
+          const jobId = `${instance}-${randomUUID()}`;
+          // The reservation is taken beside the hand-off, as atelier's gateway does when the
+          // namespace's credits cover it many times over; the answer waits for both.
+          const reserving = ledger?.reserve(namespaceId, '0.000272', `floor:${jobId}`);
+          const answer = new Promise((resolve) => pending.set(`${prefix}:reply:${jobId}`, resolve));
+          await addCall({ jobId, data: JSON.stringify({ model: parsed.model, body: parsed }) });
+          const [reservation, raw] = await Promise.all([reserving, answer]);
+          const reply = JSON.parse(raw);
+          const out = JSON.stringify(reply.completion);
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
+          res.end(out);
+          if (ledger) await ledger.settle(reservation, '0.00002', { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens });
+        } catch (err) {
+          res.writeHead(500);
+          res.end(String(err));
+        }
+      });
+    })
+    .listen(Number(port), '127.0.0.1', () => process.send?.('ready'));
+}
+
+// ---- skeleton chat worker ------------------------------------------------------------------------
+if (role === 'worker') {
+  const [, , , prefix, upstream] = process.argv;
+  const { Pool } = require('undici');
+  const upstreamUrl = new URL(upstream);
+  const agent = new Pool(upstreamUrl.origin, { connections: 128 });
+  const redis = new Redis(REDIS_URL);
+  const blocking = new Redis(REDIS_URL);
+  const stream = `${prefix}:calls`;
+  await redis.xgroup('CREATE', stream, 'g', '$', 'MKSTREAM').catch(() => undefined);
+  redis.defineCommand('reply', {
+    numberOfKeys: 1,
+    lua: `for i = 1, #ARGV, 3 do
+            redis.call('PUBLISH', ARGV[i], ARGV[i + 1])
+            redis.call('XACK', KEYS[1], 'g', ARGV[i + 2])
+            redis.call('XDEL', KEYS[1], ARGV[i + 2])
+          end`,
+  });
+  const reply = groupCommit((replies) => redis.reply(stream, ...replies.flat()));
+  let running = 0;
+  const run = async (entryId, fields) => {
+    running++;
+    try {
+      const call = JSON.parse(fields[3]);
+      const res = await agent.request({
+        method: 'POST',
+        path: upstreamUrl.pathname,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${process.env.FLOOR_UPSTREAM_KEY}` },
+        body: JSON.stringify({ ...call.body, model: 'fixed' }),
+      });
+      const completion = await res.body.json();
+      await reply([`${prefix}:reply:${fields[1]}`, JSON.stringify({ completion, usage: completion.usage }), entryId]);
+    } finally {
+      running--;
+    }
+  };
+  process.send?.('ready');
+  for (;;) {
+    const read = await blocking.xreadgroup('GROUP', 'g', 'w', 'COUNT', 64, 'BLOCK', 2000, 'STREAMS', stream, '>');
+    for (const [, entries] of read ?? []) for (const [id, fields] of entries) void run(id, fields);
+    // At most 256 calls in flight, as atelier's consumer bounds its own.
+    while (running >= 256) await new Promise((r) => setImmediate(r));
+  }
+}
+
+// ---- the run ---------------------------------------------------------------------------------------
+if (role === 'main') {
+  const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+  const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+  const variants = { 1: [true], 0: [false], both: [false, true] }[process.env.FLOOR_PG ?? '1'];
+  const API_KEY = 'sk-floor-upstream-key';
+  buildAll();
+  const db = await benchDatabase();
+  const children = [];
+  process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+  const freePort = () => new Promise((resolve) => { const s = http.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); }); });
+  const start = (args, env = {}) => {
+    const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    children.push(child);
+    return child;
+  };
+  const ready = (child) => new Promise((resolve, reject) => { child.once('message', resolve); child.once('exit', (c) => reject(new Error(`exited with ${c}`))); });
+
+  const upstreamPort = await freePort();
+  const upstream = start(['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false }).then(() => process.send('ready'))`]);
+  await ready(upstream);
+  const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`;
+
+  const admin = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
+  const namespaceId = (await admin.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
+
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
+  const payload = JSON.stringify({ model: 'fixed', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 });
+  const once = (url, auth) =>
+    new Promise((resolve, reject) => {
+      const req = http.request(url, { method: 'POST', agent, headers: { authorization: auth, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  const closedLoop = async (url, auth, seconds, groups) => {
+    let ok = 0;
+    let errors = 0;
+    const before = cpuSeconds(groups);
+    const started = performance.now();
+    const deadline = started + seconds * 1000;
+    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < deadline) await once(url, auth).then(() => ok++, () => errors++);
+    }));
+    const rps = ok / ((performance.now() - started) / 1000);
+    return { rps, errors, cpu: cpuPerRequest(before, cpuSeconds(groups), ok) };
+  };
+
+  console.log(`atelier floor benchmark — ${machine()}; ${SECONDS}s per run, ${CONNECTIONS} connections; the chat path's topology with nothing of atelier's on it`);
+  for (const withPg of variants) {
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `atelier-floor-${randomUUID().slice(0, 8)}`, upstreamUrl, upstreamKey: API_KEY, ...(withPg ? { databaseUrl: db.databaseUrl, namespaceId } : {}) });
+    const groups = { ...skeleton.pids, upstream: [upstream.pid], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
+    const gatewayUrl = skeleton.url;
+    // Warm-up: JIT and connections.
+    await closedLoop(upstreamUrl, `Bearer ${API_KEY}`, 2, groups);
+    await closedLoop(gatewayUrl, '', 3, groups);
+    const direct = await closedLoop(upstreamUrl, `Bearer ${API_KEY}`, SECONDS, groups);
+    const through = await closedLoop(gatewayUrl, '', SECONDS, groups);
+    console.log(`\n${withPg ? 'with' : 'without'} a Postgres reservation and settlement per request`);
+    console.log(`   direct to upstream      ${direct.rps.toFixed(0)} req/s  errors ${direct.errors}`);
+    console.log(`   through the skeleton    ${through.rps.toFixed(0)} req/s  errors ${through.errors}`);
+    console.log(`   skeleton / direct       ${((100 * through.rps) / direct.rps).toFixed(1)} %`);
+    console.log(`   CPU per request, direct:    ${direct.cpu.line}`);
+    console.log(`   CPU per request, skeleton:  ${through.cpu.line}`);
+    if (withPg) {
+      const { rows } = await admin.query(`SELECT count(*) FILTER (WHERE status = 'open')::int AS open, count(*)::int AS total FROM credit_reservations`);
+      console.log(`   reservations: ${rows[0].total} taken, ${rows[0].open} still open`);
+    }
+    await skeleton.stop();
+  }
+  await admin.end();
+  agent.destroy();
+  for (const c of children) c.kill('SIGKILL');
+  await db.drop();
+}
