@@ -141,6 +141,13 @@ describe('gateway error envelope', () => {
   it('echoes a request id on every response', async () => {
     const res = await gw.http.request('GET', '/api/ai/models/nope', { token: user.apiKey, headers: { 'x-request-id': 'trace-123' } });
     expect(res.headers['x-request-id']).toBe('trace-123');
+    // Answers Fastify gives before any controller: an unknown route, a URL that is not UTF-8, a body refused unread.
+    const unknown = await gw.http.request('GET', '/api/no-such-route', { token: user.apiKey, headers: { 'x-request-id': 'trace-124' } });
+    expect([unknown.status, unknown.headers['x-request-id']]).toEqual([404, 'trace-124']);
+    const badUrl = await gw.http.request('GET', '/api/ai/models/%E0%A4%A', { token: user.apiKey, headers: { 'x-request-id': 'trace-125' } });
+    expect([badUrl.status, badUrl.headers['x-request-id']]).toEqual([400, 'trace-125']);
+    const badType = await gw.http.request('POST', '/api/admin/users', { token: gw.adminToken, rawBody: 'x', headers: { 'content-type': 'application/xml', 'x-request-id': 'trace-126' } });
+    expect([badType.status, badType.headers['x-request-id']]).toEqual([415, 'trace-126']);
   });
 });
 

@@ -1,5 +1,6 @@
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { Prisma } from '@atelier/db';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, providerBody, resolveChatModel } from './chat-request';
 
@@ -99,5 +100,27 @@ describe('tokenCost', () => {
     expect(tokenCost(pricing, 1000, 500)).toBe('0.002');
     expect(tokenCost({ ...pricing, input_cost_per_token: '0.0000001' }, 15, 0)).toBe('0.000002');
     expect(tokenCost(pricing, 0, 0)).toBe('0');
+  });
+
+  it('gives what decimal arithmetic gives, for any prices and counts', () => {
+    // The integer path against the rule written with decimals: price x tokens, summed, rounded up to 6 places.
+    const byDecimals = (input: string, output: string, p: number, c: number) =>
+      new Prisma.Decimal(input).times(p).plus(new Prisma.Decimal(output).times(c)).toDecimalPlaces(6, Prisma.Decimal.ROUND_UP).toFixed();
+    let seed = 7;
+    const next = (n: number) => (seed = (seed * 48271) % 2147483647) % n;
+    const price = () => {
+      const digits = next(12);
+      const whole = next(4) === 0 ? String(next(30)) : '0';
+      return digits === 0 ? whole : `${whole}.${String(next(10 ** Math.min(digits, 9))).padStart(digits, '0')}`;
+    };
+    for (let i = 0; i < 2000; i++) {
+      const [input, output] = [price(), price()];
+      const [p, c] = [next(4) === 0 ? next(2_000_000_000) : next(5000), next(3) === 0 ? 0 : next(100_000)];
+      expect(tokenCost({ method: 'token', input_cost_per_token: input, output_cost_per_token: output }, p, c)).toBe(byDecimals(input, output, p, c));
+    }
+    // Counts a provider got wrong still price by the same rule.
+    const pricing = { method: 'token' as const, input_cost_per_token: '0.0000015', output_cost_per_token: '0.000002' };
+    expect(tokenCost(pricing, 10.5, 3)).toBe(byDecimals('0.0000015', '0.000002', 10.5, 3));
+    expect(tokenCost(pricing, -4, 3)).toBe(byDecimals('0.0000015', '0.000002', -4, 3));
   });
 });

@@ -47,13 +47,17 @@ export class IdempotentRequests implements HttpHooks {
   ) {}
 
   install(fastify: FastifyInstance): void {
-    fastify.addHook('preHandler', (req: WithClaim, reply) => this.beforeHandler(req, reply));
-    fastify.addHook('onSend', async (req: WithClaim, reply, payload) => {
+    // Callback hooks: every request passes both, and most carry no key, for which an async hook
+    // would still cost a promise and Fastify's promise handling each time.
+    fastify.addHook('preHandler', (req: WithClaim, reply, done) => {
+      if (req.headers[IDEMPOTENCY_HEADER] === undefined) return done();
+      this.beforeHandler(req, reply).then(() => done(), done);
+    });
+    fastify.addHook('onSend', (req: WithClaim, reply, payload, done) => {
       const claim = req[CLAIMED];
-      if (!claim || claim.settled) return payload;
+      if (!claim || claim.settled) return done(null, payload);
       claim.settled = true;
-      await this.settle(claim, reply, payload);
-      return payload;
+      this.settle(claim, reply, payload).then(() => done(null, payload), done);
     });
   }
 

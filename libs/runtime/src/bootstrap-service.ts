@@ -101,9 +101,10 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     clientErrorHandler: answerClientError,
     // Errors Fastify raises before routing (a URL whose percent-encoding is not UTF-8, a bad
     // content-type header) otherwise answer in Fastify's own body, not the envelope.
-    frameworkErrors: (error: FastifyError, _req: FastifyRequest, reply: FastifyReply) => {
+    frameworkErrors: (error: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
       const { status, body } = toErrorResponse(error);
-      void reply.code(status).header('content-type', 'application/json; charset=utf-8').send(body);
+      // Raised before the onRequest hooks, which set it on every other answer.
+      void reply.code(status).header('content-type', 'application/json; charset=utf-8').header('x-request-id', req.id).send(body);
     },
   });
   const fastify = adapter.getInstance();
@@ -127,8 +128,11 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   void fastify.register(multipart, {
     limits: { fileSize: config.REPO_UPLOAD_MAX_FILE_BYTES, files: config.REPO_UPLOAD_MAX_FILES, fields: 20, fieldSize: 64 * 1024, parts: config.REPO_UPLOAD_MAX_FILES + 20 },
   });
-  fastify.addHook('onSend', async (req, reply) => {
+  // Set when the request arrives (a synchronous hook), so every answer carries it, errors and
+  // replays included, without an async onSend hook on each request.
+  fastify.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    done();
   });
   // Fastify refuses an oversized body before reading it. Answering while the client is still
   // uploading makes fetch/undici (and so the OpenAI SDK) fail with EPIPE instead of showing the
