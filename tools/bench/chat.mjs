@@ -554,6 +554,33 @@ if (PERF_FILE) {
   summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
   if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
 }
+// What any authenticated request costs the gateway (Fastify, Nest, the guard, the access log and
+// metrics), with nothing of chat's: a GET of one model over the same connections. The gateway's
+// CPU per chat request minus this is what the chat path itself costs it.
+const modelUrl = new URL(`${gatewayUrl}/api/ai/models/bench-remote`);
+const getModel = () =>
+  new Promise((resolve, reject) => {
+    const req = http.request(modelUrl, { agent, headers: { authorization: `Bearer ${user.api_key}` } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+const [gets, cpuGet] = await withCpu(async () => {
+  let ok = 0;
+  const started = performance.now();
+  const deadline = started + SECONDS * 1000;
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (performance.now() < deadline) await getModel().then(() => ok++);
+  }));
+  return { ok, rps: ok / ((performance.now() - started) / 1000) };
+});
+const gatewayCpu = (cpu) => cpu.parts.find(([k]) => k === 'gateway')[1];
+console.log(
+  `   an authenticated GET of a model, same connections: ${gets.rps.toFixed(0)} req/s, gateway CPU ${gatewayCpu(cpuGet).toFixed(3)} ms per request` +
+    ` (the chat path's own share of the gateway's ${gatewayCpu(cpuThrough).toFixed(3)}: ${(gatewayCpu(cpuThrough) - gatewayCpu(cpuGet)).toFixed(3)})`,
+);
 // The floor (bench:floor): the same topology built from the same libraries with nothing of
 // atelier's on it but its credit ledger, run here so its rate is measured beside the gateway's.
 const floorNamespace = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
@@ -573,6 +600,9 @@ summary.throughput = {
   direct: direct.rps,
   gateway: through.rps,
   floor: floor.rps,
+  gatewayCpuPerRequest: gatewayCpu(cpuThrough),
+  gatewayCpuPerAuthenticatedGet: gatewayCpu(cpuGet),
+  floorGatewayCpuPerRequest: gatewayCpu(cpuFloor),
   percentOfDirect: (100 * through.rps) / direct.rps,
   floorPercentOfDirect: (100 * floor.rps) / direct.rps,
   percentOfFloor: (100 * through.rps) / floor.rps,

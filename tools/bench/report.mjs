@@ -86,6 +86,8 @@ const lines = [
   row('... as a share of the direct rate', '>= 30 %', 'chat', 'throughput.percentOfDirect', { unit: '%', digits: 1, met: (v) => v >= 30 }),
   row("... the floor's rate as a share of the direct rate (see below)", '', 'chat', 'throughput.floorPercentOfDirect', { unit: '%', digits: 1, direct: 'throughput.floor', directLabel: 'the floor', unitBeside: 'req/s' }),
   row("... the gateway's rate as a share of the floor's", '', 'chat', 'throughput.percentOfFloor', { unit: '%', digits: 1 }),
+  row("... the gateway's CPU per chat request", '', 'chat', 'throughput.gatewayCpuPerRequest', { digits: 3, direct: 'throughput.floorGatewayCpuPerRequest', directLabel: "the floor's gateway" }),
+  row("... the gateway's CPU per authenticated GET of a model (framework, auth, logging, metrics)", '', 'chat', 'throughput.gatewayCpuPerAuthenticatedGet', { digits: 3 }),
   row('enqueue through the gateway (50 connections)', '>= 2,000/s', 'queue', 'enqueue.rps', { unit: '/s', digits: 0, met: (v) => v >= 2000, direct: 'enqueue.floorRps', directLabel: 'authenticated GET, same connections' }),
   row('enqueue p99', '<= 50 ms', 'queue', 'enqueue.p99', { digits: 0, met: (v) => v <= 50, direct: 'enqueue.floorP99', directLabel: 'authenticated GET p99' }),
   row('sync image hop beyond engine time, p50 (gateway request to reply)', '<= 3 ms', 'media', 'sync.gatewayBeyondEngineP50', { met: (v) => v <= 3 }),
