@@ -9,9 +9,9 @@
 //     (ioredis, auto-pipelined), the reply awaited on one pattern subscription, the answer sent;
 //   - a skeleton chat worker: XREADGROUP, the upstream called with undici, the reply published
 //     and the entry acknowledged and deleted in one script call;
-//   - with FLOOR_PG (default on; 'both' runs both): a reservation taken before the hand-off and
-//     settled after the answer, each a group-committed statement on Postgres (pg), as atelier's
-//     ledger does;
+//   - with FLOOR_PG (default on; 'both' runs both): atelier's own credit ledger
+//     (BatchedCreditLedger: group-committed statements on Postgres): a reservation taken beside
+//     the hand-off, settled after the answer with the request's record, as the gateway does;
 //   - the same fake upstream and closed-loop client as bench:chat phase 3.
 // No auth, validation, token counting, metrics, governance, Nest or Fastify. The closed loop's
 // rate through it, as a share of the direct rate in the same run, is the ceiling for
@@ -29,6 +29,8 @@ import { root } from '../bootstrap.mjs';
 const Redis = require('ioredis');
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */
+/** The user the skeleton's request records name (credit_reservations.user_id has no foreign key). */
+const FLOOR_USER = '00000000-0000-4000-8000-00000000f100';
 const role = process.argv[1] === fileURLToPath(import.meta.url) ? (process.argv[2] ?? 'main') : undefined;
 
 /** Batches calls made while one is in flight into the next (what atelier's GroupCommit does). */
@@ -124,7 +126,8 @@ if (role === 'gateway') {
           const jobId = `${instance}-${randomUUID()}`;
           // The reservation is taken beside the hand-off, as atelier's gateway does when the
           // namespace's credits cover it many times over; the answer waits for both.
-          const reserving = ledger?.reserve(namespaceId, '0.000272', `floor:${jobId}`);
+          const started = performance.now();
+          const reserving = ledger?.reserve(namespaceId, '0.000272', `floor:${jobId}`, { model: 'bench-remote', endpoint: '/api/ai/chat/completions' });
           const answer = new Promise((resolve) => pending.set(`${prefix}:reply:${jobId}`, resolve));
           await addCall({ jobId, data: JSON.stringify({ model: parsed.model, body: parsed }) });
           const [reservation, raw] = await Promise.all([reserving, answer]);
@@ -132,7 +135,9 @@ if (role === 'gateway') {
           const out = JSON.stringify(reply.completion);
           res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
           res.end(out);
-          if (ledger) await ledger.settle(reservation, '0.00002', { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens });
+          // With the request's record, as atelier's settle writes it on the reservation.
+          const request = { outcome: 'succeeded', userId: FLOOR_USER, provider: 'upstream', stream: false, requestId: jobId, errorMessage: null, durationMs: performance.now() - started };
+          if (ledger) await ledger.settle(reservation, '0.00002', { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens, request });
         } catch (err) {
           res.writeHead(500);
           res.end(String(err));
