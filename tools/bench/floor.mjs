@@ -33,28 +33,11 @@ const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const FLOOR_USER = '00000000-0000-4000-8000-00000000f100';
 const role = process.argv[1] === fileURLToPath(import.meta.url) ? (process.argv[2] ?? 'main') : undefined;
 
-/** Batches calls made while one is in flight into the next (what atelier's GroupCommit does). */
+/** atelier's group commit (calls made while one is in flight go together in the next), as the RPC client and worker use it. */
 function groupCommit(run, maxBatch = 64) {
-  let queue = [];
-  let busy = false;
-  const drain = async () => {
-    busy = true;
-    while (queue.length) {
-      const batch = queue.splice(0, maxBatch);
-      try {
-        const results = await run(batch.map((b) => b.item));
-        batch.forEach((b, i) => b.resolve(results?.[i]));
-      } catch (err) {
-        batch.forEach((b) => b.reject(err));
-      }
-    }
-    busy = false;
-  };
-  return (item) =>
-    new Promise((resolve, reject) => {
-      queue.push({ item, resolve, reject });
-      if (!busy) void drain();
-    });
+  const { GroupCommit } = dist('libs/runtime/src/group-commit.js');
+  const commit = new GroupCommit(run, { maxBatch });
+  return (item) => commit.submit(item);
 }
 
 /**
@@ -165,7 +148,10 @@ if (role === 'worker') {
             redis.call('XDEL', KEYS[1], ARGV[i + 2])
           end`,
   });
-  const reply = groupCommit((replies) => redis.reply(stream, ...replies.flat()));
+  const reply = groupCommit(async (replies) => {
+    await redis.reply(stream, ...replies.flat());
+    return replies.map(() => undefined);
+  });
   let running = 0;
   const run = async (entryId, fields) => {
     running++;
