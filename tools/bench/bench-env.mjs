@@ -2,6 +2,7 @@
 // Redis prefix, removed afterwards.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import pg from 'pg';
@@ -42,6 +43,47 @@ export async function benchDatabase() {
 
 export function machine() {
   return `node ${process.version}, ${(globalThis.navigator?.hardwareConcurrency ?? '?')} cpus`;
+}
+
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort() {
+  return new Promise((resolve) => {
+    const s = http.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Closed loop: `connections` clients, each calling `send()` again as soon as its previous call
+ * settled, until `seconds` have passed. A rejected call counts as an error and the loop goes on.
+ * Resolves with the calls answered, the errors (and the last one's message), the rate of answered
+ * calls, and each answered call's duration in ms.
+ */
+export async function closedLoop(send, connections, seconds) {
+  let ok = 0;
+  let errors = 0;
+  let lastError;
+  const latencies = [];
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < deadline) {
+        const sent = performance.now();
+        try {
+          await send();
+          latencies.push(performance.now() - sent);
+          ok++;
+        } catch (err) {
+          errors++;
+          lastError = err.message;
+        }
+      }
+    }),
+  );
+  return { ok, errors, lastError, rps: ok / ((performance.now() - started) / 1000), latencies };
 }
 
 /** The p-th quantile (0..1) of a list of numbers, nearest rank. */

@@ -29,7 +29,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -85,14 +85,6 @@ function startNode(name, args, env, ready) {
 }
 
 const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok;
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = http.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 const upstreamPort = await freePort();
 await startNode(
@@ -250,29 +242,10 @@ async function fixedRate(target, stream, rate, seconds) {
   };
 }
 
-/** Closed loop: `connections` clients, each sending its next request when the previous answered. */
+/** Closed loop of non-streamed requests to `target` (bench-env's closedLoop), with latency percentiles. */
 async function closedLoop(target, connections, seconds) {
-  let ok = 0;
-  let errors = 0;
-  let lastError;
-  const latency = [];
-  const deadline = performance.now() + seconds * 1000;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: connections }, async () => {
-      while (performance.now() < deadline) {
-        try {
-          const [, all] = await once(target, false);
-          latency.push(all);
-          ok++;
-        } catch (err) {
-          errors++;
-          lastError = err.message;
-        }
-      }
-    }),
-  );
-  return { ok, errors, lastError, rps: ok / ((performance.now() - started) / 1000), latency: stats(latency) };
+  const { latencies, ...result } = await loop(() => once(target, false), connections, seconds);
+  return { ...result, latency: stats(latencies) };
 }
 
 function stats(values) {
@@ -567,18 +540,10 @@ const getModel = () =>
     req.on('error', reject);
     req.end();
   });
-const [gets, cpuGet] = await withCpu(async () => {
-  let ok = 0;
-  const started = performance.now();
-  const deadline = started + SECONDS * 1000;
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (performance.now() < deadline) await getModel().then(() => ok++);
-  }));
-  return { ok, rps: ok / ((performance.now() - started) / 1000) };
-});
+const [gets, cpuGet] = await withCpu(() => loop(getModel, CONNECTIONS, SECONDS));
 const gatewayCpu = (cpu) => cpu.parts.find(([k]) => k === 'gateway')[1];
 console.log(
-  `   an authenticated GET of a model, same connections: ${gets.rps.toFixed(0)} req/s, gateway CPU ${gatewayCpu(cpuGet).toFixed(3)} ms per request` +
+  `   an authenticated GET of a model, same connections: ${gets.rps.toFixed(0)} req/s (errors ${gets.errors}), gateway CPU ${gatewayCpu(cpuGet).toFixed(3)} ms per request` +
     ` (the chat path's own share of the gateway's ${gatewayCpu(cpuThrough).toFixed(3)}: ${(gatewayCpu(cpuThrough) - gatewayCpu(cpuGet)).toFixed(3)})`,
 );
 // The floor (bench:floor): the same topology built from the same libraries with nothing of

@@ -23,14 +23,14 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { benchDatabase, buildAll, cpuPerRequest, cpuSeconds, dist, machine, require } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-/** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */
 /** The user the skeleton's request records name (credit_reservations.user_id has no foreign key). */
 const FLOOR_USER = '00000000-0000-4000-8000-00000000f100';
+/** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */
 const role = process.argv[1] === fileURLToPath(import.meta.url) ? (process.argv[2] ?? 'main') : undefined;
 
 /** atelier's group commit (calls made while one is in flight go together in the next), as the RPC client and worker use it. */
@@ -39,6 +39,13 @@ function groupCommit(run, maxBatch = 64) {
   const commit = new GroupCommit(run, { maxBatch });
   return (item) => commit.submit(item);
 }
+
+/** Resolves once a child started with an IPC channel says it is ready; rejects if it exits first. */
+const ready = (child) =>
+  new Promise((resolve, reject) => {
+    child.once('message', resolve);
+    child.once('exit', (code) => reject(new Error(`a floor process exited with ${code}`)));
+  });
 
 /**
  * Starts the skeleton (gateway and worker processes) in front of `upstreamUrl` (the chat
@@ -52,7 +59,6 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
   const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
   const kill = () => [gateway, worker].forEach((c) => c.kill('SIGKILL'));
   process.once('exit', kill);
-  const ready = (child) => new Promise((resolve, reject) => { child.once('message', resolve); child.once('exit', (c) => reject(new Error(`a skeleton process exited with ${c}`))); });
   await Promise.all([ready(gateway), ready(worker)]);
   return {
     url: `http://127.0.0.1:${port}/`,
@@ -188,13 +194,11 @@ if (role === 'main') {
   const db = await benchDatabase();
   const children = [];
   process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
-  const freePort = () => new Promise((resolve) => { const s = http.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); }); });
   const start = (args, env = {}) => {
     const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.push(child);
     return child;
   };
-  const ready = (child) => new Promise((resolve, reject) => { child.once('message', resolve); child.once('exit', (c) => reject(new Error(`exited with ${c}`))); });
 
   const upstreamPort = await freePort();
   const upstream = start(['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false }).then(() => process.send('ready'))`]);
@@ -216,17 +220,11 @@ if (role === 'main') {
       req.on('error', reject);
       req.end(payload);
     });
-  const closedLoop = async (url, auth, seconds, groups) => {
-    let ok = 0;
-    let errors = 0;
+  /** The closed loop against `url`, with the CPU each process group spent per answered request. */
+  const measured = async (url, auth, seconds, groups) => {
     const before = cpuSeconds(groups);
-    const started = performance.now();
-    const deadline = started + seconds * 1000;
-    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < deadline) await once(url, auth).then(() => ok++, () => errors++);
-    }));
-    const rps = ok / ((performance.now() - started) / 1000);
-    return { rps, errors, cpu: cpuPerRequest(before, cpuSeconds(groups), ok) };
+    const result = await closedLoop(() => once(url, auth), CONNECTIONS, seconds);
+    return { ...result, cpu: cpuPerRequest(before, cpuSeconds(groups), result.ok) };
   };
 
   console.log(`atelier floor benchmark — ${machine()}; ${SECONDS}s per run, ${CONNECTIONS} connections; the chat path's topology with nothing of atelier's on it`);
@@ -235,10 +233,10 @@ if (role === 'main') {
     const groups = { ...skeleton.pids, upstream: [upstream.pid], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
     const gatewayUrl = skeleton.url;
     // Warm-up: JIT and connections.
-    await closedLoop(upstreamUrl, `Bearer ${API_KEY}`, 2, groups);
-    await closedLoop(gatewayUrl, '', 3, groups);
-    const direct = await closedLoop(upstreamUrl, `Bearer ${API_KEY}`, SECONDS, groups);
-    const through = await closedLoop(gatewayUrl, '', SECONDS, groups);
+    await measured(upstreamUrl, `Bearer ${API_KEY}`, 2, groups);
+    await measured(gatewayUrl, '', 3, groups);
+    const direct = await measured(upstreamUrl, `Bearer ${API_KEY}`, SECONDS, groups);
+    const through = await measured(gatewayUrl, '', SECONDS, groups);
     console.log(`\n${withPg ? 'with' : 'without'} a Postgres reservation and settlement per request`);
     console.log(`   direct to upstream      ${direct.rps.toFixed(0)} req/s  errors ${direct.errors}`);
     console.log(`   through the skeleton    ${through.rps.toFixed(0)} req/s  errors ${through.errors}`);
