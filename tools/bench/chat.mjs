@@ -28,6 +28,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
@@ -481,6 +482,11 @@ const [direct, cpuDirect] = await withCpu(() => closedLoop(targets.direct, CONNE
 const scraped = await scrapeAll();
 const pgStats = async () => (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
 const pg0 = await pgStats();
+// Redis's own count of each command (the whole server: run the bench alone), per request below.
+const redis = new Redis(serviceEnv.REDIS_URL, { lazyConnect: true });
+const redisStats = async () =>
+  Object.fromEntries([...(await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map(([, cmd, calls]) => [cmd, Number(calls)]));
+const redis0 = await redisStats();
 const stopPerf = PERF_FILE ? await startPerf(PERF_FILE) : undefined;
 const [through, cpuThrough] = await withCpu(() => closedLoop(targets.gateway, CONNECTIONS, SECONDS));
 await stopPerf?.();
@@ -488,6 +494,8 @@ const scrapedAfter = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
 const pg1 = await pgStats();
+const redis1 = await redisStats();
+redis.disconnect();
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
 console.log(`   through the gateway  ${through.rps.toFixed(0)} req/s  p50 ${ms(through.latency.p50)}  p99 ${ms(through.latency.p99)}  errors ${through.errors}${through.lastError ? ` (${through.lastError})` : ''}   (target >= 2500 req/s and >= 30 % of direct, with auth and billing)`);
@@ -497,6 +505,13 @@ console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
 console.log(`   CPU per request, through:       ${cpuThrough.line}`);
 const perReq = (k) => ((pg1[k] - pg0[k]) / through.ok).toFixed(2);
 console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('inserted')} rows inserted, ${perReq('updated')} updated, ${perReq('fetched')} fetched`);
+const redisPerRequest = Object.entries(redis1)
+  .map(([cmd, calls]) => [cmd, (calls - (redis0[cmd] ?? 0)) / through.ok])
+  .filter(([cmd, n]) => n >= 0.005 && cmd !== 'info')
+  .sort((a, b) => b[1] - a[1]);
+console.log(
+  `   Redis per request: ${redisPerRequest.reduce((sum, [, n]) => sum + n, 0).toFixed(2)} commands (${redisPerRequest.map(([cmd, n]) => `${cmd} ${n.toFixed(2)}`).join(', ')})`,
+);
 summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) };
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
