@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { FastHistogram } from './fast-histogram';
 
 /** Seconds; spans health checks (ms) to minute-long video renders. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -21,8 +22,8 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly collectors = new Set<Collector>();
 
-  readonly httpRequestDuration: Histogram<'method' | 'route' | 'status_code'>;
-  readonly jobDuration: Histogram<'queue' | 'outcome'>;
+  readonly httpRequestDuration: FastHistogram<'method' | 'route' | 'status_code'>;
+  readonly jobDuration: FastHistogram<'queue' | 'outcome'>;
   readonly queueJobs: Gauge<'queue' | 'state'>;
   readonly generations: Counter<'model' | 'outcome' | 'mode'>;
   readonly creditsReserved: Counter;
@@ -30,30 +31,18 @@ export class Metrics {
   readonly creditReleases: Counter;
   readonly overlapRefusals: Counter;
   readonly sseConnections: Gauge;
-  readonly upstreamDuration: Histogram<'provider' | 'outcome'>;
+  readonly upstreamDuration: FastHistogram<'provider' | 'outcome'>;
   readonly processFaults: Counter<'kind'>;
-  readonly stageDuration: Histogram<'stage'>;
-  readonly jobWait: Histogram<'queue'>;
+  readonly stageDuration: FastHistogram<'stage'>;
+  readonly jobWait: FastHistogram<'queue'>;
 
   constructor(service: string) {
     this.registry.setDefaultLabels({ service });
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
     const collectors = this.collectors;
-    this.httpRequestDuration = new Histogram({
-      name: 'atelier_http_request_duration_seconds',
-      help: 'HTTP requests by route pattern and status code (streams count until they end)',
-      labelNames: ['method', 'route', 'status_code'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.jobDuration = new Histogram({
-      name: 'atelier_job_duration_seconds',
-      help: 'Time a worker spent on a job, by queue and outcome',
-      labelNames: ['queue', 'outcome'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    this.httpRequestDuration = new FastHistogram('atelier_http_request_duration_seconds', 'HTTP requests by route pattern and status code (streams count until they end)', ['method', 'route', 'status_code'], LATENCY_BUCKETS, registers);
+    this.jobDuration = new FastHistogram('atelier_job_duration_seconds', 'Time a worker spent on a job, by queue and outcome', ['queue', 'outcome'], LATENCY_BUCKETS, registers);
     this.queueJobs = new Gauge({
       name: 'atelier_queue_jobs',
       help: 'Jobs per queue and state (waiting, active, delayed, prioritized, failed), read from Redis at scrape time',
@@ -84,27 +73,9 @@ export class Metrics {
       registers,
     });
     this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
-    this.stageDuration = new Histogram({
-      name: 'atelier_stage_duration_seconds',
-      help: 'Stages of a request on the hot path (auth, chat.validate, chat.reserve, chat.rpc, chat.settle, ...)',
-      labelNames: ['stage'],
-      buckets: STAGE_BUCKETS,
-      registers,
-    });
-    this.jobWait = new Histogram({
-      name: 'atelier_job_wait_seconds',
-      help: 'Time from a job being added to a worker starting it, by queue (hand-off latency plus queueing)',
-      labelNames: ['queue'],
-      buckets: STAGE_BUCKETS,
-      registers,
-    });
-    this.upstreamDuration = new Histogram({
-      name: 'atelier_upstream_request_duration_seconds',
-      help: 'Calls to model providers, by provider and outcome',
-      labelNames: ['provider', 'outcome'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    this.stageDuration = new FastHistogram('atelier_stage_duration_seconds', 'Stages of a request on the hot path (auth, chat.validate, chat.reserve, chat.rpc, chat.settle, ...)', ['stage'], STAGE_BUCKETS, registers);
+    this.jobWait = new FastHistogram('atelier_job_wait_seconds', 'Time from a job being added to a worker starting it, by queue (hand-off latency plus queueing)', ['queue'], STAGE_BUCKETS, registers);
+    this.upstreamDuration = new FastHistogram('atelier_upstream_request_duration_seconds', 'Calls to model providers, by provider and outcome', ['provider', 'outcome'], LATENCY_BUCKETS, registers);
   }
 
   /**
