@@ -71,4 +71,23 @@ describe('model catalog API', () => {
     const bad = await gw.http.request('GET', '/api/ai/models?endpoint=/nope', { token: user.apiKey });
     expect(bad.status).toBe(400);
   });
+
+  // Answers are serialized once and then sent as text: SDKs only parse them if they still say JSON.
+  it('answers JSON, the same on every call, for a model and for each list filter', async () => {
+    const bodies = new Map<string, unknown>();
+    for (const round of [1, 2])
+      for (const path of ['/api/ai/models/local-chat', '/api/ai/models/local-video', '/api/ai/models', '/api/ai/models?output=image', '/api/ai/models?endpoint=/images/edit']) {
+        const res = await gw.http.request('GET', path, { token: user.apiKey });
+        expect(res.status).toBe(200);
+        expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+        if (round === 1) bodies.set(path, res.body);
+        else expect(res.body).toEqual(bodies.get(path));
+      }
+    expect(bodies.get('/api/ai/models/local-video')).toMatchObject({ id: 'local-video' });
+    expect((bodies.get('/api/ai/models?endpoint=/images/edit') as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(['local-image-edit']);
+    const missing = await gw.http.request<{ error: { type: string } }>('GET', '/api/ai/models/no-such-model', { token: user.apiKey });
+    expect(missing.status).toBe(404);
+    expect(missing.headers['content-type']).toMatch(/^application\/json/);
+    expect(missing.body.error.type).toBe('resource_not_found');
+  });
 });
