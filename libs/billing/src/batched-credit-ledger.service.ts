@@ -6,6 +6,7 @@ import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
+import { canonicalDecimal } from './decimal-text';
 import { budgetedReserveValues, CreditLedger, reserveOneValues, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
@@ -238,7 +239,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
             calls.map((c) => c.actual),
             ...usageColumns(calls.map((c) => c.usage)),
           ]);
-    const charged = new Map(rows.map((r) => [r.id, new Prisma.Decimal(r.charged).toFixed()]));
+    const charged = new Map(rows.map((r) => [r.id, canonicalDecimal(r.charged)]));
     return calls.map((c) => charged.get(c.reservation.id));
   }
 

@@ -3,6 +3,7 @@ import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN, UUID_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
+import { canonicalDecimal } from './decimal-text';
 import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL } from './credit-statements';
 
 export interface CreditBalance {
@@ -87,7 +88,7 @@ export function requestRecordJson(record: RequestRecord | undefined): string | n
 
 /** The reservations a reserve statement took for these items. */
 export function reservationsOf(namespaceId: string, items: { id: string; amount: string; reference: string }[]): Reservation[] {
-  return items.map((i) => ({ id: i.id, namespaceId, amount: new Prisma.Decimal(i.amount).toFixed(), reference: i.reference }));
+  return items.map((i) => ({ id: i.id, namespaceId, amount: canonicalDecimal(i.amount), reference: i.reference }));
 }
 
 /** RESERVE_BUDGETED_SQL's answer. */
