@@ -57,6 +57,7 @@ try {
   // not a git checkout
 }
 const billing = runs.chat.every((r) => r.throughput?.billingOk);
+const floorShare = median(runs.chat.map((r) => at(r, 'throughput.floorPercentOfDirect')));
 const lines = [
   '# Benchmarks',
   '',
@@ -110,13 +111,15 @@ const lines = [
   '  takes the reservation, adds the call to a Redis stream and relays the reply, and a worker that reads it with',
   '  XREADGROUP and calls the upstream with undici. Six processes share the two cores where the direct path has two,',
   '  so its share of the direct rate is the ceiling for this design built with these libraries on this machine;',
-  '  the 30 % target lies above it. The gateway\'s share of the floor is what atelier\'s own work costs (auth,',
+  `  the 30 % target lies ${floorShare < 30 ? 'above' : 'at or below'} it here (${fmt(floorShare, 1)} %: the ceiling moves with the machine, as the direct path`,
+  '  and the six processes slow down by different factors). The gateway\'s share of the floor is what atelier\'s own work costs (auth,',
   '  validation, token counting, governance checks, metrics, Nest and Fastify).',
   '- **SSE**: resident memory growth of the gateway process with 10,000 idle `GET /api/events` streams open (one user).',
   '- **first second** at 500 req/s: its p99 mostly says whether the gateway\'s first Mark-Compact of the run fell in it.',
   '  The set-up traffic fills the old generation to just under V8\'s limit, and the first scavenge of the run can tip it',
   '  over: a Mark-Compact then costs the main thread 15-21 ms of marking steps and a 5-6 ms pause within about 50 ms',
-  '  (2 cores, every process busy). Three traced runs: 37.5 and 47.5 ms where it fell there, 7.0 ms where it did not.',
+  '  (2 cores, every process busy). Three runs traced at commit 331f764: 37.5 and 47.5 ms where it fell there, 7.0 ms where',
+  '  it did not.',
   '',
   'The bench scripts print more than this table: per-stage means for each hop (auth, validation, reserve, hand-off,',
   'handler, relay, settle), event-loop delay per process, and pathological inputs. `BENCH_PROFILE=gateway|chat npm run',
