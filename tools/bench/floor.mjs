@@ -54,7 +54,9 @@ const ready = (child) =>
  */
 export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, databaseUrl = '', namespaceId = '' }) {
   const self = fileURLToPath(import.meta.url);
-  const start = (args, env = {}) => spawn(process.execPath, [self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
+  const flags = (process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean);
+  const start = (args, env = {}) => spawn(process.execPath, [...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId]);
   const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
   const kill = () => [gateway, worker].forEach((c) => c.kill('SIGKILL'));
