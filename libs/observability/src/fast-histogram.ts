@@ -1,4 +1,4 @@
-import type { Registry } from 'prom-client';
+import type { Metric, Registry } from 'prom-client';
 
 /** One label set's counts: per bucket (not cumulative), then the sum and count of everything observed. */
 interface Series {
@@ -41,7 +41,9 @@ export class FastHistogram<L extends string = string> {
   ) {
     if (labelNames.includes('le' as L)) throw new Error('le is a reserved label name');
     this.bounds = Float64Array.from([...buckets].sort((a, b) => a - b));
-    for (const registry of registers) registry.registerMetric(this as never);
+    // The registry's type names prom-client's own classes; of a metric it reads only the name,
+    // the type and get/getForPromString, which this class has.
+    for (const registry of registers) registry.registerMetric(this as unknown as Metric);
   }
 
   /** Records one value (seconds). A value that is not a finite number is dropped, never thrown on a request's path. */
