@@ -7,7 +7,7 @@ import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
 import { canonicalDecimal } from './decimal-text';
-import { budgetedReserveValues, CreditLedger, reserveOneValues, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
+import { budgetedReserveValues, CreditLedger, reserveOneValues, recordsArrayJson, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -16,7 +16,7 @@ import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SET
  * on a 2-core machine, one statement at a time).
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
-const SETTLE_STATEMENT = { name: 'atelier_settle_v4', text: SETTLE_SQL };
+const SETTLE_STATEMENT = { name: 'atelier_settle_v5', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: RESERVE_BUDGETED_SQL };
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
@@ -234,11 +234,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     const { rows } =
       calls.length === 1
         ? await this.query<{ id: string; charged: string }>('settles', SETTLE_ONE_STATEMENT, 1, settleOneValues(calls[0].reservation.id, calls[0].actual, calls[0].usage))
-        : await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, [
-            calls.map((c) => c.reservation.id),
-            calls.map((c) => c.actual),
-            ...usageColumns(calls.map((c) => c.usage)),
-          ]);
+        : await this.query<{ id: string; charged: string }>('settles', SETTLE_STATEMENT, calls.length, settleValues(calls));
     const charged = new Map(rows.map((r) => [r.id, canonicalDecimal(r.charged)]));
     return calls.map((c) => charged.get(c.reservation.id));
   }
@@ -259,6 +255,12 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     this.stats.calls += calls;
     return result;
   }
+}
+
+/** SETTLE_SQL's parameters for these settles, in their order. */
+function settleValues(calls: SettleInput[]): unknown[] {
+  const [inputTokens, outputTokens, images, videoSeconds, records] = usageColumns(calls.map((c) => c.usage));
+  return [calls.map((c) => c.reservation.id), calls.map((c) => c.actual), inputTokens, outputTokens, images, videoSeconds, recordsArrayJson(records)];
 }
 
 function budgetHeadroomKey(apiKeyId: string): string {

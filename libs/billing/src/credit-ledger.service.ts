@@ -134,7 +134,7 @@ export function budgetedReserveValues(namespaceId: string, items: ReserveItem[],
   return [namespaceId, items.map((i) => i.id), items.map((i) => i.amount), items.map((i) => i.reference), tags.apiKeyId, tags.model ?? null, tags.endpoint ?? null];
 }
 
-/** SETTLE_SQL's usage parameters ($3..$7) for settles in this order. */
+/** The settle statements' usage parameters ($3..$7) for settles in this order: SETTLE_SQL takes the records ($7) through recordsArrayJson. */
 export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[], number[], number[], number[], (string | null)[]] {
   return [
     usages.map((u) => whole(u?.inputTokens)),
@@ -143,6 +143,11 @@ export function usageColumns(usages: (DeliveredUsage | undefined)[]): [number[],
     usages.map((u) => (u?.videoSeconds !== undefined && Number.isFinite(u.videoSeconds) && u.videoSeconds > 0 ? Math.min(u.videoSeconds, 1e8) : 0)),
     usages.map((u) => requestRecordJson(u?.request)),
   ];
+}
+
+/** SETTLE_SQL's $7: the settles' records (requestRecordJson) as one JSON array, in their order. */
+export function recordsArrayJson(records: (string | null)[]): string {
+  return `[${records.map((r) => r ?? 'null').join(',')}]`;
 }
 
 /** Which reservations a stale sweep may release (see releaseStale). */

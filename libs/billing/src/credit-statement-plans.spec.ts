@@ -27,7 +27,7 @@ const list = (n: number, value: string | number) => `'{${Array.from({ length: n 
 
 /** Each statement the settles and releases run, with arguments to explain it with (no rows match them). */
 const STATEMENTS = {
-  'batch settle': { text: SETTLE_SQL, args: () => [ids(16), list(16, '0.5'), list(16, 10), list(16, 5), list(16, 0), list(16, 0), `'{${Array.from({ length: 16 }, () => 'NULL').join(',')}}'`] },
+  'batch settle': { text: SETTLE_SQL, args: () => [ids(16), list(16, '0.5'), list(16, 10), list(16, 5), list(16, 0), list(16, 0), `'[${Array.from({ length: 16 }, () => 'null').join(',')}]'`] },
   'one settle': { text: SETTLE_ONE_SQL, args: () => [`'${randomUUID()}'`, `'0.5'`, '10', '5', '0', '0', 'NULL'] },
   release: { text: RELEASE_SQL, args: () => [`'${randomUUID()}'`, 'NULL'] },
 };

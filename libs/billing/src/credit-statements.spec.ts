@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { createPgPool } from '@atelier/db';
 import { createTestEnvironment, fc, uniqueName, type TestEnvironment } from '@atelier/testing';
-import { requestRecordJson } from './credit-ledger.service';
+import { recordsArrayJson, requestRecordJson } from './credit-ledger.service';
 import { RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -141,7 +141,7 @@ describe('the one-call credit statements (real Postgres)', () => {
             const settle = () =>
               one
                 ? pool.query(SETTLE_ONE_SQL, [id, c.actual, ...c.usage, record])
-                : pool.query(SETTLE_SQL, [[id], [c.actual], ...c.usage.map((u) => [u]), [record]]);
+                : pool.query(SETTLE_SQL, [[id], [c.actual], ...c.usage.map((u) => [u]), recordsArrayJson([record])]);
             if (c.settledBefore) await settle();
             const { rows } = await settle();
             return { answer: rows.map((r: { id: string; charged: string }) => ({ mine: r.id === id, charged: r.charged })), after: await state(ns, keyId) };

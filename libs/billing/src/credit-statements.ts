@@ -137,14 +137,16 @@ export const RESERVE_BUDGETED_SQL = `
  * charge, so usage reports and charges are one record. Returns one row per reservation it
  * settled, with what it charged.
  *
- * $1 reservation ids, $2 actual costs, $3 input tokens, $4 output tokens, $5 images, $6 video seconds,
- * $7 request records (jsonb, or null) (same order).
+ * $1 reservation ids, $2 actual costs, $3 input tokens, $4 output tokens, $5 images, $6 video seconds
+ * (same order), $7 the request records as one JSON array in that order (null where a settle has
+ * none; recordsArrayJson): one jsonb parameter, where a jsonb[] made pg escape every record's
+ * quotes into an array literal, a cost that grew with the record (an upstream's error text).
  */
 export const SETTLE_SQL = `
   WITH req AS (
-    SELECT r.id, r.actual, r.ord, r.input_tokens, r.output_tokens, r.images, r.video_seconds, r.rec
-    FROM unnest($1::uuid[], $2::numeric[], $3::int[], $4::int[], $5::int[], $6::numeric[], $7::jsonb[]) WITH ORDINALITY
-      AS r(id, actual, input_tokens, output_tokens, images, video_seconds, rec, ord)
+    SELECT r.id, r.actual, r.ord, r.input_tokens, r.output_tokens, r.images, r.video_seconds, $7::jsonb -> (r.ord::int - 1) AS rec
+    FROM unnest($1::uuid[], $2::numeric[], $3::int[], $4::int[], $5::int[], $6::numeric[]) WITH ORDINALITY
+      AS r(id, actual, input_tokens, output_tokens, images, video_seconds, ord)
   ), cur AS (
     SELECT c.id AS rid, c.namespace_id, c.amount, c.api_key_id, c.budget_hold, req.ord,
            req.input_tokens, req.output_tokens, req.images, req.video_seconds, req.rec,
