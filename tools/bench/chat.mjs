@@ -30,7 +30,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -126,7 +126,7 @@ const PERF_FILE = process.env.BENCH_PERF;
 if (PERF_FILE && !perfAvailable()) throw new Error('BENCH_PERF: `perf record -a` does not run here (install linux-perf, or lower kernel.perf_event_paranoid)');
 // BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const profile = (name) => [
-  ...(process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean),
+  ...serviceFlags(),
   // perf names JavaScript frames from the map file this writes to /tmp.
   ...(PERF_FILE ? ['--perf-basic-prof'] : []),
   // Each log then starts with the process's time origin, which gc-episodes.mjs needs.

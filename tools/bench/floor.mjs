@@ -23,7 +23,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
@@ -55,7 +55,7 @@ const ready = (child) =>
 export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, databaseUrl = '', namespaceId = '' }) {
   const self = fileURLToPath(import.meta.url);
   // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
-  const flags = (process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean);
+  const flags = serviceFlags();
   const start = (args, env = {}) => spawn(process.execPath, [...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId]);
   const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
