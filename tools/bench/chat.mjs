@@ -572,7 +572,7 @@ const floor = await closedLoop({ url: new URL(skeleton.url), auth: '', model: 'f
 const cpuFloor = cpuPerRequest(floorBefore, cpuSeconds(floorGroups), floor.ok);
 await skeleton.stop();
 console.log(`   the floor (bench:floor's skeleton: same hops and ledger, nothing else)  ${floor.rps.toFixed(0)} req/s = ${((100 * floor.rps) / direct.rps).toFixed(1)} % of direct; errors ${floor.errors}`);
-console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed(1)} %`);
+console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed(1)} %   (target >= 80 %: what atelier's own work costs on the same hops; docs/benchmarks.md, "floor")`);
 console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
 const billingOk = Math.abs(charged - through.ok * 0.00002) < 1e-9 && Number(after.reserved) === 0 && ledgerComplete;
 summary.throughput = {
