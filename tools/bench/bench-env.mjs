@@ -45,10 +45,10 @@ export function machine() {
   return `node ${process.version}, ${(globalThis.navigator?.hardwareConcurrency ?? '?')} cpus`;
 }
 
-/** A TCP port free on 127.0.0.1 right now. */
 /** Extra node flags for the measured services (BENCH_SERVICE_FLAGS, space-separated), e.g. V8 heap settings or GC traces. */
 export const serviceFlags = () => (process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean);
 
+/** A TCP port free on 127.0.0.1 right now. */
 export function freePort() {
   return new Promise((resolve) => {
     const s = http.createServer().listen(0, '127.0.0.1', () => {
