@@ -177,8 +177,8 @@ export function stageLine(before, after, stages, prefix = '') {
 }
 
 /**
- * CPU seconds used so far by each named group of processes, `{ all, system }` (user + system,
- * and the kernel's part), read from /proc (Linux only; elsewhere every group reads 0). `groups`
+ * CPU seconds used so far by each named group of processes, `{ all, system, wakeups }` (user +
+ * system, the kernel's part, and how often its threads slept and were woken), read from /proc (Linux only; elsewhere every group reads 0). `groups`
  * maps a name to pids (Node processes the bench started) or to a command name (`postgres`,
  * `redis-server`: every process of it, so Postgres backends count too). Two snapshots'
  * difference over the requests answered between them is what one request costs each process:
@@ -195,13 +195,34 @@ export function cpuSeconds(groups) {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       // With its exited children's (cutime, cstime): a Postgres backend that exits between two
       // snapshots moves its CPU into the postmaster's, rather than taking it out of the sum.
-      return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), all: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]), system: Number(f[12]) + Number(f[14]) };
+      return {
+        comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+        all: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]),
+        system: Number(f[12]) + Number(f[14]),
+        wakeups: wakeups(pid),
+      };
     } catch {
       return undefined;
     }
   };
-  const add = (into, s) => ({ all: into.all + (s?.all ?? 0), system: into.system + (s?.system ?? 0) });
-  const zero = { all: 0, system: 0 };
+  /**
+   * Times the process's threads went to sleep and were woken (voluntary context switches). Each
+   * is a trip through the scheduler, and in a VM often a halted vCPU woken by the hypervisor: at a
+   * steady rate, where little is batched, these rather than the work itself set the CPU per request.
+   */
+  const wakeups = (pid) => {
+    let n = 0;
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        n += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1] ?? 0);
+      } catch {
+        // the thread ended
+      }
+    }
+    return n;
+  };
+  const add = (into, s) => ({ all: into.all + (s?.all ?? 0), system: into.system + (s?.system ?? 0), wakeups: into.wakeups + (s?.wakeups ?? 0) });
+  const zero = { all: 0, system: 0, wakeups: 0 };
   const byComm = new Map();
   const wanted = new Set(Object.values(groups).filter((g) => typeof g === 'string'));
   if (wanted.size) {
@@ -219,21 +240,24 @@ export function cpuSeconds(groups) {
   const out = {};
   for (const [name, g] of Object.entries(groups)) {
     const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, read(pid)), zero);
-    out[name] = { all: ticks.all / 100, system: ticks.system / 100 };
+    out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups };
   }
   return out;
 }
 
-/** One line: CPU milliseconds per request of each group (and the kernel's part) between two cpuSeconds() snapshots. */
+/** One line: CPU milliseconds per request of each group (and the kernel's part) between two cpuSeconds() snapshots; wakeupLine: its threads' wake-ups per request. */
 export function cpuPerRequest(before, after, requests) {
   const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
   const parts = Object.keys(after).map((k) => [k, per(k, 'all')]);
   const total = parts.reduce((s, [, v]) => s + v, 0);
   // On loopback, the kernel's part is mostly the sockets' send and receive paths.
   const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
+  const wakeups = (k) => (after[k].wakeups - before[k].wakeups) / requests;
   return {
     total,
     parts,
+    wakeups: Object.keys(after).map((k) => [k, wakeups(k)]),
     line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(k, 'system').toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
+    wakeupLine: `${Object.keys(after).map((k) => `${k} ${wakeups(k).toFixed(1)}`).join('  ')}`,
   };
 }

@@ -21,6 +21,7 @@
 // from its epoch times to CLOCK_MONOTONIC, so `perf record -k CLOCK_MONOTONIC` timelines line up with it),
 // BENCH_PERF (a file: phase 3's closed loop through the gateway recorded with `perf record -a`, then each
 // process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE;
+// BENCH_PERF_PHASE=1 records phase 1's fixed rate through the gateway instead, where the batches are small;
 // KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -123,6 +124,9 @@ fs.writeFileSync(
 );
 
 const PERF_FILE = process.env.BENCH_PERF;
+const PERF_PHASE = process.env.BENCH_PERF_PHASE ?? '3';
+if (PERF_FILE && !['1', '3'].includes(PERF_PHASE)) throw new Error('BENCH_PERF_PHASE: 1 or 3');
+const perfIn = (phase) => (PERF_FILE && PERF_PHASE === phase ? startPerf(PERF_FILE) : undefined);
 if (PERF_FILE && !perfAvailable()) throw new Error('BENCH_PERF: `perf record -a` does not run here (install linux-perf, or lower kernel.perf_event_paranoid)');
 // BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
 const profile = (name) => [
@@ -437,11 +441,48 @@ async function withCpu(run) {
   return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
 }
 
+/** Postgres's own counts for the bench database (pg_stat_database; it reports up to a second late). */
+const pgStats = async (pool) =>
+  (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
+// Redis's own count of each command (the whole server: run the bench alone).
+const redis = new Redis(serviceEnv.REDIS_URL, { lazyConnect: true });
+const redisStats = async () =>
+  Object.fromEntries([...(await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map(([, cmd, calls]) => [cmd, Number(calls)]));
+
+/** What each answered request cost Postgres and Redis between two pgStats and redisStats. */
+function storeLines(pg0, pg1, redis0, redis1, answered) {
+  const perReq = (k) => ((pg1[k] - pg0[k]) / answered).toFixed(2);
+  console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('inserted')} rows inserted, ${perReq('updated')} updated, ${perReq('fetched')} fetched`);
+  const redisPerRequest = Object.entries(redis1)
+    .map(([cmd, calls]) => [cmd, (calls - (redis0[cmd] ?? 0)) / answered])
+    .filter(([cmd, n]) => n >= 0.005 && cmd !== 'info')
+    .sort((a, b) => b[1] - a[1]);
+  console.log(
+    `   Redis per request: ${redisPerRequest.reduce((sum, [, n]) => sum + n, 0).toFixed(2)} commands (${redisPerRequest.map(([cmd, n]) => `${cmd} ${n.toFixed(2)}`).join(', ')})`,
+  );
+}
+
+/** BENCH_PERF's summary, while the services still run (their threads are looked up in /proc). */
+function reportPerf() {
+  if (!PERF_FILE) return;
+  console.log('   pids', JSON.stringify(pidsOf));
+  summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
+  if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+}
+
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
 const before = await scrapeAll();
+const statsPool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
+const [pg0, redis0] = [await pgStats(statsPool), await redisStats()];
+const stopPerf = await perfIn('1');
 const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS));
+await stopPerf?.();
 const after = await scrapeAll();
+// The statistics collector reports with a delay of up to a second.
+await new Promise((r) => setTimeout(r, 1100));
+const [pg1, redis1] = [await pgStats(statsPool), await redisStats()];
+await statsPool.end();
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
@@ -450,6 +491,8 @@ console.log(splitLine(directPlain, gatewayPlain, 'latency'));
 // At a steady rate the batches are small, so per-statement and per-wake-up costs show here rather than in phase 3.
 console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
 console.log(`   CPU per request, through:       ${cpuThrough.line}`);
+console.log(`   wake-ups per request, through:  ${cpuThrough.wakeupLine}`);
+storeLines(pg0, pg1, redis0, redis1, gatewayPlain.ok);
 summary.rate = {
   rate: RATE,
   direct: directPlain.latency,
@@ -462,6 +505,7 @@ summary.rate = {
   cpu: { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) },
 };
 breakdown(before, after);
+if (PERF_PHASE === '1') reportPerf();
 }
 
 if (PHASES.includes('2')) {
@@ -480,22 +524,16 @@ const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
 const [direct, cpuDirect] = await withCpu(() => closedLoop(targets.direct, CONNECTIONS, SECONDS));
 const scraped = await scrapeAll();
-const pgStats = async () => (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
-const pg0 = await pgStats();
-// Redis's own count of each command (the whole server: run the bench alone), per request below.
-const redis = new Redis(serviceEnv.REDIS_URL, { lazyConnect: true });
-const redisStats = async () =>
-  Object.fromEntries([...(await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map(([, cmd, calls]) => [cmd, Number(calls)]));
+const pg0 = await pgStats(pool);
 const redis0 = await redisStats();
-const stopPerf = PERF_FILE ? await startPerf(PERF_FILE) : undefined;
+const stopPerf = await perfIn('3');
 const [through, cpuThrough] = await withCpu(() => closedLoop(targets.gateway, CONNECTIONS, SECONDS));
 await stopPerf?.();
 const scrapedAfter = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
-const pg1 = await pgStats();
+const pg1 = await pgStats(pool);
 const redis1 = await redisStats();
-redis.disconnect();
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
 console.log(`   through the gateway  ${through.rps.toFixed(0)} req/s  p50 ${ms(through.latency.p50)}  p99 ${ms(through.latency.p99)}  errors ${through.errors}${through.lastError ? ` (${through.lastError})` : ''}   (target >= 2500 req/s and >= 30 % of direct, with auth and billing)`);
@@ -503,15 +541,8 @@ console.log(`   gateway / direct     ${((100 * through.rps) / direct.rps).toFixe
 // Everything shares the machine's cores, so a closed loop's rate is bounded by the CPU all processes spend per request.
 console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
 console.log(`   CPU per request, through:       ${cpuThrough.line}`);
-const perReq = (k) => ((pg1[k] - pg0[k]) / through.ok).toFixed(2);
-console.log(`   Postgres per request: ${perReq('commits')} commits, ${perReq('inserted')} rows inserted, ${perReq('updated')} updated, ${perReq('fetched')} fetched`);
-const redisPerRequest = Object.entries(redis1)
-  .map(([cmd, calls]) => [cmd, (calls - (redis0[cmd] ?? 0)) / through.ok])
-  .filter(([cmd, n]) => n >= 0.005 && cmd !== 'info')
-  .sort((a, b) => b[1] - a[1]);
-console.log(
-  `   Redis per request: ${redisPerRequest.reduce((sum, [, n]) => sum + n, 0).toFixed(2)} commands (${redisPerRequest.map(([cmd, n]) => `${cmd} ${n.toFixed(2)}`).join(', ')})`,
-);
+console.log(`   wake-ups per request, through:  ${cpuThrough.wakeupLine}`);
+storeLines(pg0, pg1, redis0, redis1, through.ok);
 summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) };
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
@@ -537,11 +568,7 @@ console.log(
     `${ledger.open} open, ${ledger.usage} usage rows (${!ledgerComplete ? 'INCOMPLETE after 5 s' : settledIn < 100 ? 'all there at once' : `all there after ${(settledIn / 1000).toFixed(1)} s`})`,
 );
 breakdown(scraped, scrapedAfter);
-if (PERF_FILE) {
-  console.log('   pids', JSON.stringify(pidsOf));
-  summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
-  if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
-}
+if (PERF_PHASE === '3') reportPerf();
 // What any authenticated request costs the gateway (Fastify, Nest, the guard, the access log and
 // metrics), with nothing of chat's: a GET of one model over the same connections. The gateway's
 // CPU per chat request minus this is what the chat path itself costs it.
@@ -632,5 +659,6 @@ if (PHASES.includes('4')) {
 }
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
 agent.destroy();
+redis.disconnect();
 fs.rmSync(catalogDir, { recursive: true, force: true });
 await cleanup();

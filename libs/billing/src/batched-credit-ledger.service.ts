@@ -42,6 +42,17 @@ const HEADROOM_FACTOR = 100;
 const HEADROOM_TTL_MS = 5_000;
 const MAX_HEADROOM_ENTRIES = 10_000;
 
+/**
+ * How long a settle that finds its lane idle waits for others to share its statement. Settles run
+ * after the answer went out, so nobody waits on this; without it, at a steady few hundred requests
+ * per second nearly every settle was a durable commit of its own (bench:chat phase 1 at 500
+ * req/s, medians of three alternating pairs: Postgres CPU per request 0.76 -> 0.53 ms, its
+ * wake-ups 3.8 -> 2.8, all processes' CPU 3.15 -> 2.64 ms, added p50 5.1 -> 2.4 ms). The price:
+ * a gateway that crashes within it leaves those answered requests' reservations open, released
+ * uncharged by the stale sweep, as a crash while the statement is in flight always did.
+ */
+const SETTLE_LINGER_MS = 10;
+
 /** One call: its reservations are taken all together or not at all. */
 interface ReserveInput {
   items: { id: string; amount: string; reference: string }[];
@@ -82,7 +93,8 @@ interface Lanes {
  *   finds nothing to do;
  * - crash safety: each call resolves only after the statement holding it has committed, so
  *   whatever a caller was told is durable, and a statement applies entirely or not at all;
- *   a crash loses only calls not yet answered (their reservations stay open, never charged).
+ *   a crash loses only calls not yet answered (their reservations stay open, never charged),
+ *   settles included while they linger (SETTLE_LINGER_MS).
  * Lock order is the statements' own (reservation rows, then the namespace row), so the two
  * lanes cannot deadlock. The statements run on a small pg pool of their own (Prisma costs about
  * twice the CPU per raw query). A batch that fails is retried call by call (GroupCommit).
@@ -163,6 +175,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       // The batch stops at the first reservation that does not fit; a smaller one after it may
       // still fit, and settles given before this call may free what it needs. The ledger
       // decides alone, after them, with its exact 402.
+      lanes.settles.flushNow();
       await lanes.settles.idle();
       return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
     }
@@ -185,6 +198,10 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    // Settles still lingering were promised to answered requests: they go before the pools close.
+    const lanes = [...this.lanes.values()];
+    for (const { settles } of lanes) settles.flushNow();
+    await Promise.all(lanes.flatMap(({ reserves, settles }) => [reserves.idle(), settles.idle()]));
     await Promise.all([this.pools?.reserves.end(), this.pools?.settles.end()]);
   }
 
@@ -197,7 +214,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       };
       lanes = {
         reserves: new GroupCommit((calls) => this.reserveStatement(namespaceId, calls), { onIdle }),
-        settles: new GroupCommit((calls) => this.settleStatement(calls), { onIdle }),
+        settles: new GroupCommit((calls) => this.settleStatement(calls), { onIdle, lingerMs: SETTLE_LINGER_MS }),
       };
       this.lanes.set(namespaceId, lanes);
     }

@@ -86,6 +86,31 @@ describe('BatchedCreditLedger (real Postgres)', () => {
     expect(await row(ns)).toEqual({ credits: '0.6', reserved: '0.6' });
   });
 
+  it('gathers settles that arrive one by one, as at a steady rate, into one statement', async () => {
+    const ns = await namespaceWith('10');
+    const reservations = await Promise.all([0, 1, 2].map((i) => batched.reserve(ns, '1', `steady-${i}`)));
+    const start = batched.stats.transactions;
+    const settling: Promise<unknown>[] = [];
+    // Each finds the lane idle (nothing in flight): without the linger each would be a commit of its own.
+    for (const r of reservations) {
+      settling.push(batched.settle(r, '0.5'));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await Promise.all(settling);
+    expect(statementsSince(start)).toBe(1);
+    expect(await row(ns)).toEqual({ credits: '8.5', reserved: '0' });
+  });
+
+  it('commits a settle still lingering when the module is destroyed, before its pools close', async () => {
+    const ns = await namespaceWith('5');
+    const closing = new BatchedCreditLedger(ledger, { DATABASE_URL: env.databaseUrl });
+    const reservation = await closing.reserve(ns, '2', 'at-shutdown');
+    const settled = closing.settle(reservation, '1.5');
+    await closing.onModuleDestroy();
+    await expect(settled).resolves.toMatchObject({ applied: true, charged: '1.5' });
+    expect(await row(ns)).toEqual({ credits: '3.5', reserved: '0' });
+  });
+
   it('caps charges above the reservation at what the namespace can pay (never below zero)', async () => {
     const ns = await namespaceWith('3');
     const reservations = await Promise.all([1, 2, 3].map((i) => batched.reserve(ns, '1', `r${i}`)));

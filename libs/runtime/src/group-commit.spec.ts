@@ -54,4 +54,43 @@ describe('GroupCommit', () => {
     expect(group.isIdle).toBe(true);
     expect(idleCalls).toBe(1);
   });
+
+  describe('with lingerMs', () => {
+    const recording = (lingerMs: number, maxBatch?: number) => {
+      const batches: number[][] = [];
+      const group = new GroupCommit<number, number>(
+        async (inputs) => {
+          batches.push(inputs);
+          return inputs;
+        },
+        { lingerMs, maxBatch },
+      );
+      return { group, batches };
+    };
+
+    it('holds a lone call back so calls arriving within the window share its batch', async () => {
+      const { group, batches } = recording(200);
+      const first = group.submit(1);
+      await new Promise((r) => setTimeout(r, 20));
+      // Still lingering: nothing sent, and not idle (a caller waiting for idle waits for it).
+      expect(batches).toEqual([]);
+      expect(group.isIdle).toBe(false);
+      const second = group.submit(2);
+      await expect(Promise.all([first, second])).resolves.toEqual([1, 2]);
+      expect(batches).toEqual([[1, 2]]);
+    });
+
+    it('sends at once when told to (flushNow), and when a batch is full', async () => {
+      const { group, batches } = recording(60_000, 3);
+      const flushed = group.submit(1);
+      group.flushNow();
+      expect(batches).toEqual([[1]]);
+      await flushed;
+      const full = [2, 3, 4].map((n) => group.submit(n));
+      expect(batches).toEqual([[1], [2, 3, 4]]);
+      await Promise.all(full);
+      // Nothing left lingering: a minute-long window would otherwise keep this waiting.
+      await group.idle();
+    });
+  });
 });

@@ -9,6 +9,11 @@ export interface GroupCommitOptions {
   maxBatch?: number;
   /** Called each time the last batch in flight finished with nothing left waiting. */
   onIdle?: () => void;
+  /**
+   * How long a call that finds nothing in flight waits for others to join its batch (0: it goes
+   * at once). For calls nobody waits on the latency of, at rates too low for batches to form.
+   */
+  lingerMs?: number;
 }
 
 /**
@@ -24,6 +29,8 @@ export class GroupCommit<I, R> {
   private idleWaiters: (() => void)[] = [];
   private readonly maxBatch: number;
   private readonly onIdle?: () => void;
+  private readonly lingerMs: number;
+  private lingering?: NodeJS.Timeout;
   /** Batches sent and the calls they carried (calls / batches = the batching factor). */
   readonly stats = { batches: 0, calls: 0 };
 
@@ -33,13 +40,23 @@ export class GroupCommit<I, R> {
   ) {
     this.maxBatch = options.maxBatch ?? 256;
     this.onIdle = options.onIdle;
+    this.lingerMs = options.lingerMs ?? 0;
   }
 
   submit(input: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.waiting.push({ input, resolve, reject });
-      if (!this.running) void this.drain();
+      if (this.running) return;
+      if (this.lingerMs <= 0 || this.waiting.length >= this.maxBatch) this.flushNow();
+      else this.lingering ??= setTimeout(() => this.flushNow(), this.lingerMs);
     });
+  }
+
+  /** Sends what is waiting now, without lingering (e.g. before shutting down). */
+  flushNow(): void {
+    clearTimeout(this.lingering);
+    this.lingering = undefined;
+    if (!this.running && this.waiting.length > 0) void this.drain();
   }
 
   /** Whether no call is waiting or in flight. */
