@@ -1,4 +1,5 @@
 import type { ApiKeyView } from '@atelier/accounts';
+import { PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -103,6 +104,22 @@ describe('self-service API keys', () => {
     expect(made.body.namespace).toBe(org);
     expect((await credits(made.body.api_key!)).body).toMatchObject({ namespace: org });
     expect((await make({ name: 'not mine', namespace: org }, bob.apiKey)).status).toBe(403);
+  });
+
+  it('refuses a key made for an org whose namespace is gone, with a 401 that says so', async () => {
+    const org = `gone-${alice.username}`;
+    await gw.http.request('POST', '/api/admin/orgs', { token: gw.adminToken, body: { name: org, members: [alice.username], credits: 5 } });
+    const made = await make({ name: 'orphaned', namespace: org });
+    expect((await credits(made.body.api_key!)).body).toMatchObject({ namespace: org });
+    // No foreign key ties a key to the namespace it bills to: the key outlives it.
+    await gw.app.get(PrismaService).$executeRaw`UPDATE api_keys SET namespace_id = gen_random_uuid() WHERE prefix = ${made.body.prefix}`;
+    const refused = await waitFor(async () => {
+      const res = await credits(made.body.api_key!);
+      return res.status === 401 && res;
+    });
+    expect(refused.body).toMatchObject({ error: { message: 'Invalid API key: its namespace no longer exists' } });
+    // The owner's own key is untouched.
+    expect((await credits(alice.apiKey)).body).toMatchObject({ namespace: alice.namespace });
   });
 
   it('makes a key with max_concurrent and a budget, and shows the budget spent this period', async () => {

@@ -1,12 +1,52 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { API_KEY_REVOKED_CHANNEL, ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { Prisma, PrismaService } from '@atelier/db';
 import { BroadcastBus } from '@atelier/runtime';
 import { apiKeyPrefix, hashApiKey, hashesEqual } from './api-key';
 import type { Caller } from './caller';
 
 const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * The key, its owner, the owner's own namespace (a key whose owner has none is invalid) and the
+ * namespace it bills to (the org it was made for, else the owner's), in one statement. A key is
+ * read again at least once a second (AUTH_CACHE_MS), so a caller sending a request every second or
+ * two pays this on nearly every one. Against Prisma's nested include (and a second read for org
+ * keys), the gateway's auth stage at one request per 1.5 s went from 4.4 to 2.8 ms (medians of
+ * four alternating runs of 12 requests on a 2-core VM).
+ */
+const keyLookup = (prefix: string) => Prisma.sql`
+  SELECT k.id::text, k.user_id::text, k.hash, k.revoked_at IS NOT NULL AS revoked, k.namespace_id::text, k.scopes,
+         k.expires_at, k.rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
+         u.username, own.id::text AS own_id, home.id::text AS home_id, home.name AS home_name,
+         home.rpm AS home_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent
+  FROM api_keys k
+  JOIN users u ON u.id = k.user_id
+  LEFT JOIN namespaces own ON own.user_id = k.user_id
+  LEFT JOIN namespaces home ON home.id = COALESCE(k.namespace_id, own.id)
+  WHERE k.prefix = ${prefix}`;
+
+interface KeyRow {
+  id: string;
+  user_id: string;
+  hash: string;
+  revoked: boolean;
+  namespace_id: string | null;
+  scopes: string[];
+  expires_at: Date | string | null;
+  rpm: number | null;
+  tpm: number | null;
+  max_concurrent: number | null;
+  has_budget: boolean;
+  username: string;
+  own_id: string | null;
+  home_id: string | null;
+  home_name: string | null;
+  home_rpm: number | null;
+  home_tpm: number | null;
+  home_max_concurrent: number | null;
+}
 
 /**
  * Verifies bearer keys. A verified key is trusted for at most AUTH_CACHE_MS (<= 1 s) without
@@ -65,38 +105,32 @@ export class ApiKeyAuthenticator implements OnModuleInit {
   }
 
   private async lookup(prefix: string, hash: string, now: number): Promise<Caller> {
-    const row = await this.prisma.apiKey.findUnique({
-      where: { prefix },
-      include: { user: { include: { namespace: true } } },
-    });
-    // A key made for an org bills there by default (the namespace a request names still wins).
-    const billed = row?.namespaceId ? await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { id: true, name: true, rpm: true, tpm: true, maxConcurrent: true } }) : undefined;
-    if (!row || !hashesEqual(row.hash, hash) || row.revokedAt || !row.user.namespace) {
+    const [row] = await this.prisma.$queryRaw<KeyRow[]>(keyLookup(prefix));
+    if (!row || !hashesEqual(row.hash, hash) || row.revoked || row.own_id === null) {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key');
     }
-    if (row.namespaceId && !billed) {
+    if (row.home_id === null || row.home_name === null) {
       this.cache.delete(hash);
       throw ApiError.unauthorized('Invalid API key: its namespace no longer exists');
     }
-    const home = billed ?? row.user.namespace;
     const caller: Caller = {
-      userId: row.userId,
-      username: row.user.username,
-      namespaceId: home.id,
-      namespace: home.name,
-      ...(billed && { namespaceType: 'org' as const }),
+      userId: row.user_id,
+      username: row.username,
+      namespaceId: row.home_id,
+      namespace: row.home_name,
+      ...(row.namespace_id !== null && { namespaceType: 'org' as const }),
       keyPrefix: prefix,
       keyId: row.id,
-      ...(row.budgetMaxSpend !== null && { hasBudget: true }),
+      ...(row.has_budget && { hasBudget: true }),
       scopes: row.scopes,
-      ...(row.expiresAt && { expiresAt: row.expiresAt.getTime() }),
+      ...(row.expires_at && { expiresAt: new Date(row.expires_at).getTime() }),
       ...(row.rpm !== null && { rpm: row.rpm }),
-      ...(home.rpm !== null && { namespaceRpm: home.rpm }),
+      ...(row.home_rpm !== null && { namespaceRpm: row.home_rpm }),
       ...(row.tpm !== null && { tpm: row.tpm }),
-      ...(home.tpm !== null && { namespaceTpm: home.tpm }),
-      ...(row.maxConcurrent !== null && { maxConcurrent: row.maxConcurrent }),
-      ...(home.maxConcurrent !== null && { namespaceMaxConcurrent: home.maxConcurrent }),
+      ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
+      ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
+      ...(row.home_max_concurrent !== null && { namespaceMaxConcurrent: row.home_max_concurrent }),
     };
     unexpired(caller, now);
     if (this.config.AUTH_CACHE_MS > 0) {
