@@ -503,6 +503,10 @@ summary.rate = {
   afterFirstSecondAddedP99: gatewayPlain.afterFirstSecond.latency.p99 - directPlain.afterFirstSecond.latency.p99,
   errors: gatewayPlain.errors,
   cpu: { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) },
+  cpuPerRequest: cpuThrough.total,
+  directCpuPerRequest: cpuDirect.total,
+  wakeupsPerRequest: cpuThrough.wakeups.reduce((sum, [, n]) => sum + n, 0),
+  directWakeupsPerRequest: cpuDirect.wakeups.reduce((sum, [, n]) => sum + n, 0),
 };
 breakdown(before, after);
 if (PERF_PHASE === '1') reportPerf();
