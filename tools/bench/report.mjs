@@ -44,9 +44,11 @@ const fmt = (v, digits) => (Number.isFinite(v) ? v.toFixed(digits) : '–');
 function row(label, target, bench, key, { unit = 'ms', digits = 2, met, direct, directLabel, unitBeside = unit } = {}) {
   const values = runs[bench].map((r) => at(r, key));
   const m = median(values);
-  const besides = direct ? `${directLabel}: ${fmt(median(runs[bench].map((r) => at(r, direct))), unitBeside === unit ? digits : 0)} ${unitBeside}` : '';
+  // A count (unit '') has no unit to print after it.
+  const withUnit = (text, u) => (u ? `${text} ${u}` : text);
+  const besides = direct ? `${directLabel}: ${withUnit(fmt(median(runs[bench].map((r) => at(r, direct))), unitBeside === unit ? digits : 0), unitBeside)}` : '';
   const verdict = met ? (met(m) ? 'yes' : 'no') : '–';
-  return `| ${label} | ${target} | **${fmt(m, digits)} ${unit}** | ${values.map((v) => fmt(v, digits)).join(' / ')} | ${besides} | ${verdict} |`;
+  return `| ${label} | ${target} | **${withUnit(fmt(m, digits), unit)}** | ${values.map((v) => fmt(v, digits)).join(' / ')} | ${besides} | ${verdict} |`;
 }
 
 const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) ?? [])[1] ?? os.cpus()[0]?.model ?? 'unknown';
