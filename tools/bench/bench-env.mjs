@@ -178,8 +178,8 @@ export function stageLine(before, after, stages, prefix = '') {
 
 /**
  * CPU seconds used so far by each named group of processes, `{ all, system, wakeups }` (user +
- * system, the kernel's part, and how often its threads slept and were woken), read from /proc (Linux only; elsewhere every group reads 0). `groups`
- * maps a name to pids (Node processes the bench started) or to a command name (`postgres`,
+ * system, the kernel's part, and how often its threads slept and were woken), read from /proc
+ * (Linux only; elsewhere every group reads 0). `groups` maps a name to pids (Node processes the bench started) or to a command name (`postgres`,
  * `redis-server`: every process of it, so Postgres backends count too). Two snapshots'
  * difference over the requests answered between them is what one request costs each process:
  * on a co-located machine throughput is bounded by the sum, so this is where a closed loop's
@@ -199,7 +199,6 @@ export function cpuSeconds(groups) {
         comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
         all: Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]),
         system: Number(f[12]) + Number(f[14]),
-        wakeups: wakeups(pid),
       };
     } catch {
       return undefined;
@@ -212,7 +211,13 @@ export function cpuSeconds(groups) {
    */
   const wakeups = (pid) => {
     let n = 0;
-    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    let tids = [];
+    try {
+      tids = fs.readdirSync(`/proc/${pid}/task`);
+    } catch {
+      // the process ended
+    }
+    for (const tid of tids) {
       try {
         n += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1] ?? 0);
       } catch {
@@ -221,6 +226,8 @@ export function cpuSeconds(groups) {
     }
     return n;
   };
+  /** A process that counts towards a group: its ticks and, read only now, its wake-ups (every /proc entry is read to match a command). */
+  const counted = (pid, s) => s && { ...s, wakeups: wakeups(pid) };
   const add = (into, s) => ({ all: into.all + (s?.all ?? 0), system: into.system + (s?.system ?? 0), wakeups: into.wakeups + (s?.wakeups ?? 0) });
   const zero = { all: 0, system: 0, wakeups: 0 };
   const byComm = new Map();
@@ -234,30 +241,34 @@ export function cpuSeconds(groups) {
     }
     for (const pid of pids) {
       const s = read(pid);
-      if (s && wanted.has(s.comm)) byComm.set(s.comm, add(byComm.get(s.comm) ?? zero, s));
+      if (s && wanted.has(s.comm)) byComm.set(s.comm, add(byComm.get(s.comm) ?? zero, counted(pid, s)));
     }
   }
   const out = {};
   for (const [name, g] of Object.entries(groups)) {
-    const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, read(pid)), zero);
+    const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, counted(pid, read(pid))), zero);
     out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups };
   }
   return out;
 }
 
-/** One line: CPU milliseconds per request of each group (and the kernel's part) between two cpuSeconds() snapshots; wakeupLine: its threads' wake-ups per request. */
+/**
+ * One line: CPU milliseconds per request of each group (and the kernel's part) between two
+ * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request.
+ */
 export function cpuPerRequest(before, after, requests) {
   const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
   const parts = Object.keys(after).map((k) => [k, per(k, 'all')]);
   const total = parts.reduce((s, [, v]) => s + v, 0);
   // On loopback, the kernel's part is mostly the sockets' send and receive paths.
   const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
-  const wakeups = (k) => (after[k].wakeups - before[k].wakeups) / requests;
+  const wakeups = Object.keys(after).map((k) => [k, (after[k].wakeups - before[k].wakeups) / requests]);
   return {
     total,
     parts,
-    wakeups: Object.keys(after).map((k) => [k, wakeups(k)]),
+    wakeups,
+    wakeupTotal: wakeups.reduce((sum, [, n]) => sum + n, 0),
     line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(k, 'system').toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
-    wakeupLine: `${Object.keys(after).map((k) => `${k} ${wakeups(k).toFixed(1)}`).join('  ')}`,
+    wakeupLine: wakeups.map(([k, n]) => `${k} ${n.toFixed(1)}`).join('  '),
   };
 }

@@ -441,8 +441,10 @@ async function withCpu(run) {
   return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
 }
 
+// The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
+const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 /** Postgres's own counts for the bench database (pg_stat_database; it reports up to a second late). */
-const pgStats = async (pool) =>
+const pgStats = async () =>
   (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
 // Redis's own count of each command (the whole server: run the bench alone).
 const redis = new Redis(serviceEnv.REDIS_URL, { lazyConnect: true });
@@ -473,16 +475,14 @@ function reportPerf() {
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
 const before = await scrapeAll();
-const statsPool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
-const [pg0, redis0] = [await pgStats(statsPool), await redisStats()];
+const [pg0, redis0] = [await pgStats(), await redisStats()];
 const stopPerf = await perfIn('1');
 const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS));
 await stopPerf?.();
 const after = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
-const [pg1, redis1] = [await pgStats(statsPool), await redisStats()];
-await statsPool.end();
+const [pg1, redis1] = [await pgStats(), await redisStats()];
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
@@ -505,8 +505,8 @@ summary.rate = {
   cpu: { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fromEntries(cpuThrough.parts) },
   cpuPerRequest: cpuThrough.total,
   directCpuPerRequest: cpuDirect.total,
-  wakeupsPerRequest: cpuThrough.wakeups.reduce((sum, [, n]) => sum + n, 0),
-  directWakeupsPerRequest: cpuDirect.wakeups.reduce((sum, [, n]) => sum + n, 0),
+  wakeupsPerRequest: cpuThrough.wakeupTotal,
+  directWakeupsPerRequest: cpuDirect.wakeupTotal,
 };
 breakdown(before, after);
 if (PERF_PHASE === '1') reportPerf();
@@ -524,11 +524,10 @@ summary.rateStream = { rate: RATE, direct: directStream.ttfb.p50, gateway: gatew
 }
 
 if (PHASES.includes('3')) {
-const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
 const [direct, cpuDirect] = await withCpu(() => closedLoop(targets.direct, CONNECTIONS, SECONDS));
 const scraped = await scrapeAll();
-const pg0 = await pgStats(pool);
+const pg0 = await pgStats();
 const redis0 = await redisStats();
 const stopPerf = await perfIn('3');
 const [through, cpuThrough] = await withCpu(() => closedLoop(targets.gateway, CONNECTIONS, SECONDS));
@@ -536,7 +535,7 @@ await stopPerf?.();
 const scrapedAfter = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
-const pg1 = await pgStats(pool);
+const pg1 = await pgStats();
 const redis1 = await redisStats();
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
@@ -624,7 +623,6 @@ if (!billingOk) {
   console.error('   BILLING MISMATCH');
   process.exitCode = 1;
 }
-await pool.end();
 }
 
 // 4. Pathological input (issue 11): one 1 MiB message that is a single unbroken run used to make
@@ -664,5 +662,6 @@ if (PHASES.includes('4')) {
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
 agent.destroy();
 redis.disconnect();
+await pool.end();
 fs.rmSync(catalogDir, { recursive: true, force: true });
 await cleanup();
