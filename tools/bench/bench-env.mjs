@@ -177,8 +177,9 @@ export function stageLine(before, after, stages, prefix = '') {
 }
 
 /**
- * CPU seconds used so far by each named group of processes, `{ all, system, wakeups }` (user +
- * system, the kernel's part, and how often its threads slept and were woken), read from /proc
+ * CPU seconds used so far by each named group of processes, `{ all, system, wakeups, runWait }`
+ * (user + system, the kernel's part, how often its threads slept and were woken, and the seconds
+ * they waited for a CPU once woken), read from /proc
  * (Linux only; elsewhere every group reads 0). `groups` maps a name to pids (Node processes the bench started) or to a command name (`postgres`,
  * `redis-server`: every process of it, so Postgres backends count too). Two snapshots'
  * difference over the requests answered between them is what one request costs each process:
@@ -205,12 +206,16 @@ export function cpuSeconds(groups) {
     }
   };
   /**
-   * Times the process's threads went to sleep and were woken (voluntary context switches). Each
-   * is a trip through the scheduler, and in a VM often a halted vCPU woken by the hypervisor: at a
-   * steady rate, where little is batched, these rather than the work itself set the CPU per request.
+   * Over the process's threads: how often they went to sleep and were woken (voluntary context
+   * switches), and how long, woken, they waited for a CPU (schedstat's run-queue time, seconds).
+   * Each wake-up is a trip through the scheduler, and in a VM often a halted vCPU woken by the
+   * hypervisor: at a steady rate, where little is batched, these rather than the work itself set
+   * the CPU per request. The wait is where a steady rate's tail latency goes when processes
+   * outnumber cores: a request crosses several processes, and each may find both cores taken.
    */
-  const wakeups = (pid) => {
-    let n = 0;
+  const threads = (pid) => {
+    let wakeups = 0;
+    let runWait = 0;
     let tids = [];
     try {
       tids = fs.readdirSync(`/proc/${pid}/task`);
@@ -219,17 +224,24 @@ export function cpuSeconds(groups) {
     }
     for (const tid of tids) {
       try {
-        n += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1] ?? 0);
+        wakeups += Number(/^voluntary_ctxt_switches:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'))?.[1] ?? 0);
+        // Absent without CONFIG_SCHEDSTATS; the wait then reads 0.
+        runWait += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1] ?? 0) / 1e9;
       } catch {
         // the thread ended
       }
     }
-    return n;
+    return { wakeups, runWait };
   };
-  /** A process that counts towards a group: its ticks and, read only now, its wake-ups (every /proc entry is read to match a command). */
-  const counted = (pid, s) => s && { ...s, wakeups: wakeups(pid) };
-  const add = (into, s) => ({ all: into.all + (s?.all ?? 0), system: into.system + (s?.system ?? 0), wakeups: into.wakeups + (s?.wakeups ?? 0) });
-  const zero = { all: 0, system: 0, wakeups: 0 };
+  /** A process that counts towards a group: its ticks and, read only now, its threads' figures (every /proc entry is read to match a command). */
+  const counted = (pid, s) => s && { ...s, ...threads(pid) };
+  const add = (into, s) => ({
+    all: into.all + (s?.all ?? 0),
+    system: into.system + (s?.system ?? 0),
+    wakeups: into.wakeups + (s?.wakeups ?? 0),
+    runWait: into.runWait + (s?.runWait ?? 0),
+  });
+  const zero = { all: 0, system: 0, wakeups: 0, runWait: 0 };
   const byComm = new Map();
   const wanted = new Set(Object.values(groups).filter((g) => typeof g === 'string'));
   if (wanted.size) {
@@ -247,14 +259,15 @@ export function cpuSeconds(groups) {
   const out = {};
   for (const [name, g] of Object.entries(groups)) {
     const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, counted(pid, read(pid))), zero);
-    out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups };
+    out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups, runWait: ticks.runWait };
   }
   return out;
 }
 
 /**
  * One line: CPU milliseconds per request of each group (and the kernel's part) between two
- * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request.
+ * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request;
+ * runWaitLine and runWaitTotal: the milliseconds its threads waited for a CPU per request.
  */
 export function cpuPerRequest(before, after, requests) {
   const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
@@ -263,6 +276,7 @@ export function cpuPerRequest(before, after, requests) {
   // On loopback, the kernel's part is mostly the sockets' send and receive paths.
   const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
   const wakeups = Object.keys(after).map((k) => [k, (after[k].wakeups - before[k].wakeups) / requests]);
+  const waits = Object.keys(after).map((k) => [k, per(k, 'runWait')]);
   return {
     total,
     parts,
@@ -270,5 +284,7 @@ export function cpuPerRequest(before, after, requests) {
     wakeupTotal: wakeups.reduce((sum, [, n]) => sum + n, 0),
     line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(k, 'system').toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
     wakeupLine: wakeups.map(([k, n]) => `${k} ${n.toFixed(1)}`).join('  '),
+    runWaitTotal: waits.reduce((sum, [, ms]) => sum + ms, 0),
+    runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${waits.reduce((sum, [, ms]) => sum + ms, 0).toFixed(3)} ms per request`,
   };
 }
