@@ -11,9 +11,11 @@
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
 //   3. sustained throughput through the gateway (closed loop), with auth and billing on, checked
 //      afterwards against the ledger (every request charged exactly once, nothing left reserved),
-//      beside the floor: the same topology with nothing of atelier's on it but its ledger (floor.mjs).
+//      beside the floor: the same topology with nothing of atelier's on it but its ledger (floor.mjs);
+//   4. pathological inputs (1 and 10 MiB messages), with a probe request sent meanwhile;
+//   5. one request at a time after several seconds idle (BENCH_IDLE_MS, default 6000; BENCH_IDLE_COUNT, default 6).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
-// BENCH_PHASES (default 0,1,2,3,4), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
+// BENCH_PHASES (default 0,1,2,3,4,5), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
 // `node tools/bench/gc-episodes.mjs <BENCH_TRACE file> <this dir>` then says which slow requests met a GC pause),
@@ -39,7 +41,7 @@ import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3,4').split(',');
+const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3,4,5').split(',');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
 const API_KEY = 'sk-bench-upstream-key';
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -675,6 +677,31 @@ if (PHASES.includes('4')) {
     }
   }
 }
+// 5. After idle: what a caller who sends a request every few seconds (a developer at a prompt, a
+// cron job) pays on each one. After IDLE_MS with no traffic, whatever expires with time has: the
+// key's cached reading (AUTH_CACHE_MS, 1 s), the namespace's spare-credit reading that lets the
+// reservation run beside the hand-off, pooled upstream connections (the fake upstream, like
+// Node's http server, closes idle ones after 5 s), and warm caches. Each gateway request is sent
+// right after a direct one, so both find the upstream's side equally idle.
+if (PHASES.includes('5')) {
+  const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 6000);
+  const count = Number(process.env.BENCH_IDLE_COUNT ?? 6);
+  const direct = [];
+  const through = [];
+  const before = await scrapeAll();
+  for (let i = 0; i < count; i++) {
+    await new Promise((r) => setTimeout(r, IDLE_MS));
+    direct.push((await once(targets.direct, false))[1]);
+    through.push((await once(targets.gateway, false))[1]);
+  }
+  const after = await scrapeAll();
+  const [d, g] = [stats(direct), stats(through)];
+  console.log(`\n5. After ${(IDLE_MS / 1000).toFixed(0)} s idle, one request at a time (${count} each)`);
+  console.log(`   direct p50 ${ms(d.p50)} max ${ms(d.max)}   gateway p50 ${ms(g.p50)} max ${ms(g.max)}   added p50 ${ms(g.p50 - d.p50)}`);
+  summary.afterIdle = { idleMs: IDLE_MS, direct: d.p50, gateway: g.p50, addedP50: g.p50 - d.p50 };
+  breakdown(before, after);
+}
+
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
 agent.destroy();
 redis.disconnect();

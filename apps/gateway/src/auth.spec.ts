@@ -1,4 +1,5 @@
 import { ApiKeyAuthenticator } from '@atelier/auth';
+import { PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -107,6 +108,38 @@ describe('gateway authentication and namespace access', () => {
       // A bad key in the same burst is still refused, each request on its own answer.
       const bad = await Promise.all(Array.from({ length: 5 }, () => gw.http.request('GET', '/api/credits', { token: `${issued.body.api_key.slice(0, -1)}x` })));
       expect(bad.map((a) => a.status)).toEqual(Array(5).fill(401));
+    } finally {
+      authenticator.lookup = lookup;
+    }
+  });
+
+  it('keeps a key in use verified in the background: a request after a pause needs no read, and a revocation that was never broadcast still holds within a second', async () => {
+    const issued = await gw.http.request<{ api_key: string; prefix: string }>('POST', `/api/admin/users/${alice.username}/api_keys`, { token: gw.adminToken });
+    expect(issued.status).toBe(201);
+    const key = issued.body.api_key;
+    expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(200);
+    const authenticator = gw.app.get(ApiKeyAuthenticator) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
+    const lookup = authenticator.lookup;
+    let reads = 0;
+    authenticator.lookup = (...args) => {
+      reads++;
+      return lookup.apply(authenticator, args);
+    };
+    try {
+      // Longer than a reading is trusted (AUTH_CACHE_MS, 1 s): without the background read, the next request reads the key itself.
+      await new Promise((r) => setTimeout(r, 2500));
+      expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(200);
+      expect(reads).toBe(0);
+
+      // Revoked behind the gateway's back (no broadcast): the background read finds it.
+      await gw.app.get(PrismaService).$executeRaw`UPDATE api_keys SET revoked_at = now() WHERE prefix = ${issued.body.prefix}`;
+      const revokedAt = Date.now();
+      await waitFor(async () => (await gw.http.request('GET', '/api/credits', { token: key })).status === 401, {
+        timeoutMs: 3000,
+        intervalMs: 50,
+        description: 'the gateway to refuse the key revoked in the database',
+      });
+      expect(Date.now() - revokedAt).toBeLessThan(1500);
     } finally {
       authenticator.lookup = lookup;
     }

@@ -1,8 +1,8 @@
-import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { API_KEY_REVOKED_CHANNEL, ApiError } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
-import { BroadcastBus } from '@atelier/runtime';
+import { BroadcastBus, runPeriodically } from '@atelier/runtime';
 import { apiKeyPrefix, hashApiKey, hashesEqual } from './api-key';
 import type { Caller } from './caller';
 
@@ -10,14 +10,13 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
  * The key, its owner, the owner's own namespace (a key whose owner has none is invalid) and the
- * namespace it bills to (the org it was made for, else the owner's), in one statement. A key is
- * read again at least once a second (AUTH_CACHE_MS), so a caller sending a request every second or
- * two pays this on nearly every one. Against Prisma's nested include (and a second read for org
- * keys), the gateway's auth stage at one request per 1.5 s went from 4.4 to 2.8 ms (medians of
- * four alternating runs of 12 requests on a 2-core VM).
+ * namespace it bills to (the org it was made for, else the owner's), in one statement. Against
+ * Prisma's nested include (and a second read for org keys), the gateway's auth stage at one
+ * request per 1.5 s went from 4.4 to 2.8 ms (medians of four alternating runs of 12 requests on
+ * a 2-core VM).
  */
-const keyLookup = (prefix: string) => Prisma.sql`
-  SELECT k.id::text, k.user_id::text, k.hash, k.revoked_at IS NOT NULL AS revoked, k.namespace_id::text, k.scopes,
+const keyLookup = (prefixes: string[]) => Prisma.sql`
+  SELECT k.prefix, k.id::text, k.user_id::text, k.hash, k.revoked_at IS NOT NULL AS revoked, k.namespace_id::text, k.scopes,
          k.expires_at, k.rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
          u.username, own.id::text AS own_id, home.id::text AS home_id, home.name AS home_name,
          home.rpm AS home_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent
@@ -25,9 +24,19 @@ const keyLookup = (prefix: string) => Prisma.sql`
   JOIN users u ON u.id = k.user_id
   LEFT JOIN namespaces own ON own.user_id = k.user_id
   LEFT JOIN namespaces home ON home.id = COALESCE(k.namespace_id, own.id)
-  WHERE k.prefix = ${prefix}`;
+  WHERE k.prefix IN (${Prisma.join(prefixes)})`;
 
+/**
+ * How long after its last request a key's reading is kept fresh in the background (refresh):
+ * a caller who pauses for up to this long (a developer at a prompt, a job every few seconds)
+ * finds it verified, instead of paying the read on the request (auth 1.9 ms of the 4.2-4.5 ms
+ * added after 6 s idle on a 2-core Intel Xeon VM, bench:chat phase 5).
+ */
+const KEEP_WARM_MS = 10 * 60_000;
+/** The most keys one refresh re-reads (the most recently used first); the others expire as before. */
+const MAX_WARM_KEYS = 1_000;
 interface KeyRow {
+  prefix: string;
   id: string;
   user_id: string;
   hash: string;
@@ -49,13 +58,15 @@ interface KeyRow {
 }
 
 /**
- * Verifies bearer keys. A verified key is trusted for at most AUTH_CACHE_MS (<= 1 s) without
- * re-reading Postgres, and revocations are also broadcast, so a revoked key stops working
- * on every replica within a second while hot keys cost no query per request.
+ * Verifies bearer keys. A verified key is trusted for at most AUTH_CACHE_MS (<= 1 s) after it was
+ * read from Postgres, and revocations are also broadcast, so a revoked key stops working on every
+ * replica within a second while hot keys cost no query per request. Keys used within KEEP_WARM_MS
+ * are read again in the background, all in one statement, before their reading expires, so the
+ * bound holds without a read on the request path.
  */
 @Injectable()
-export class ApiKeyAuthenticator implements OnModuleInit {
-  private readonly cache = new Map<string, { caller: Caller; until: number }>();
+export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
+  private readonly cache = new Map<string, { caller: Caller; until: number; usedAt: number }>();
   private readonly lastUsedWritten = new Map<string, number>();
   /**
    * Lookups in flight by key hash: concurrent requests with one key share one database read.
@@ -64,6 +75,12 @@ export class ApiKeyAuthenticator implements OnModuleInit {
    * with the process (bench:queue's SSE figure).
    */
   private readonly lookups = new Map<string, Promise<Caller>>();
+  /**
+   * Counts revocations heard: a reading taken before one (a lookup or refresh in flight) is not
+   * cached after it, so a broadcast revocation is never undone by a read that raced it.
+   */
+  private revocations = 0;
+  private refresher?: { stop(): Promise<void> };
 
   constructor(
     private readonly prisma: PrismaService,
@@ -73,9 +90,18 @@ export class ApiKeyAuthenticator implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     await this.bus.subscribe(API_KEY_REVOKED_CHANNEL, ({ prefix }) => this.forget(prefix));
+    const ttl = this.config.AUTH_CACHE_MS;
+    // Twice per reading's life, so each is renewed before it expires. A failed read (Postgres
+    // away) leaves the readings to expire: the next request's own lookup reports the outage.
+    if (ttl > 0) this.refresher = runPeriodically(Math.max(ttl / 2, 50), () => this.refresh(ttl / 2), () => undefined);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.refresher?.stop();
   }
 
   forget(prefix: string): void {
+    this.revocations++;
     for (const [hash, entry] of this.cache) if (entry.caller.keyPrefix === prefix) this.cache.delete(hash);
     // A request arriving after the revocation reads the database again rather than joining a lookup begun before it.
     this.lookups.clear();
@@ -93,7 +119,11 @@ export class ApiKeyAuthenticator implements OnModuleInit {
 
     const now = Date.now();
     const cached = this.cache.get(hash);
-    if (cached && cached.until > now) return unexpired(cached.caller, now);
+    if (cached && cached.until > now) {
+      cached.usedAt = now;
+      this.touch(cached.caller.keyId, now);
+      return unexpired(cached.caller, now);
+    }
 
     const inFlight = this.lookups.get(hash);
     if (inFlight) return inFlight;
@@ -105,49 +135,82 @@ export class ApiKeyAuthenticator implements OnModuleInit {
   }
 
   private async lookup(prefix: string, hash: string, now: number): Promise<Caller> {
-    const [row] = await this.prisma.$queryRaw<KeyRow[]>(keyLookup(prefix));
-    if (!row || !hashesEqual(row.hash, hash) || row.revoked || row.own_id === null) {
+    const heard = this.revocations;
+    const [row] = await this.prisma.$queryRaw<KeyRow[]>(keyLookup([prefix]));
+    const caller = row && hashesEqual(row.hash, hash) ? callerOf(row) : ApiError.unauthorized('Invalid API key');
+    if (caller instanceof ApiError) {
       this.cache.delete(hash);
-      throw ApiError.unauthorized('Invalid API key');
+      throw caller;
     }
-    if (row.home_id === null || row.home_name === null) {
-      this.cache.delete(hash);
-      throw ApiError.unauthorized('Invalid API key: its namespace no longer exists');
-    }
-    const caller: Caller = {
-      userId: row.user_id,
-      username: row.username,
-      namespaceId: row.home_id,
-      namespace: row.home_name,
-      ...(row.namespace_id !== null && { namespaceType: 'org' as const }),
-      keyPrefix: prefix,
-      keyId: row.id,
-      ...(row.has_budget && { hasBudget: true }),
-      scopes: row.scopes,
-      ...(row.expires_at && { expiresAt: new Date(row.expires_at).getTime() }),
-      ...(row.rpm !== null && { rpm: row.rpm }),
-      ...(row.home_rpm !== null && { namespaceRpm: row.home_rpm }),
-      ...(row.tpm !== null && { tpm: row.tpm }),
-      ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
-      ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
-      ...(row.home_max_concurrent !== null && { namespaceMaxConcurrent: row.home_max_concurrent }),
-    };
     unexpired(caller, now);
-    if (this.config.AUTH_CACHE_MS > 0) {
+    if (this.config.AUTH_CACHE_MS > 0 && heard === this.revocations) {
       if (this.cache.size > 10_000) this.cache.clear();
-      this.cache.set(hash, { caller, until: now + this.config.AUTH_CACHE_MS });
+      this.cache.set(hash, { caller, until: now + this.config.AUTH_CACHE_MS, usedAt: now });
     }
     this.touch(row.id, now);
     return caller;
   }
 
+  /**
+   * Reads again, in one statement, the keys used within KEEP_WARM_MS whose reading expires within
+   * `withinMs`; each new reading counts from when the statement was sent. A key found invalid
+   * (revoked, gone, its namespace gone) is dropped, so its next request is refused by its own lookup.
+   */
+  private async refresh(withinMs: number): Promise<void> {
+    const sent = Date.now();
+    const due: [string, { caller: Caller; usedAt: number }][] = [];
+    for (const [hash, entry] of this.cache) {
+      if (sent - entry.usedAt > KEEP_WARM_MS) {
+        if (entry.until <= sent) this.cache.delete(hash);
+      } else if (entry.until - sent <= withinMs) due.push([hash, entry]);
+    }
+    if (due.length === 0) return;
+    const warm = due.sort((a, b) => b[1].usedAt - a[1].usedAt).slice(0, MAX_WARM_KEYS);
+    const heard = this.revocations;
+    const rows = await this.prisma.$queryRaw<KeyRow[]>(keyLookup([...new Set(warm.map(([, e]) => e.caller.keyPrefix))]));
+    if (heard !== this.revocations) return;
+    const byPrefix = new Map(rows.map((r) => [r.prefix, r]));
+    for (const [hash, entry] of warm) {
+      const row = byPrefix.get(entry.caller.keyPrefix);
+      const caller = row && hashesEqual(row.hash, hash) ? callerOf(row) : undefined;
+      if (!caller || caller instanceof ApiError) this.cache.delete(hash);
+      // usedAt read now: a request may have come in while the statement ran.
+      else this.cache.set(hash, { caller, until: sent + this.config.AUTH_CACHE_MS, usedAt: this.cache.get(hash)?.usedAt ?? entry.usedAt });
+    }
+  }
+
   /** last_used_at at minute resolution, written off the request path. */
-  private touch(keyId: string, now: number): void {
+  private touch(keyId: string | undefined, now: number): void {
+    if (keyId === undefined) return;
     const last = this.lastUsedWritten.get(keyId) ?? 0;
     if (now - last < LAST_USED_RESOLUTION_MS) return;
     this.lastUsedWritten.set(keyId, now);
     void this.prisma.apiKey.update({ where: { id: keyId }, data: { lastUsedAt: new Date(now) } }).catch(() => undefined);
   }
+}
+
+/** The caller a key's row describes (its hash already matched), or the 401 that refuses it. */
+function callerOf(row: KeyRow): Caller | ApiError {
+  if (row.revoked || row.own_id === null) return ApiError.unauthorized('Invalid API key');
+  if (row.home_id === null || row.home_name === null) return ApiError.unauthorized('Invalid API key: its namespace no longer exists');
+  return {
+    userId: row.user_id,
+    username: row.username,
+    namespaceId: row.home_id,
+    namespace: row.home_name,
+    ...(row.namespace_id !== null && { namespaceType: 'org' as const }),
+    keyPrefix: row.prefix,
+    keyId: row.id,
+    ...(row.has_budget && { hasBudget: true }),
+    scopes: row.scopes,
+    ...(row.expires_at && { expiresAt: new Date(row.expires_at).getTime() }),
+    ...(row.rpm !== null && { rpm: row.rpm }),
+    ...(row.home_rpm !== null && { namespaceRpm: row.home_rpm }),
+    ...(row.tpm !== null && { tpm: row.tpm }),
+    ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
+    ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
+    ...(row.home_max_concurrent !== null && { namespaceMaxConcurrent: row.home_max_concurrent }),
+  };
 }
 
 /** The caller, unless its key has expired (401 saying so, cached or not). */

@@ -7,6 +7,7 @@ import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
 import { canonicalDecimal } from './decimal-text';
+import { sparesFor, type SpareReading } from './spare-credits';
 import { budgetedReserveValues, CreditLedger, reserveOneValues, recordsArrayJson, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
@@ -31,15 +32,7 @@ const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v2', text: SETTLE_ONE_S
  */
 export const LEDGER_SESSION_SETTINGS: Readonly<Record<string, string>> = { enable_seqscan: 'off' };
 
-/**
- * How far a namespace's spare credits (and a key's spare budget), as the last reservation here
- * found them, must exceed a request for coversAtOnce to say yes, and for how long that reading
- * counts (5 s). Wide enough that only a sudden, large loss (an operator's adjustment, a lowered
- * budget, a burst of big requests on other replicas within seconds) can refuse a request it
- * said yes to.
- */
-const HEADROOM_FACTOR = 100;
-const HEADROOM_TTL_MS = 5_000;
+/** Readings kept at most (namespaces and budgeted keys); beyond, all are dropped and read again. */
 const MAX_HEADROOM_ENTRIES = 10_000;
 
 /**
@@ -106,7 +99,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
    * Per namespace (by id) and per budgeted key (`budget:<key id>`): what it could still spend
    * after this process's last reservation there, and when.
    */
-  private readonly headroom = new Map<string, { available: number; at: number }>();
+  private readonly headroom = new Map<string, SpareReading>();
   private pools?: { reserves: Pool; settles: Pool };
 
   constructor(
@@ -124,25 +117,26 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   /**
-   * True when the namespace's last reservation in this process, under 5 s ago, left it at
-   * least HEADROOM_FACTOR times `amount` to spare, and so did the key's budget when it has one
-   * (`budgetKeyId`): a reservation of `amount` is then all but certain to be taken. A hint for
-   * overlapping work with the reservation, never a decision: only the reservation itself, under
-   * the namespace's (and the key's) row lock, takes credits.
+   * True when the namespace's last reservation in this process left it ample credits to spare
+   * for `amount`, and so did the key's budget when it has one (`budgetKeyId`): a reservation of
+   * `amount` is then all but certain to be taken (spare-credits.ts says how ample, by the
+   * reading's age). A hint for overlapping work with the reservation, never a decision: only the
+   * reservation itself, under the namespace's (and the key's) row lock, takes credits.
    */
   coversAtOnce(namespaceId: string, amount: string, budgetKeyId?: string): boolean {
-    const needed = Number(amount) * HEADROOM_FACTOR;
+    const needed = Number(amount);
     return this.spares(namespaceId, needed) && (budgetKeyId === undefined || this.spares(budgetHeadroomKey(budgetKeyId), needed));
   }
 
-  private spares(key: string, needed: number): boolean {
+  private spares(key: string, amount: number): boolean {
     const known = this.headroom.get(key);
     if (!known) return false;
-    if (performance.now() - known.at > HEADROOM_TTL_MS) {
+    const covers = sparesFor(known, amount, performance.now());
+    if (covers === 'expired') {
       this.headroom.delete(key);
       return false;
     }
-    return known.available >= needed;
+    return covers;
   }
 
   /** What `key` can still spend after this process's latest reservation there (undefined: short, so no guessing). */
