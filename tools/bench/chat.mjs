@@ -365,12 +365,22 @@ function breakdown(before, after) {
   console.log(`     GC pauses per request (ms), young/old generation: gateway ${young('gateway')}/${old('gateway')}, chat ${young('chat')}/${old('chat')}`);
 }
 
+// The load generator is this process; Postgres and Redis count every process of theirs.
+const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
+
+/** Runs one load, and says what CPU each process group spent on it per answered request. */
+async function withCpu(run) {
+  const before = cpuSeconds(cpuGroups);
+  const result = await run();
+  return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
+}
+
 if (PHASES.includes('0')) {
   const n = 400;
-  const dp = await sequential(targets.direct, false, n);
+  const [dp, cpuDp] = await withCpu(async () => ({ ...(await sequential(targets.direct, false, n)), ok: n }));
   // Scraping also resets the event-loop delay histograms, so the readings after cover this run only.
   const before = await scrapeAll();
-  const gp = await sequential(targets.gateway, false, n);
+  const [gp, cpuGp] = await withCpu(async () => ({ ...(await sequential(targets.gateway, false, n)), ok: n }));
   const after = await scrapeAll();
   const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
   // Idempotency-Key: a new key per request (claimed, run, answer stored), then retries of one key (replayed).
@@ -385,6 +395,9 @@ if (PHASES.includes('0')) {
   });
   console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
   console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
+  // One request in flight: a woken thread waits for a core only behind another process's slice or the machine's own work.
+  console.log(`   CPU per request, non-streaming through the gateway: ${cpuGp.line}`);
+  console.log(`   waiting for a CPU, non-streaming: direct ${cpuDp.runWaitTotal.toFixed(3)} ms per request; through the gateway ${cpuGp.runWaitLine}`);
   console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
   console.log(
     `   with Idempotency-Key   new key each request p50 ${ms(keyed.latency.p50)} (added over no key ${ms(keyed.latency.p50 - gp.latency.p50)}; means: claim ${f2(idemStage('idempotency.claim'))}, answer stored ${f2(idemStage('idempotency.store'))})   replayed p50 ${ms(replayed.latency.p50)}`,
@@ -431,16 +444,6 @@ if (PHASES.includes('0')) {
   summary.governance.p50 = summary.governance.levels['all + budget'].p50;
   summary.governance.addedP50 = summary.governance.levels['all + budget'].addedP50;
   breakdown(before, after);
-}
-
-// The load generator is this process; Postgres and Redis count every process of theirs.
-const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
-
-/** Runs one load, and says what CPU each process group spent on it per answered request. */
-async function withCpu(run) {
-  const before = cpuSeconds(cpuGroups);
-  const result = await run();
-  return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
 }
 
 // The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
