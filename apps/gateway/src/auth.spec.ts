@@ -15,6 +15,18 @@ describe('gateway authentication and namespace access', () => {
   });
   afterAll(() => gw?.close());
 
+  /** Counts the reads of the key table a request makes behind the cache (a private step, wrapped only in these tests). */
+  const countKeyReads = () => {
+    const authenticator = gw.app.get(ApiKeyAuthenticator) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
+    const lookup = authenticator.lookup;
+    const reads = { count: 0, stop: () => void (authenticator.lookup = lookup) };
+    authenticator.lookup = (...args) => {
+      reads.count++;
+      return lookup.apply(authenticator, args);
+    };
+    return reads;
+  };
+
   it.each([
     ['no Authorization header', undefined, /Missing Authorization header/],
     ['a non-bearer scheme', 'Basic YWxpY2U6c2VjcmV0', /must be "Bearer <API key>"/],
@@ -93,23 +105,16 @@ describe('gateway authentication and namespace access', () => {
   it('verifies a burst of requests with a key not yet cached with one database read', async () => {
     const issued = await gw.http.request<{ api_key: string }>('POST', `/api/admin/users/${alice.username}/api_keys`, { token: gw.adminToken });
     expect(issued.status).toBe(201);
-    // Counts the reads of the key table behind the cache (a private step, wrapped only here).
-    const authenticator = gw.app.get(ApiKeyAuthenticator) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
-    const lookup = authenticator.lookup;
-    let reads = 0;
-    authenticator.lookup = (...args) => {
-      reads++;
-      return lookup.apply(authenticator, args);
-    };
+    const reads = countKeyReads();
     try {
       const answers = await Promise.all(Array.from({ length: 50 }, () => gw.http.request('GET', '/api/credits', { token: issued.body.api_key })));
       expect(answers.map((a) => a.status)).toEqual(Array(50).fill(200));
-      expect(reads).toBe(1);
+      expect(reads.count).toBe(1);
       // A bad key in the same burst is still refused, each request on its own answer.
       const bad = await Promise.all(Array.from({ length: 5 }, () => gw.http.request('GET', '/api/credits', { token: `${issued.body.api_key.slice(0, -1)}x` })));
       expect(bad.map((a) => a.status)).toEqual(Array(5).fill(401));
     } finally {
-      authenticator.lookup = lookup;
+      reads.stop();
     }
   });
 
@@ -118,18 +123,12 @@ describe('gateway authentication and namespace access', () => {
     expect(issued.status).toBe(201);
     const key = issued.body.api_key;
     expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(200);
-    const authenticator = gw.app.get(ApiKeyAuthenticator) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
-    const lookup = authenticator.lookup;
-    let reads = 0;
-    authenticator.lookup = (...args) => {
-      reads++;
-      return lookup.apply(authenticator, args);
-    };
+    const reads = countKeyReads();
     try {
       // Longer than a reading is trusted (AUTH_CACHE_MS, 1 s): without the background read, the next request reads the key itself.
       await new Promise((r) => setTimeout(r, 2500));
       expect((await gw.http.request('GET', '/api/credits', { token: key })).status).toBe(200);
-      expect(reads).toBe(0);
+      expect(reads.count).toBe(0);
 
       // Revoked behind the gateway's back (no broadcast): the background read finds it.
       await gw.app.get(PrismaService).$executeRaw`UPDATE api_keys SET revoked_at = now() WHERE prefix = ${issued.body.prefix}`;
@@ -141,7 +140,7 @@ describe('gateway authentication and namespace access', () => {
       });
       expect(Date.now() - revokedAt).toBeLessThan(1500);
     } finally {
-      authenticator.lookup = lookup;
+      reads.stop();
     }
   });
 
