@@ -124,8 +124,8 @@ export class BatchedCreditLedger implements OnModuleDestroy {
    * reservation itself, under the namespace's (and the key's) row lock, takes credits.
    */
   coversAtOnce(namespaceId: string, amount: string, budgetKeyId?: string): boolean {
-    const needed = Number(amount);
-    return this.spares(namespaceId, needed) && (budgetKeyId === undefined || this.spares(budgetHeadroomKey(budgetKeyId), needed));
+    const request = Number(amount);
+    return this.spares(namespaceId, request) && (budgetKeyId === undefined || this.spares(budgetHeadroomKey(budgetKeyId), request));
   }
 
   private spares(key: string, amount: number): boolean {
@@ -169,7 +169,6 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       // The batch stops at the first reservation that does not fit; a smaller one after it may
       // still fit, and settles given before this call may free what it needs. The ledger
       // decides alone, after them, with its exact 402.
-      lanes.settles.flushNow();
       await lanes.settles.idle();
       return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
     }
@@ -192,10 +191,8 @@ export class BatchedCreditLedger implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
-    // Settles still lingering were promised to answered requests: they go before the pools close.
-    const lanes = [...this.lanes.values()];
-    for (const { settles } of lanes) settles.flushNow();
-    await Promise.all(lanes.flatMap(({ reserves, settles }) => [reserves.idle(), settles.idle()]));
+    // Settles still lingering were promised to answered requests: they go (idle() sends them) before the pools close.
+    await Promise.all([...this.lanes.values()].flatMap(({ reserves, settles }) => [reserves.idle(), settles.idle()]));
     await Promise.all([this.pools?.reserves.end(), this.pools?.settles.end()]);
   }
 

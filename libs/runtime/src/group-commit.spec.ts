@@ -80,6 +80,14 @@ describe('GroupCommit', () => {
       expect(batches).toEqual([[1, 2]]);
     });
 
+    it('sends a lingering call when someone waits for idle, instead of waiting out the window', async () => {
+      const { group, batches } = recording(60_000);
+      const lingering = group.submit(1);
+      await group.idle();
+      expect(batches).toEqual([[1]]);
+      await expect(lingering).resolves.toBe(1);
+    });
+
     it('sends at once when told to (flushNow), and when a batch is full', async () => {
       const { group, batches } = recording(60_000, 3);
       const flushed = group.submit(1);
@@ -89,8 +97,8 @@ describe('GroupCommit', () => {
       const full = [2, 3, 4].map((n) => group.submit(n));
       expect(batches).toEqual([[1], [2, 3, 4]]);
       await Promise.all(full);
-      // Nothing left lingering: a minute-long window would otherwise keep this waiting.
-      await group.idle();
+      // Nothing left lingering, without idle() having to send it.
+      expect(group.isIdle).toBe(true);
     });
   });
 });

@@ -64,8 +64,13 @@ export class GroupCommit<I, R> {
     return !this.running && this.waiting.length === 0;
   }
 
-  /** Resolves once every call submitted so far has finished (at once when idle). */
+  /**
+   * Resolves once every call submitted so far has finished (at once when idle). Calls still
+   * lingering are sent now: whoever waits for them (a shutdown, a caller that needs their effect)
+   * has no use for the window.
+   */
   idle(): Promise<void> {
+    this.flushNow();
     if (this.isIdle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
