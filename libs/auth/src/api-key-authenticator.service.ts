@@ -137,7 +137,7 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
   private async lookup(prefix: string, hash: string, now: number): Promise<Caller> {
     const heard = this.revocations;
     const [row] = await this.prisma.$queryRaw<KeyRow[]>(keyLookup([prefix]));
-    const caller = row && hashesEqual(row.hash, hash) ? callerOf(row) : ApiError.unauthorized('Invalid API key');
+    const caller = callerOf(row, hash);
     if (caller instanceof ApiError) {
       this.cache.delete(hash);
       throw caller;
@@ -171,9 +171,8 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
     if (heard !== this.revocations) return;
     const byPrefix = new Map(rows.map((r) => [r.prefix, r]));
     for (const [hash, entry] of warm) {
-      const row = byPrefix.get(entry.caller.keyPrefix);
-      const caller = row && hashesEqual(row.hash, hash) ? callerOf(row) : undefined;
-      if (!caller || caller instanceof ApiError) this.cache.delete(hash);
+      const caller = callerOf(byPrefix.get(entry.caller.keyPrefix), hash);
+      if (caller instanceof ApiError) this.cache.delete(hash);
       // usedAt read now: a request may have come in while the statement ran.
       else this.cache.set(hash, { caller, until: sent + this.config.AUTH_CACHE_MS, usedAt: this.cache.get(hash)?.usedAt ?? entry.usedAt });
     }
@@ -189,9 +188,9 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
   }
 }
 
-/** The caller a key's row describes (its hash already matched), or the 401 that refuses it. */
-function callerOf(row: KeyRow): Caller | ApiError {
-  if (row.revoked || row.own_id === null) return ApiError.unauthorized('Invalid API key');
+/** The caller a key's row describes, or the 401 that refuses it (no row, another key's hash, revoked, no namespace). */
+function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
+  if (!row || !hashesEqual(row.hash, hash) || row.revoked || row.own_id === null) return ApiError.unauthorized('Invalid API key');
   if (row.home_id === null || row.home_name === null) return ApiError.unauthorized('Invalid API key: its namespace no longer exists');
   return {
     userId: row.user_id,
