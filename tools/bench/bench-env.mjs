@@ -277,6 +277,7 @@ export function cpuPerRequest(before, after, requests) {
   const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
   const wakeups = Object.keys(after).map((k) => [k, (after[k].wakeups - before[k].wakeups) / requests]);
   const waits = Object.keys(after).map((k) => [k, per(k, 'runWait')]);
+  const runWaitTotal = waits.reduce((sum, [, ms]) => sum + ms, 0);
   return {
     total,
     parts,
@@ -284,7 +285,7 @@ export function cpuPerRequest(before, after, requests) {
     wakeupTotal: wakeups.reduce((sum, [, n]) => sum + n, 0),
     line: `${parts.map(([k, v]) => `${k} ${v.toFixed(3)} (sys ${per(k, 'system').toFixed(3)})`).join('  ')}  = ${total.toFixed(3)} ms CPU per request, ${kernel.toFixed(3)} of it in the kernel`,
     wakeupLine: wakeups.map(([k, n]) => `${k} ${n.toFixed(1)}`).join('  '),
-    runWaitTotal: waits.reduce((sum, [, ms]) => sum + ms, 0),
-    runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${waits.reduce((sum, [, ms]) => sum + ms, 0).toFixed(3)} ms per request`,
+    runWaitTotal,
+    runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${runWaitTotal.toFixed(3)} ms per request`,
   };
 }
