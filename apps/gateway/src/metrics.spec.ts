@@ -50,7 +50,10 @@ describe('GET /metrics', () => {
     expect(metric(after, 'atelier_http_request_duration_seconds_bucket', { ...route, status_code: '200', le: '+Inf' })).toBe(1);
     // Credits: the sync image (0.01) and the queued one (0.01) were reserved; the sync one was settled here.
     expect(metric(after, 'atelier_credits_reserved_total') - (metric(before, 'atelier_credits_reserved_total') || 0)).toBeCloseTo(0.02, 6);
-    expect(metric(after, 'atelier_credits_settled_total') - (metric(before, 'atelier_credits_settled_total') || 0)).toBeCloseTo(0.01, 6);
+    // The settle lands just after the answer (it may wait up to 10 ms for company), so it is waited for.
+    const settledSince = async () => metric(await scrape(gw.app), 'atelier_credits_settled_total') - (metric(before, 'atelier_credits_settled_total') || 0);
+    await waitFor(async () => (await settledSince()) > 0, { description: 'the sync render to be settled' });
+    expect(await settledSince()).toBeCloseTo(0.01, 6);
     expect(metric(after, 'atelier_generations_total', { model: 'local-image', outcome: 'succeeded', mode: 'sync' })).toBe(1);
     // Queue depth is read from Redis at scrape time; the gateway reports every queue (no worker
     // runs the queued generation here, so it is still waiting).
