@@ -24,7 +24,10 @@
 // BENCH_PERF (a file: phase 3's closed loop through the gateway recorded with `perf record -a`, then each
 // process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE;
 // BENCH_PERF_PHASE=1 records phase 1's fixed rate through the gateway instead, where the batches are small;
-// KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards).
+// KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards),
+// BENCH_FIRST_SECOND=1 (phase 1's stage means for its first second apart from the rest: one more scrape at 1 s),
+// BENCH_WARM=<seconds> (phase 1 sends that much gateway traffic, at BENCH_WARM_RATE (default BENCH_RATE), before its
+// measured run, then pauses BENCH_WARM_IDLE ms; neither is measured: an experiment on the first second's tail).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -210,14 +213,16 @@ function once(target, stream, headers = {}) {
 }
 
 /** Open loop at a fixed rate (requests are sent on schedule whether or not earlier ones finished). */
-async function fixedRate(target, stream, rate, seconds) {
+async function fixedRate(target, stream, rate, seconds, atOneSecond) {
   const total = Math.round(rate * seconds);
   /** [ms after the start when sent, time to first byte, total time, epoch ms when sent] of each answered request. */
   const trace = [];
   let errors = 0;
   const inflight = [];
   const started = performance.now();
+  let split;
   for (let i = 0; i < total; i++) {
+    if (atOneSecond && !split && i >= rate) split = atOneSecond();
     const due = started + (i * 1000) / rate;
     const wait = due - performance.now();
     if (wait > 1) await new Promise((r) => setTimeout(r, wait));
@@ -230,11 +235,13 @@ async function fixedRate(target, stream, rate, seconds) {
     );
   }
   await Promise.all(inflight);
+  if (split) await split;
   const achieved = total / ((performance.now() - started) / 1000);
   if (process.env.BENCH_TRACE) fs.appendFileSync(process.env.BENCH_TRACE, JSON.stringify({ target: target.model, stream, monotonicMsAtEpoch0: Number(process.hrtime.bigint()) / 1e6 - (performance.timeOrigin + performance.now()), trace }) + '\n');
   // The gateway and chat service sit idle through the direct run that comes first; the gateway
-  // run's first second is reported apart from the steady state. Its p99 mostly says whether the
-  // gateway's first Mark-Compact, made due by the set-up traffic, fell in it (docs/benchmarks.md).
+  // run's first second is reported apart from the steady state. Its tail is the services' first
+  // burst since they started: every stage is slower in it, and 2 s of burst just before (BENCH_WARM)
+  // take it away even with 10 s idle after, while 0.2 s of burst or 2 s at 50 req/s do not.
   const window = (pick, from, to = Infinity) => stats(trace.filter(([at]) => at >= from && at < to).map(pick));
   const ttfb = ([, first]) => first;
   const latency = ([, , all]) => all;
@@ -479,10 +486,14 @@ function reportPerf() {
 
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
+// An experiment on the first second's tail: gateway traffic before the measured run, then a pause.
+if (process.env.BENCH_WARM) await fixedRate(targets.gateway, false, Number(process.env.BENCH_WARM_RATE ?? RATE), Number(process.env.BENCH_WARM));
+if (process.env.BENCH_WARM_IDLE) await new Promise((r) => setTimeout(r, Number(process.env.BENCH_WARM_IDLE)));
 const before = await scrapeAll();
 const [pg0, redis0] = [await pgStats(), await redisStats()];
 const stopPerf = await perfIn('1');
-const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS));
+let atOneSecond;
+const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS, process.env.BENCH_FIRST_SECOND ? async () => (atOneSecond = await scrapeAll()) : undefined));
 await stopPerf?.();
 const after = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
@@ -518,7 +529,12 @@ summary.rate = {
   runWaitPerRequest: cpuThrough.runWaitTotal,
   directRunWaitPerRequest: cpuDirect.runWaitTotal,
 };
-breakdown(before, after);
+if (atOneSecond) {
+  console.log('   first second:');
+  breakdown(before, atOneSecond);
+  console.log('   after it:');
+  breakdown(atOneSecond, after);
+} else breakdown(before, after);
 if (PERF_PHASE === '1') reportPerf();
 }
 
