@@ -165,6 +165,15 @@ describe('ModelCatalog loading errors', () => {
     expect(loadError(() => ModelCatalog.fromDefinitions([{ ...image, engine: withKey }]))).toContain("unknown field 'engine.api_key'");
   });
 
+  it('bounds an openai-compatible keep_alive_ms, its fallbacks\' too', () => {
+    const chat = readCatalogFile('local-chat');
+    const engine = { type: 'openai-compatible', base_url: 'https://api.example.com/v1', upstream_model: 'm-1', keep_alive_ms: 60_000 };
+    expect(ModelCatalog.fromDefinitions([{ ...chat, engine }]).get('local-chat')?.engine).toEqual(engine);
+    expect(loadError(() => ModelCatalog.fromDefinitions([{ ...chat, engine: { ...engine, keep_alive_ms: 0 } }]))).toContain('engine.keep_alive_ms must be an integer between 1 and 600000');
+    const fallbacks = [{ base_url: 'https://other.example.com/v1', upstream_model: 'm-2', keep_alive_ms: 600_001 }];
+    expect(loadError(() => ModelCatalog.fromDefinitions([{ ...chat, engine: { ...engine, fallbacks } }]))).toContain('engine.fallbacks[0].keep_alive_ms must be an integer between 1 and 600000');
+  });
+
   it('fails clearly on a missing or empty directory', () => {
     expect(loadError(() => ModelCatalog.fromDirectory(path.join(os.tmpdir(), 'atelier-no-such-catalog')))).toContain(
       'Cannot read model catalog directory',

@@ -136,6 +136,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           properties: { type: { const: 'builtin' }, name: nonEmptyString },
         },
         remoteEngine('openai-compatible', {
+          keep_alive_ms: { type: 'integer', minimum: 1, maximum: 600_000 },
           max_retries: { type: 'integer', minimum: 0, maximum: 10 },
           retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
           fallbacks: {
@@ -149,6 +150,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
                 upstream_model: nonEmptyString,
                 api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
                 timeout_ms: { type: 'integer', minimum: 1 },
+                keep_alive_ms: { type: 'integer', minimum: 1, maximum: 600_000 },
               },
             },
           },

@@ -128,10 +128,19 @@ export interface ChatFallbackEndpoint {
   upstream_model: string;
   api_key_env?: string;
   timeout_ms?: number;
+  /** As the engine's keep_alive_ms, for this server (default: the engine's). */
+  keep_alive_ms?: number;
 }
 
 export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
   type: 'openai-compatible';
+  /**
+   * How long an idle connection to the server is kept for the next call when the server does not
+   * say (a `Keep-Alive: timeout=` header, which wins); default 4,000 ms, below the 5 s after
+   * which common servers (uvicorn, Node) close an idle one without saying so. Longer spares a
+   * caller who pauses a new TCP and TLS handshake, for a server known to keep connections open.
+   */
+  keep_alive_ms?: number;
   /** Retries of one server before moving to the next (default 2); only before the first byte. */
   max_retries?: number;
   /** First retry delay, doubled each time (default 200 ms). */

@@ -141,8 +141,8 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Validates only what the spec checks at enqueue; model parameters are checked when the
-   * generation runs. Rows and credit reservations are written in one transaction; the jobs
-   * (jobId = generation id) follow, and the dispatcher re-adds any job lost to a crash.
+   * generation runs. Credits are reserved first, all n or none, then the rows are written; the
+   * jobs (jobId = generation id) follow, and the dispatcher re-adds any job lost to a crash.
    */
   async enqueue(caller: Caller, rawBody: unknown): Promise<{ generations: { generation_id: string; status: 'queued' }[] }> {
     const validating = this.metrics.stage('queue.validate');

@@ -160,4 +160,41 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     expect(sent.max_completion_tokens).toBe(64);
     expect(sent.max_tokens).toBeUndefined();
   });
+
+  /**
+   * Two calls `pauseMs` apart to a server that keeps idle connections open and gives no
+   * Keep-Alive hint (as uvicorn and most CDNs): how many connections they took.
+   */
+  async function connectionsForTwoCalls(engine: Partial<OpenAiCompatibleEngineConfig>, pauseMs: number): Promise<number> {
+    const http = await import('node:http');
+    let connections = 0;
+    const server = http.createServer((_req, res) => {
+      const completion = { id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
+    });
+    // 0: no idle timeout, and so no `Keep-Alive: timeout=` header for undici to follow.
+    server.keepAliveTimeout = 0;
+    server.on('connection', () => connections++);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base_url = `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`;
+    try {
+      await provider.complete(call({ ...engine, base_url }));
+      await new Promise((r) => setTimeout(r, pauseMs));
+      await provider.complete(call({ ...engine, base_url }));
+      return connections;
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  }
+
+  it('keeps an idle upstream connection for keep_alive_ms when the server gives no hint, 4 s by default', async () => {
+    const [short, byDefault, long, defaultTooShort] = await Promise.all([
+      connectionsForTwoCalls({ keep_alive_ms: 200 }, 700),
+      connectionsForTwoCalls({}, 700),
+      connectionsForTwoCalls({ keep_alive_ms: 30_000 }, 4_600),
+      connectionsForTwoCalls({}, 4_600),
+    ]);
+    expect({ short, byDefault, long, defaultTooShort }).toEqual({ short: 2, byDefault: 1, long: 1, defaultTooShort: 2 });
+  }, 15_000);
 });

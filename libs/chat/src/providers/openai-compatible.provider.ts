@@ -12,6 +12,8 @@ import { sseData } from './sse-reader';
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 export const DEFAULT_MAX_RETRIES = 2;
 export const DEFAULT_RETRY_BACKOFF_MS = 200;
+/** undici's own default, named: the engine's keep_alive_ms explains the choice. */
+export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 4_000;
 /** A Retry-After longer than this moves on to the next provider rather than holding the request. */
 const MAX_RETRY_AFTER_MS = 5_000;
 
@@ -22,6 +24,8 @@ interface Endpoint {
   upstreamModel: string;
   apiKeyEnv?: string;
   timeoutMs: number;
+  /** How long an idle connection waits for the next call when the server gives no Keep-Alive hint. */
+  keepAliveMs: number;
   label: string;
 }
 
@@ -73,6 +77,7 @@ function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
       upstreamModel: e.upstream_model,
       apiKeyEnv: e.api_key_env,
       timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+      keepAliveMs: e.keep_alive_ms ?? engine.keep_alive_ms ?? DEFAULT_UPSTREAM_KEEP_ALIVE_MS,
       label: `openai-compatible:${e.upstream_model}@${new URL(baseUrl).host}`,
     };
   });
@@ -198,7 +203,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
    * timeouts are off: each attempt is bounded by the endpoint's timeout_ms, armed again on every
    * stream event (withFallbacks).
    */
-  private readonly agent = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0 });
+  private readonly agents = new Map<number, Agent>();
 
   constructor(private readonly secrets: SecretLookup) {}
 
@@ -282,6 +287,16 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** The upstream request of one attempt. */
+  /** One connection pool per keep-alive setting: undici sets it per agent, not per request. */
+  private agentFor(endpoint: Endpoint): Agent {
+    let agent = this.agents.get(endpoint.keepAliveMs);
+    if (!agent) {
+      agent = new Agent({ connections: 512, headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: endpoint.keepAliveMs });
+      this.agents.set(endpoint.keepAliveMs, agent);
+    }
+    return agent;
+  }
+
   private requestOf(call: ChatProviderCall, endpoint: Endpoint, stream: boolean): Dispatcher.DispatchOptions {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
     if (endpoint.apiKeyEnv) {
@@ -310,7 +325,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   private async postBuffered(call: ChatProviderCall, endpoint: Endpoint, signal: AbortSignal, onHeaders: () => void): Promise<string> {
     let answer: BufferedAnswer;
     try {
-      answer = await dispatchBuffered(this.agent, this.requestOf(call, endpoint, false), signal, onHeaders);
+      answer = await dispatchBuffered(this.agentFor(endpoint), this.requestOf(call, endpoint, false), signal, onHeaders);
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       if (err instanceof CutOff)
@@ -326,7 +341,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   private async postStream(call: ChatProviderCall, endpoint: Endpoint, signal: AbortSignal): Promise<UpstreamResponse> {
     let res: UpstreamResponse;
     try {
-      res = await this.agent.request({ ...this.requestOf(call, endpoint, true), signal });
+      res = await this.agentFor(endpoint).request({ ...this.requestOf(call, endpoint, true), signal });
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       throw this.unreachable(endpoint, err as Error);
