@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// node tools/bench/promotion.mjs — how much of each Redis round trip outlives young-generation GC.
+//
+// Objects that survive two scavenges are promoted to the old generation, where only a
+// Mark-Compact frees them; the services' Mark-Compacts (10-25 ms pauses) are what the 500 req/s
+// tail is made of (docs/benchmarks.md). A request's objects live for about a millisecond, so next
+// to none should be promoted. This runs the same paced loop of round trips (GET of a 1 KB value,
+// one every GAP ms, default 2) twice in a child process with --trace-gc-nvp, at two counts, and
+// reports the promoted bytes per round trip from the difference, which cancels start-up:
+//   - ioredis: `await client.get(key)`, as every Redis call in atelier is made;
+//   - net: the same request written on a plain socket and its reply read back.
+// Env: REDIS_URL (default redis://127.0.0.1:6379), GAP.
+import { spawnSync } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+
+const self = fileURLToPath(import.meta.url);
+const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const gap = Number(process.env.GAP ?? 2);
+const key = `atelier-bench-promotion:${process.pid}`;
+
+async function paced(n, roundTrip) {
+  const start = performance.now();
+  for (let i = 0; i < n; i++) {
+    const wait = start + i * gap - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    await roundTrip();
+  }
+}
+
+async function child(kind, n, childKey) {
+  if (kind === 'ioredis') {
+    const client = new Redis({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) });
+    await paced(n, () => client.get(childKey));
+    client.disconnect();
+    return;
+  }
+  const socket = net.connect(Number(redisUrl.port || 6379), redisUrl.hostname);
+  await new Promise((r) => socket.once('connect', r));
+  let answered;
+  // Decoded as ioredis decodes a bulk reply, so both allocate the reply's string.
+  socket.on('data', (chunk) => answered(chunk.toString('utf8')));
+  const request = `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(childKey)}\r\n${childKey}\r\n`;
+  await paced(n, () => new Promise((r) => ((answered = r), socket.write(request))));
+  socket.end();
+}
+
+if (process.argv[2] === 'child') {
+  await child(process.argv[3], Number(process.argv[4]), process.argv[5]);
+} else {
+  const setup = new Redis({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) });
+  await setup.set(key, 'v'.repeat(1000), 'EX', 600);
+  /** Promoted and allocated bytes over one child run, from its --trace-gc-nvp lines. */
+  const run = (kind, n) => {
+    const out = spawnSync(process.execPath, ['--trace-gc-nvp', self, 'child', kind, String(n), key], { encoding: 'utf8', env: { ...process.env } });
+    if (out.status !== 0) throw new Error(`${kind} child failed: ${out.stderr}`);
+    const sum = (field) =>
+      out.stdout
+        .split('\n')
+        .filter((line) => line.includes(' gc='))
+        .reduce((total, line) => {
+          const value = Number(line.match(new RegExp(` ${field}=(\\d+)`))?.[1] ?? 0);
+          return total + (value < 1e12 ? value : 0);
+        }, 0);
+    return { promoted: sum('promoted'), allocated: sum('allocated') };
+  };
+  const [small, large] = [2_500, 10_000];
+  console.log(`promoted per round trip (GET of 1 KB, one every ${gap} ms; difference of ${small} and ${large} round trips):`);
+  for (const kind of ['ioredis', 'net']) {
+    const a = run(kind, small);
+    const b = run(kind, large);
+    const per = (field) => (b[field] - a[field]) / (large - small);
+    console.log(`  ${kind.padEnd(8)} promoted ${(per('promoted') / 1024).toFixed(2)} KB of ${(per('allocated') / 1024).toFixed(2)} KB allocated`);
+  }
+  await setup.del(key);
+  setup.disconnect();
+}
