@@ -9,11 +9,20 @@
 // reports the promoted bytes per round trip from the difference, which cancels start-up:
 //   - ioredis: `await client.get(key)`, as every Redis call in atelier is made;
 //   - net: the same request written on a plain socket and its reply read back.
-// Env: REDIS_URL (default redis://127.0.0.1:6379), GAP.
+// KINDS (comma-separated) adds the bisection's other cases, each on the plain socket:
+//   - command: ioredis's own Command object per round trip (its promise resolved by the reply);
+//   - resolver: an object per round trip keeping a pending promise's resolve function;
+//   - resolver-closure: the same object keeping an arrow function that calls it, as Command does
+//     (`this.resolve = this._convertValue(resolve)`).
+// Env: REDIS_URL (default redis://127.0.0.1:6379), GAP, KINDS (default ioredis,net).
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
+
+// ioredis does not export its Command class; the bisection builds one as ioredis does.
+const Command = createRequire(import.meta.url)('ioredis/built/Command').default;
 
 const self = fileURLToPath(import.meta.url);
 const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
@@ -42,7 +51,27 @@ async function child(kind, n, childKey) {
   // Decoded as ioredis decodes a bulk reply, so both allocate the reply's string.
   socket.on('data', (chunk) => answered(chunk.toString('utf8')));
   const request = `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(childKey)}\r\n${childKey}\r\n`;
-  await paced(n, () => new Promise((r) => ((answered = r), socket.write(request))));
+  const send = () => new Promise((r) => ((answered = r), socket.write(request)));
+  // Each case builds its object per round trip, keeps it for the round trip, and drops it.
+  const cases = {
+    net: send,
+    command: () => {
+      const command = new Command('get', [childKey], { replyEncoding: 'utf8' });
+      return send().then((text) => command.resolve(Buffer.from(text)));
+    },
+    resolver: () => {
+      const held = {};
+      held.promise = new Promise((resolve) => (held.resolve = resolve));
+      return send().then((text) => held.resolve(text));
+    },
+    'resolver-closure': () => {
+      const held = {};
+      held.promise = new Promise((resolve) => (held.resolve = (value) => resolve(value)));
+      return send().then((text) => held.resolve(text));
+    },
+  };
+  if (!cases[kind]) throw new Error(`unknown kind ${kind}: one of ioredis, ${Object.keys(cases).join(', ')}`);
+  await paced(n, cases[kind]);
   socket.end();
 }
 
@@ -67,7 +96,7 @@ if (process.argv[2] === 'child') {
   };
   const [small, large] = [2_500, 10_000];
   console.log(`promoted per round trip (GET of 1 KB, one every ${gap} ms; difference of ${small} and ${large} round trips):`);
-  for (const kind of ['ioredis', 'net']) {
+  for (const kind of (process.env.KINDS ?? 'ioredis,net').split(',')) {
     const a = run(kind, small);
     const b = run(kind, large);
     const per = (field) => (b[field] - a[field]) / (large - small);
