@@ -14,18 +14,20 @@
 //   - resolver: an object per round trip keeping a pending promise's resolve function;
 //   - resolver-closure: the same object keeping an arrow function that calls it, as Command does
 //     (`this.resolve = this._convertValue(resolve)`).
-// Env: REDIS_URL (default redis://127.0.0.1:6379), GAP, KINDS (default ioredis,net).
+// Env: TEST_REDIS_URL (as the other benches; default redis://127.0.0.1:6379), GAP, KINDS (default ioredis,net).
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
 import { Redis } from 'ioredis';
+import { require } from './bench-env.mjs';
 
 // ioredis does not export its Command class; the bisection builds one as ioredis does.
-const Command = createRequire(import.meta.url)('ioredis/built/Command').default;
+const Command = require('ioredis/built/Command').default;
 
 const self = fileURLToPath(import.meta.url);
-const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const { hostname: redisHost, port } = new URL(redisUrl);
+const redisPort = Number(port || 6379);
 const gap = Number(process.env.GAP ?? 2);
 const key = `atelier-bench-promotion:${process.pid}`;
 
@@ -40,12 +42,12 @@ async function paced(n, roundTrip) {
 
 async function child(kind, n, childKey) {
   if (kind === 'ioredis') {
-    const client = new Redis({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) });
+    const client = new Redis(redisUrl);
     await paced(n, () => client.get(childKey));
     client.disconnect();
     return;
   }
-  const socket = net.connect(Number(redisUrl.port || 6379), redisUrl.hostname);
+  const socket = net.connect(redisPort, redisHost);
   await new Promise((r) => socket.once('connect', r));
   let answered;
   // Decoded as ioredis decodes a bulk reply, so both allocate the reply's string.
@@ -78,7 +80,7 @@ async function child(kind, n, childKey) {
 if (process.argv[2] === 'child') {
   await child(process.argv[3], Number(process.argv[4]), process.argv[5]);
 } else {
-  const setup = new Redis({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) });
+  const setup = new Redis(redisUrl);
   await setup.set(key, 'v'.repeat(1000), 'EX', 600);
   /** Promoted and allocated bytes over one child run, from its --trace-gc-nvp lines. */
   const run = (kind, n) => {

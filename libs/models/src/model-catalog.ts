@@ -78,6 +78,9 @@ function pricing(method: string, fields: string[]): JsonSchemaObject {
   };
 }
 
+/** An openai-compatible server's idle-connection time (engine and fallbacks alike), at most 10 minutes. */
+const keepAliveMs: JsonSchemaObject = { type: 'integer', minimum: 1, maximum: 600_000 };
+
 function remoteEngine(type: string, extra: Record<string, JsonSchemaObject> = {}): JsonSchemaObject {
   return {
     type: 'object',
@@ -136,7 +139,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           properties: { type: { const: 'builtin' }, name: nonEmptyString },
         },
         remoteEngine('openai-compatible', {
-          keep_alive_ms: { type: 'integer', minimum: 1, maximum: 600_000 },
+          keep_alive_ms: keepAliveMs,
           max_retries: { type: 'integer', minimum: 0, maximum: 10 },
           retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
           fallbacks: {
@@ -150,7 +153,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
                 upstream_model: nonEmptyString,
                 api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
                 timeout_ms: { type: 'integer', minimum: 1 },
-                keep_alive_ms: { type: 'integer', minimum: 1, maximum: 600_000 },
+                keep_alive_ms: keepAliveMs,
               },
             },
           },

@@ -22,6 +22,9 @@ const request: ChatRequest = {
   responseFormat: { type: 'text' },
 };
 
+/** A one-line answer, for the tests that stand up their own upstream server. */
+const OK_ANSWER = JSON.stringify({ id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+
 describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
   let upstream: FakeOpenAiUpstream;
   const secrets = (name: string) => (name === 'KEY' ? 'secret' : undefined);
@@ -48,8 +51,7 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     const seen: { url?: string; authorization?: string }[] = [];
     const server = (await import('node:http')).createServer((req, res) => {
       seen.push({ url: req.url, authorization: req.headers.authorization });
-      const completion = { id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] };
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(OK_ANSWER);
     });
     await new Promise<void>((r) => server.listen(0, '::1', r));
     const port = (server.address() as { port: number }).port;
@@ -169,8 +171,7 @@ describe('OpenAiCompatibleProvider (fake upstream, no gateway)', () => {
     const http = await import('node:http');
     let connections = 0;
     const server = http.createServer((_req, res) => {
-      const completion = { id: 'x', object: 'chat.completion', created: 1, model: 'echo', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] };
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(OK_ANSWER);
     });
     // 0: no idle timeout, and so no `Keep-Alive: timeout=` header for undici to follow.
     server.keepAliveTimeout = 0;

@@ -286,7 +286,6 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     });
   }
 
-  /** The upstream request of one attempt. */
   /** One connection pool per keep-alive setting: undici sets it per agent, not per request. */
   private agentFor(endpoint: Endpoint): Agent {
     let agent = this.agents.get(endpoint.keepAliveMs);
@@ -297,6 +296,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     return agent;
   }
 
+  /** The upstream request of one attempt. */
   private requestOf(call: ChatProviderCall, endpoint: Endpoint, stream: boolean): Dispatcher.DispatchOptions {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
     if (endpoint.apiKeyEnv) {
