@@ -13,8 +13,15 @@
 //   - command: ioredis's own Command object per round trip (its promise resolved by the reply);
 //   - resolver: an object per round trip keeping a pending promise's resolve function;
 //   - resolver-closure: the same object keeping an arrow function that calls it, as Command does
-//     (`this.resolve = this._convertValue(resolve)`).
-// Env: TEST_REDIS_URL (as the other benches; default redis://127.0.0.1:6379), GAP, KINDS (default ioredis,net).
+//     (`this.resolve = this._convertValue(resolve)`);
+//   - command-settle: Command changed as proposed to ioredis: it keeps the promise's own resolve and
+//     reject and settles through prototype methods (no closure per command);
+//   - pg: `client.query` on node-postgres (TEST_DATABASE_URL), which keeps `query.callback = (err, res) =>
+//     ...` over its promise's resolve and reject: the same pattern in the other library on the hot path;
+//   - pending-closure, pending-plain: no I/O at all, a promise settled at once by an object that keeps its
+//     resolve function, with and without one more (never called) arrow function beside it: the whole
+//     pattern, small enough for a V8 report.
+// Env: TEST_REDIS_URL, TEST_DATABASE_URL (as the other benches), GAP, KINDS (default ioredis,net).
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +30,31 @@ import { require } from './bench-env.mjs';
 
 // ioredis does not export its Command class; the bisection builds one as ioredis does.
 const Command = require('ioredis/built/Command').default;
+
+/** Command as proposed upstream: the promise's own settle functions kept, converted in methods. */
+class SettledCommand extends Command {
+  initPromise() {
+    this.promise = new Promise((resolve, reject) => {
+      this.stringifyArguments();
+      this.settleValue = resolve;
+      this.settleError = reject;
+    });
+  }
+  resolve(value) {
+    try {
+      this._clearTimers();
+      this.settleValue(this.transformReply(value));
+      this.isResolved = true;
+    } catch (err) {
+      this.reject(err);
+    }
+    return this.promise;
+  }
+  reject(err) {
+    this._clearTimers();
+    this.settleError(err);
+  }
+}
 
 const self = fileURLToPath(import.meta.url);
 const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -47,6 +79,29 @@ async function child(kind, n, childKey) {
     client.disconnect();
     return;
   }
+  if (kind === 'pg') {
+    const pg = require('pg');
+    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres' });
+    await client.connect();
+    await paced(n, () => client.query('select $1::text as v', [childKey]));
+    await client.end();
+    return;
+  }
+  const io = {
+    'pending-plain': () => {
+      const held = {};
+      held.promise = new Promise((resolve) => (held.resolve = resolve));
+      held.resolve(childKey);
+      return held.promise;
+    },
+    'pending-closure': () => {
+      const held = {};
+      held.promise = new Promise((resolve) => ((held.resolve = resolve), (held.other = () => childKey)));
+      held.resolve(childKey);
+      return held.promise;
+    },
+  };
+  if (io[kind]) return paced(n, io[kind]);
   const socket = net.connect(redisPort, redisHost);
   await new Promise((r) => socket.once('connect', r));
   let answered;
@@ -61,6 +116,10 @@ async function child(kind, n, childKey) {
       const command = new Command('get', [childKey], { replyEncoding: 'utf8' });
       return send().then((text) => command.resolve(Buffer.from(text)));
     },
+    'command-settle': () => {
+      const command = new SettledCommand('get', [childKey], { replyEncoding: 'utf8' });
+      return send().then((text) => command.resolve(Buffer.from(text)));
+    },
     resolver: () => {
       const held = {};
       held.promise = new Promise((resolve) => (held.resolve = resolve));
@@ -72,7 +131,7 @@ async function child(kind, n, childKey) {
       return send().then((text) => held.resolve(text));
     },
   };
-  if (!cases[kind]) throw new Error(`unknown kind ${kind}: one of ioredis, ${Object.keys(cases).join(', ')}`);
+  if (!cases[kind]) throw new Error(`unknown kind ${kind}: one of ioredis, pg, ${Object.keys(io).join(', ')}, ${Object.keys(cases).join(', ')}`);
   await paced(n, cases[kind]);
   socket.end();
 }
@@ -102,7 +161,7 @@ if (process.argv[2] === 'child') {
     const a = run(kind, small);
     const b = run(kind, large);
     const per = (field) => (b[field] - a[field]) / (large - small);
-    console.log(`  ${kind.padEnd(8)} promoted ${(per('promoted') / 1024).toFixed(2)} KB of ${(per('allocated') / 1024).toFixed(2)} KB allocated`);
+    console.log(`  ${kind.padEnd(16)} promoted ${(per('promoted') / 1024).toFixed(2)} KB of ${(per('allocated') / 1024).toFixed(2)} KB allocated`);
   }
   await setup.del(key);
   setup.disconnect();
