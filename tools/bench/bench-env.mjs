@@ -112,8 +112,9 @@ export function benchConfig(db, overrides = {}) {
 
 /** The compiled gateway listening on a free local port, plus a user with `credits` to spend. */
 export async function startBenchGateway(config, credits) {
-  const { createService } = dist('libs/runtime/src/index.js');
+  const { applyHeapGrowth, createService } = dist('libs/runtime/src/index.js');
   const { GatewayModule } = dist('apps/gateway/src/gateway.module.js');
+  applyHeapGrowth(config);
   const app = await createService(GatewayModule.forRoot(config), config, { service: 'gateway' });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const base = await app.getUrl();

@@ -44,6 +44,13 @@ describe('parseConfig', () => {
     expect(err.message).not.toContain('REDIS_URL');
   });
 
+  it('gives V8 100 % old-generation headroom unless told otherwise, 0 leaving V8 its own choice', () => {
+    expect(parseConfig({}).V8_HEAP_GROWING_PERCENT).toBe(100);
+    expect(parseConfig({ V8_HEAP_GROWING_PERCENT: '0' }).V8_HEAP_GROWING_PERCENT).toBe(0);
+    expect(configError({ V8_HEAP_GROWING_PERCENT: '401' }).problems).toEqual([expect.stringMatching(/^V8_HEAP_GROWING_PERCENT: /)]);
+    expect(configError({ V8_HEAP_GROWING_PERCENT: '1.5' }).problems).toEqual([expect.stringMatching(/^V8_HEAP_GROWING_PERCENT: /)]);
+  });
+
   it('rejects a single bad variable with its name and the reason', () => {
     const err = configError({ REDIS_URL: 'http://127.0.0.1:6379' });
     expect(err.problems).toEqual([expect.stringMatching(/^REDIS_URL: .*redis:\/\//)]);

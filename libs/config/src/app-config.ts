@@ -112,6 +112,12 @@ const schema = z.object({
   /** How often each service sweeps the stale reservations of its kind of paid request. */
   RESERVATION_SWEEP_INTERVAL_MS: positiveInt.default(60_000),
   SHUTDOWN_TIMEOUT_MS: positiveInt.default(25_000),
+  /**
+   * How far V8 lets the old generation grow past what the last full collection kept before the
+   * next one (percent; 0 leaves V8's own choice). V8's own headroom in these services was a few MB
+   * after start-up, so the first traffic burst met a Mark-Compact (10-25 ms) in its first second.
+   */
+  V8_HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(400).default(100),
   MODEL_CATALOG_DIR: z.string().optional(),
   DEMO_USER: z.string().default('demo'),
   DEMO_CREDITS: z.string().regex(/^\d+(\.\d+)?$/).default('100'),

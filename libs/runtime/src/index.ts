@@ -11,7 +11,7 @@ export { RpcClient, type RpcCallOptions } from './rpc-client.service';
 export { HealthChecks, HealthController, LivenessController, SERVICE_NAME } from './health';
 export { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 export { ServiceRuntimeModule, type ServiceRuntimeOptions } from './service-runtime.module';
-export { createFastifyAdapter, createService, HTTP_HOOKS, runService, type HttpHooks } from './bootstrap-service';
+export { applyHeapGrowth, createFastifyAdapter, createService, HTTP_HOOKS, runService, type HttpHooks } from './bootstrap-service';
 export { ACCESS_METADATA, AdminRoute, PublicRoute, type RouteAccess } from './access-metadata';
 export { parseBody } from './parse-body';
 export { MetricsController, QueueDepthMetrics } from './metrics.controller';
