@@ -22,10 +22,12 @@ export function buildAll() {
 
 export const dist = (p) => require(path.join(root, 'dist/local', p));
 
+/** The Postgres server the benches use (TEST_DATABASE_URL, as the tests), without a database of atelier's. */
+export const benchPostgresUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+
 export async function benchDatabase() {
-  const server = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
   const name = `atelier_bench_${randomBytes(4).toString('hex')}`;
-  const url = new URL(server);
+  const url = new URL(benchPostgresUrl);
   url.pathname = `/${name}`;
   const { deploy } = await import('../db/migrations.mjs');
   await deploy({ databaseUrl: url.toString(), log: () => {} });
@@ -33,7 +35,7 @@ export async function benchDatabase() {
     databaseUrl: url.toString(),
     prefix: `atelier-bench-${name}`,
     drop: async () => {
-      const c = new pg.Client({ connectionString: server });
+      const c = new pg.Client({ connectionString: benchPostgresUrl });
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await c.end();

@@ -26,7 +26,7 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { require } from './bench-env.mjs';
+import { benchPostgresUrl, require } from './bench-env.mjs';
 
 // ioredis does not export its Command class; the bisection builds one as ioredis does.
 const Command = require('ioredis/built/Command').default;
@@ -81,7 +81,7 @@ async function child(kind, n, childKey) {
   }
   if (kind === 'pg') {
     const pg = require('pg');
-    const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres' });
+    const client = new pg.Client({ connectionString: benchPostgresUrl });
     await client.connect();
     await paced(n, () => client.query('select $1::text as v', [childKey]));
     await client.end();

@@ -226,7 +226,6 @@ export async function drainAndClose(app: NestFastifyApplication, drainMs: number
   await app.close();
 }
 
-/** Entry point of every app: validated config in, listening service out, clean exit on signals. */
 /**
  * Sets V8_HEAP_GROWING_PERCENT for this process; called before the app is built, since V8 reads
  * the factor at each full collection, start-up's included. Benchmarks call it as the services do.
@@ -235,6 +234,7 @@ export function applyHeapGrowth(config: AppConfig): void {
   if (config.V8_HEAP_GROWING_PERCENT > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.V8_HEAP_GROWING_PERCENT}`);
 }
 
+/** Entry point of every app: validated config in, listening service out, clean exit on signals. */
 export async function runService(
   module: Type<unknown> | DynamicModule,
   config: AppConfig,
