@@ -1,4 +1,5 @@
 import nx from '@nx/eslint-plugin';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 const DEEP_IMPORT = { group: ['@atelier/*/**'], message: 'Import a lib through its public API (@atelier/<lib>), never its files.' };
@@ -26,6 +27,9 @@ export default [
   { ignores: ['**/dist', '**/node_modules', 'libs/db/src/generated/**', '.tools/**', '.nx/**'] },
   ...tseslint.configs.recommended,
   { files: ['**/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' }, languageOptions: { globals: { require: 'readonly', module: 'writable', __dirname: 'readonly' } } },
+  // Scripts (tools, examples, deploy) are plain JavaScript, where no type checker catches a name
+  // used after its definition was removed: no-undef does.
+  { files: ['**/*.mjs'], languageOptions: { globals: globals.node }, rules: { 'no-undef': 'error' } },
   {
     files: ['**/*.ts'],
     plugins: { '@nx': nx },

@@ -308,7 +308,8 @@ const progress = setInterval(() => {
   const total = [...stats.values()].reduce((a, s) => a + s.count, 0);
   console.log(`  ${Math.round((deadline - Date.now()) / 1000)} s left: ${total} requests, ${serverErrors.length} errors, ${generationIds.size} generations`);
 }, 30_000);
-const eventsDone = events();
+// Not awaited: the stream ends with the process, which exits once the books are checked.
+void events();
 await sleep(300);
 await Promise.all([...Object.values(loops).map((loop) => loop()), sampleMemory()]);
 clearInterval(progress);
