@@ -50,6 +50,17 @@ export function machine() {
 /** Extra node flags for the measured services (BENCH_SERVICE_FLAGS, space-separated), e.g. V8 heap settings or GC traces. */
 export const serviceFlags = () => (process.env.BENCH_SERVICE_FLAGS ?? '').split(' ').filter(Boolean);
 
+/**
+ * V8's old-generation headroom as a service sets it (V8_HEAP_GROWING_PERCENT from the same
+ * environment, else its default), for the processes the benches start that are not services
+ * (bench:floor's skeleton), so they are compared with the services like for like.
+ */
+export function applyServiceHeapGrowth() {
+  const { parseConfig } = dist('libs/config/src/index.js');
+  const { applyHeapGrowth } = dist('libs/runtime/src/index.js');
+  applyHeapGrowth(parseConfig({ V8_HEAP_GROWING_PERCENT: process.env.V8_HEAP_GROWING_PERCENT }));
+}
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort() {
   return new Promise((resolve) => {
@@ -108,6 +119,8 @@ export function benchConfig(db, overrides = {}) {
     URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
     LOG_LEVEL: 'error',
     NODE_ENV: 'production',
+    // As the services read it, so an experiment with the setting reaches the in-process gateway too.
+    V8_HEAP_GROWING_PERCENT: process.env.V8_HEAP_GROWING_PERCENT,
     ...overrides,
   });
 }

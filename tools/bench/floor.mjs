@@ -12,7 +12,9 @@
 //   - with FLOOR_PG (default on; 'both' runs both): atelier's own credit ledger
 //     (BatchedCreditLedger: group-committed statements on Postgres): a reservation taken beside
 //     the hand-off, settled after the answer with the request's record, as the gateway does;
-//   - the same fake upstream and closed-loop client as bench:chat phase 3.
+//   - the same fake upstream and closed-loop client as bench:chat phase 3;
+//   - V8's old-generation headroom in both skeleton processes set as the services set it
+//     (V8_HEAP_GROWING_PERCENT), so the garbage collector does the same work on both sides.
 // No auth, validation, token counting, metrics, governance, Nest or Fastify. The closed loop's
 // rate through it, as a share of the direct rate in the same run, is the ceiling for
 // bench:chat's "share of the direct rate" on this machine; CPU per request says where it goes.
@@ -23,7 +25,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
+import { applyServiceHeapGrowth, benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
@@ -78,6 +80,7 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
 // ---- skeleton gateway --------------------------------------------------------------------------
 if (role === 'gateway') {
   const [, , , port, prefix, databaseUrl] = process.argv;
+  applyServiceHeapGrowth();
   const redis = new Redis(REDIS_URL, { enableAutoPipelining: true });
   const sub = new Redis(REDIS_URL);
   const instance = randomUUID().slice(0, 8);
@@ -141,6 +144,7 @@ if (role === 'gateway') {
 // ---- skeleton chat worker ------------------------------------------------------------------------
 if (role === 'worker') {
   const [, , , prefix, upstream] = process.argv;
+  applyServiceHeapGrowth();
   const { Pool } = require('undici');
   const upstreamUrl = new URL(upstream);
   const agent = new Pool(upstreamUrl.origin, { connections: 128 });
