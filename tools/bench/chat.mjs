@@ -27,7 +27,10 @@
 // KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards),
 // BENCH_FIRST_SECOND=1 (phase 1's stage means for its first second apart from the rest: one more scrape at 1 s),
 // BENCH_WARM=<seconds> (phase 1 sends that much gateway traffic, at BENCH_WARM_RATE (default BENCH_RATE), before its
-// measured run, then pauses BENCH_WARM_IDLE ms; neither is measured: an experiment on the first second's tail).
+// measured run, then pauses BENCH_WARM_IDLE ms; neither is measured: an experiment on the first second's tail),
+// BENCH_POD_MEMORY=<size, e.g. 512Mi> (the gateway and each chat process in a memory cgroup of that size, as in a pod
+// with that limit; the peaks are printed at the end; pod-memory.mjs. Add the manifests' NODE_OPTIONS to
+// BENCH_SERVICE_FLAGS to run what the pods run).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -40,6 +43,7 @@ import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds,
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
+import { parseMemory, peakRss, podCgroup } from './pod-memory.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
@@ -52,9 +56,13 @@ const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 buildAll();
 const db = await benchDatabase();
 const children = [];
+const POD_MEMORY = process.env.BENCH_POD_MEMORY ? parseMemory(process.env.BENCH_POD_MEMORY) : undefined;
+/** The pod-sized memory cgroups (BENCH_POD_MEMORY), by the process they hold. */
+const pods = new Map();
 const cleanup = async () => {
   for (const c of children) c.kill('SIGTERM');
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));
+  for (const pod of pods.values()) pod.remove();
   await db.drop().catch(() => undefined);
 };
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanup().then(() => process.exit(130)));
@@ -65,9 +73,12 @@ process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 const pidsOf = {};
 /** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
 function startNode(name, args, env, ready) {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const pod = POD_MEMORY && name !== 'fake upstream' ? podCgroup(`${name}-${pidsOf[name]?.length ?? 0}`, POD_MEMORY) : undefined;
+  const [command, argv] = pod ? pod.wrap(process.execPath, args) : [process.execPath, args];
+  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
+  if (pod) pods.set(`${name} ${child.pid}`, pod);
   let out = '';
   child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
   child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
@@ -719,6 +730,16 @@ if (PHASES.includes('5')) {
   console.log(`   direct p50 ${ms(d.p50)} max ${ms(d.max)}   gateway p50 ${ms(g.p50)} max ${ms(g.max)}   added p50 ${ms(g.p50 - d.p50)}`);
   summary.afterIdle = { idleMs: IDLE_MS, direct: d.p50, gateway: g.p50, addedP50: g.p50 - d.p50 };
   breakdown(before, after);
+}
+
+if (pods.size) {
+  console.log(`\nPod memory (each process in a cgroup of ${(POD_MEMORY / 2 ** 20).toFixed(0)} MiB)`);
+  for (const [name, pod] of pods) {
+    const r = { ...pod.report(), peakRssBytes: peakRss(Number(name.split(' ').at(-1))) };
+    const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+    console.log(`   ${name}: cgroup peak ${mib(r.peakBytes)} (page cache included), process peak RSS ${mib(r.peakRssBytes)}; limit hit ${r.limitHits} times, OOM kills ${r.oomKills}`);
+    (summary.podMemory ??= {})[name] = r;
+  }
 }
 
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
