@@ -57,12 +57,12 @@ buildAll();
 const db = await benchDatabase();
 const children = [];
 const POD_MEMORY = process.env.BENCH_POD_MEMORY ? parseMemory(process.env.BENCH_POD_MEMORY) : undefined;
-/** The pod-sized memory cgroups (BENCH_POD_MEMORY), by the process they hold. */
+/** The pod-sized memory cgroups (BENCH_POD_MEMORY) and the pid each holds, by process name and pid. */
 const pods = new Map();
 const cleanup = async () => {
   for (const c of children) c.kill('SIGTERM');
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));
-  for (const pod of pods.values()) pod.remove();
+  for (const { pod } of pods.values()) pod.remove();
   await db.drop().catch(() => undefined);
 };
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanup().then(() => process.exit(130)));
@@ -78,7 +78,7 @@ function startNode(name, args, env, ready) {
   const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
-  if (pod) pods.set(`${name} ${child.pid}`, pod);
+  if (pod) pods.set(`${name} ${child.pid}`, { pod, pid: child.pid });
   let out = '';
   child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
   child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
@@ -734,8 +734,8 @@ if (PHASES.includes('5')) {
 
 if (pods.size) {
   console.log(`\nPod memory (each process in a cgroup of ${(POD_MEMORY / 2 ** 20).toFixed(0)} MiB)`);
-  for (const [name, pod] of pods) {
-    const r = { ...pod.report(), peakRssBytes: peakRss(Number(name.split(' ').at(-1))) };
+  for (const [name, { pod, pid }] of pods) {
+    const r = { ...pod.report(), peakRssBytes: peakRss(pid) };
     const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
     console.log(`   ${name}: cgroup peak ${mib(r.peakBytes)} (page cache included), process peak RSS ${mib(r.peakRssBytes)}; limit hit ${r.limitHits} times, OOM kills ${r.oomKills}`);
     (summary.podMemory ??= {})[name] = r;
