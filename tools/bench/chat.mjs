@@ -62,8 +62,9 @@ const pods = new Map();
 const cleanup = async () => {
   for (const c of children) c.kill('SIGTERM');
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));
-  for (const { pod } of pods.values()) pod.remove();
   await db.drop().catch(() => undefined);
+  // After the database: a cgroup that will not go (a process still in it) must not leave the database behind.
+  for (const { pod } of pods.values()) pod.remove();
 };
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanup().then(() => process.exit(130)));
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));

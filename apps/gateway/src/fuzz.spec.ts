@@ -51,6 +51,10 @@ describe('fuzzing every route (real processes)', () => {
   let seedGeneration: string;
 
   const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => queryOnce<T>(env.databaseUrl, text, params);
+  /** Whether every one of these generations has reached a terminal state. */
+  const allEnded = async (ids: string[]) => (await sql(`SELECT 1 FROM generations WHERE id = ANY($1::uuid[]) AND status IN ('queued','processing')`, [ids])).length === 0;
+  /** Whether the fuzzed namespace has no reservation open. */
+  const noneReserved = async () => (await sql(`SELECT 1 FROM credit_reservations r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = $1 AND r.status = 'open'`, [namespace])).length === 0;
   const api = async <T>(method: string, url: string, token: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(`${base}${url}`, {
       method,
@@ -161,12 +165,7 @@ describe('fuzzing every route (real processes)', () => {
     // The books open once the setup's own paid work has settled: the seed generation's charge,
     // committed after \`before\` was read but stamped with its transaction's earlier start, once
     // counted on neither side and failed this check with 0.01 credits unaccounted for.
-    await waitFor(
-      async () =>
-        (await sql(`SELECT 1 FROM generations WHERE id = $1 AND status IN ('queued','processing')`, [seedGeneration])).length === 0 &&
-        (await sql(`SELECT 1 FROM credit_reservations r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = $1 AND r.status = 'open'`, [namespace])).length === 0,
-      { timeoutMs: 60_000, description: "the setup's paid work to settle" },
-    );
+    await waitFor(async () => (await allEnded([seedGeneration])) && (await noneReserved()), { timeoutMs: 60_000, description: "the setup's paid work to settle" });
     // Both from the database's clock, in one statement: the ledger's created_at is on that clock,
     // kept to the millisecond (rounded), so the window opens at the millisecond's start.
     const [{ credits: before, at: started }] = await sql<{ credits: string; at: string }>(
@@ -244,15 +243,9 @@ describe('fuzzing every route (real processes)', () => {
     expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(100);
     expect(sorted.at(-1)).toBeLessThan(3_000);
     // Every accepted enqueue ends in a terminal state.
-    await waitFor(async () => (await sql(`SELECT 1 FROM generations WHERE id = ANY($1::uuid[]) AND status IN ('queued','processing')`, [[...accepted]])).length === 0, {
-      timeoutMs: 120_000,
-      description: 'accepted generations to finish',
-    });
+    await waitFor(() => allEnded([...accepted]), { timeoutMs: 120_000, description: 'accepted generations to finish' });
     // Money: nothing reserved is left behind, and the balance moved only by charges (never up).
-    await waitFor(async () => (await sql(`SELECT 1 FROM credit_reservations r JOIN namespaces n ON n.id = r.namespace_id WHERE n.name = $1 AND r.status = 'open'`, [namespace])).length === 0, {
-      timeoutMs: 60_000,
-      description: 'no reservation left open',
-    });
+    await waitFor(noneReserved, { timeoutMs: 60_000, description: 'no reservation left open' });
     const [books] = await sql<{ credits: string; reserved: string; other_kinds: string; charged: string }>(
       `SELECT n.credits::text, n.reserved::text,
               (SELECT count(*) FROM credit_ledger l WHERE l.namespace_id = n.id AND l.created_at >= $2 AND l.kind <> 'charge')::text AS other_kinds,
