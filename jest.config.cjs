@@ -12,6 +12,7 @@ for (const group of ['apps', 'libs']) {
 projects.push(path.join(__dirname, 'tools/db/jest.config.cjs'));
 projects.push(path.join(__dirname, 'deploy/jest.config.cjs'));
 projects.push(path.join(__dirname, 'tools/workspace/jest.config.cjs'));
+projects.push(path.join(__dirname, 'tools/bench/jest.config.cjs'));
 projects.push(path.join(__dirname, 'examples/jest.config.cjs'));
 
 // testTimeout is a global option: Jest ignores it in a project's config (the preset's), so it is set here.

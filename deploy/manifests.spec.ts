@@ -1,6 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { parseConfig, type AppConfig } from '@atelier/config';
 import { CHAT_COMPLETION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, IMAGE_GENERATION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_GENERATION_QUEUE, VIDEO_RENDER_QUEUE } from '@atelier/contracts';
@@ -42,13 +43,17 @@ const PORT_VARS: Record<string, keyof AppConfig> = {
   'fine-tune': 'FINE_TUNE_PORT',
 };
 const APPS = readdirSync(path.join(root, 'apps'));
-const UNITS: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, K: 1e3, M: 1e6, G: 1e9 };
-/** A Kubernetes memory quantity ("512Mi", "1G", "1048576") in bytes. */
-const bytesOf = (quantity: string) => {
-  const [, n, unit] = /^(\d+(?:\.\d+)?)([KMG]i?)?$/.exec(quantity) ?? [];
-  if (n === undefined) throw new Error(`not a memory quantity: ${quantity}`);
-  return Number(n) * (unit ? UNITS[unit] : 1);
-};
+let bytesOf: (quantity: string) => number;
+beforeAll(async () => {
+  ({ memoryBytes: bytesOf } = (await import(pathToFileURL(path.join(__dirname, 'memory-quantity.mjs')).href)) as { memoryBytes: typeof bytesOf });
+});
+
+describe('memory quantities', () => {
+  it('reads a limit in the units Kubernetes accepts, and refuses what is not a quantity', () => {
+    expect(['512Mi', '1.5Gi', '1G', '1048576', '2k'].map((q) => bytesOf(q))).toEqual([512 * 2 ** 20, 1.5 * 2 ** 30, 1e9, 1048576, 2000]);
+    for (const bad of ['', '512 MB', 'Mi', '-1Gi', '1Xi']) expect(() => bytesOf(bad)).toThrow(/not a memory quantity/);
+  });
+});
 
 describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overlay) => {
   const { objects, errors } = render(overlay);

@@ -30,7 +30,7 @@
 // measured run, then pauses BENCH_WARM_IDLE ms; neither is measured: an experiment on the first second's tail),
 // BENCH_POD_MEMORY=<size, e.g. 512Mi> (the gateway and each chat process in a memory cgroup of that size, as in a pod
 // with that limit; the peaks are printed at the end; pod-memory.mjs. Add the manifests' NODE_OPTIONS to
-// BENCH_SERVICE_FLAGS to run what the pods run).
+// BENCH_SERVICE_FLAGS to run what the pods run. Cgroups a killed run left behind are removed at the next one's start).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -43,7 +43,7 @@ import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds,
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
-import { parseMemory, peakRss, podCgroup } from './pod-memory.mjs';
+import { parseMemory, peakRss, podCgroup, sweepStalePods } from './pod-memory.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
@@ -59,6 +59,11 @@ const children = [];
 const POD_MEMORY = process.env.BENCH_POD_MEMORY ? parseMemory(process.env.BENCH_POD_MEMORY) : undefined;
 /** The pod-sized memory cgroups (BENCH_POD_MEMORY) and the pid each holds, by process name and pid. */
 const pods = new Map();
+if (POD_MEMORY) {
+  const stale = sweepStalePods();
+  if (stale.removed.length) console.log(`removed ${stale.removed.length} memory cgroup(s) a killed bench left behind`);
+  if (stale.kept.length) console.log(`left in place, processes still in them (a killed bench's services?): ${stale.kept.join(', ')}`);
+}
 const cleanup = async () => {
   for (const c of children) c.kill('SIGTERM');
   await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)))));

@@ -10,21 +10,28 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-const V2_ROOT = '/sys/fs/cgroup';
-const V1_ROOT = '/sys/fs/cgroup/memory';
+import { memoryBytes } from '../../deploy/memory-quantity.mjs';
 
-/** "512Mi", "1Gi", "512M" or a byte count, in bytes. */
+const PREFIX = 'atelier-bench-';
+
+/** BENCH_POD_MEMORY's size ("512Mi", "1Gi", a byte count: a Kubernetes memory quantity) in bytes. */
 export function parseMemory(text) {
-  const m = /^(\d+)(Ki|Mi|Gi|K|M|G)?$/.exec(String(text).trim());
-  if (!m) throw new Error(`BENCH_POD_MEMORY: "${text}" is not a size such as 512Mi`);
-  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, K: 1e3, M: 1e6, G: 1e9 }[m[2]] ?? 1;
-  return Number(m[1]) * unit;
+  try {
+    return memoryBytes(text);
+  } catch (err) {
+    throw new Error(`BENCH_POD_MEMORY: ${err.message}`);
+  }
 }
 
-function controller() {
-  const v2 = path.join(V2_ROOT, 'cgroup.controllers');
-  if (fs.existsSync(v2) && fs.readFileSync(v2, 'utf8').split(/\s+/).includes('memory')) return 'v2';
-  if (fs.existsSync(path.join(V1_ROOT, 'memory.limit_in_bytes'))) return 'v1';
+/**
+ * Where memory cgroups are made and which interface they have: cgroup v2 (one hierarchy with the
+ * memory controller enabled) or v1 (a memory hierarchy of its own). `root` is the cgroup mount.
+ */
+export function memoryController(root = '/sys/fs/cgroup') {
+  const v2 = path.join(root, 'cgroup.controllers');
+  if (fs.existsSync(v2) && fs.readFileSync(v2, 'utf8').split(/\s+/).includes('memory')) return { kind: 'v2', dir: root };
+  const v1 = path.join(root, 'memory');
+  if (fs.existsSync(path.join(v1, 'memory.limit_in_bytes'))) return { kind: 'v1', dir: v1 };
   throw new Error('BENCH_POD_MEMORY: no writable memory cgroup controller here (needs root, cgroup v2 or v1)');
 }
 
@@ -34,13 +41,14 @@ function controller() {
  * pid stays the program's); `report()` reads its peak and limit hits; `remove()` deletes it once
  * its processes are gone.
  */
-export function podCgroup(name, bytes) {
-  const kind = controller();
-  const dir = path.join(kind === 'v2' ? V2_ROOT : V1_ROOT, `atelier-bench-${process.pid}-${name}`);
+export function podCgroup(name, bytes, controller = memoryController()) {
+  const { kind } = controller;
+  const dir = path.join(controller.dir, `${PREFIX}${process.pid}-${name}`);
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, kind === 'v2' ? 'memory.max' : 'memory.limit_in_bytes'), String(bytes));
   const read = (file) => fs.readFileSync(path.join(dir, file), 'utf8');
   return {
+    dir,
     wrap: (command, args) => ['/bin/sh', ['-c', 'echo $$ > "$0" && exec "$@"', path.join(dir, 'cgroup.procs'), command, ...args]],
     report() {
       if (kind === 'v2') {
@@ -52,6 +60,37 @@ export function podCgroup(name, bytes) {
     },
     remove: () => fs.rmdirSync(dir),
   };
+}
+
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+};
+
+/**
+ * Removes the cgroups an earlier bench left behind when it was killed before its clean-up (SIGKILL,
+ * a crash): those whose bench process is gone and that hold no process. Returns what it removed and
+ * what it could not, by name.
+ */
+export function sweepStalePods(controller = memoryController()) {
+  const removed = [];
+  const kept = [];
+  for (const entry of fs.readdirSync(controller.dir, { withFileTypes: true })) {
+    const pid = entry.isDirectory() && entry.name.startsWith(PREFIX) ? Number.parseInt(entry.name.slice(PREFIX.length), 10) : NaN;
+    if (!Number.isInteger(pid) || alive(pid)) continue;
+    try {
+      fs.rmdirSync(path.join(controller.dir, entry.name));
+      removed.push(entry.name);
+    } catch {
+      // A process still in it (a service the killed bench started): the kernel refuses, so it stays.
+      kept.push(entry.name);
+    }
+  }
+  return { removed, kept };
 }
 
 /** A running process's peak resident set (VmHWM), in bytes; 0 once it is gone. */
