@@ -125,6 +125,8 @@ const lines = [
   '  80 % (set before the run that first reported it; the pages before measured 79.6 % and 83.7 %): what atelier\'s own',
   '  work costs, namely auth, validation, token counting, governance checks, metrics, Nest and Fastify, may take at most a',
   '  fifth of the throughput the bare topology reaches. The 30 % row stays, for comparison with earlier pages.',
+  '- **closed loop**: the direct path, the gateway and the floor take turns in each run (three rounds of a third of',
+  '  the time, the order rotated), so the ratios between them hold while a shared VM\'s speed drifts during the run.',
   '- **SSE**: resident memory growth of the gateway process with 10,000 idle `GET /api/events` streams open (one user).',
   '- **first second** at 500 req/s, and **after 6 s idle**: after a pause, the first request costs more than the ones',
   '  after it. At commit 5625e01 (13-20 ms against 3-4 ms, one at a time after 10 s idle on a slow 2-core VM) the API',
