@@ -603,10 +603,11 @@ const floorGroups = { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skelet
 // The three closed loops take turns, in ROUNDS rounds (each turn SECONDS / ROUNDS, the order
 // rotated), rather than one after another: on a shared VM the machine's speed drifts over a
 // run's minute (the direct rate alone went from 9,400 to 16,700 req/s between runs of one
-// session), and the rows that matter are ratios of these rates. Postgres and Redis statistics are taken around the gateway's
-// turns only, after the previous turn's statements have reached the statistics collector (which
-// reports up to a second late); the gateway's metrics are scraped around its turns too (the
-// event-loop delay is its last turn's: scraping resets it). BENCH_PERF records a single turn.
+// session), and the rows that matter are ratios of these rates. Postgres and Redis statistics
+// are taken around the gateway's turns only, after the previous turn's statements have reached
+// the statistics collector (which reports up to a second late); the gateway's metrics are scraped
+// around its turns too (the event-loop delay is its last turn's: scraping resets it). BENCH_PERF
+// records a single turn.
 const ROUNDS = PERF_FILE && PERF_PHASE === '3' ? 1 : Number(process.env.BENCH_LOOP_ROUNDS ?? 3);
 const quiet = () => new Promise((r) => setTimeout(r, 1100));
 const turns = {
