@@ -305,3 +305,45 @@ export function cpuPerRequest(before, after, requests) {
     runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${runWaitTotal.toFixed(3)} ms per request`,
   };
 }
+
+/**
+ * Closed loops that take turns: `rounds` rounds in which each entry of `loops` (by name:
+ * `send()` for one call, `groups` for cpuSeconds) runs for `seconds / rounds`, the order rotated
+ * each round. On a shared VM the machine's speed drifts over a run's minute, and what a bench
+ * reports is a ratio of these rates, so each one is measured across the same stretch of time.
+ * `around(name)`, if given, runs before each turn and returns what runs after it (the turn's own
+ * statistics; also where to let the turn's after-effects settle before the next one). Resolves
+ * with each loop's totals over its turns, as `closedLoop` gives them, and its CPU per request.
+ */
+export async function closedLoopsInTurns(loops, { connections, seconds, rounds, around }) {
+  const names = Object.keys(loops);
+  const totals = Object.fromEntries(names.map((n) => [n, { ok: 0, errors: 0, lastError: undefined, ms: 0, latencies: [], cpu: undefined }]));
+  for (let round = 0; round < rounds; round++) {
+    const shift = round % names.length;
+    for (const name of [...names.slice(shift), ...names.slice(0, shift)]) {
+      const { send, groups } = loops[name];
+      const t = totals[name];
+      const after = await around?.(name);
+      const cpu0 = cpuSeconds(groups);
+      const started = performance.now();
+      const r = await closedLoop(send, connections, seconds / rounds);
+      t.ms += performance.now() - started;
+      const cpu1 = cpuSeconds(groups);
+      t.cpu ??= Object.fromEntries(Object.entries(cpu0).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).map((f) => [f, 0]))]));
+      for (const [k, v] of Object.entries(t.cpu)) for (const f of Object.keys(v)) v[f] += cpu1[k][f] - cpu0[k][f];
+      t.ok += r.ok;
+      t.errors += r.errors;
+      t.lastError = r.lastError ?? t.lastError;
+      // Not push(...r.latencies): a 10 s loop answers more calls than a call may have arguments.
+      for (const l of r.latencies) t.latencies.push(l);
+      await after?.();
+    }
+  }
+  return Object.fromEntries(
+    names.map((n) => {
+      const { ms, cpu, ...t } = totals[n];
+      const zero = Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).map((f) => [f, 0]))]));
+      return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zero, cpu, t.ok) }];
+    }),
+  );
+}

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, buildAll, closedLoop as loop, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -600,65 +600,45 @@ const floorTarget = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
 await closedLoop(floorTarget, 8, 2);
 const floorGroups = { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker };
 
-// The three closed loops take turns, in ROUNDS rounds (each turn SECONDS / ROUNDS, the order
-// rotated), rather than one after another: on a shared VM the machine's speed drifts over a
-// run's minute (the direct rate alone went from 9,400 to 16,700 req/s between runs of one
-// session), and the rows that matter are ratios of these rates. Postgres and Redis statistics
-// are taken around the gateway's turns only, after the previous turn's statements have reached
-// the statistics collector (which reports up to a second late); the gateway's metrics are scraped
-// around its turns too (the event-loop delay is its last turn's: scraping resets it). BENCH_PERF
-// records a single turn.
+// The three closed loops take turns (closedLoopsInTurns: the rows that matter are ratios of their
+// rates, and a shared VM's speed drifts over a run's minute; the direct rate alone went from 9,400
+// to 16,700 req/s between runs of one session). Postgres and Redis statistics are taken around
+// the gateway's turns only, after the previous turn's statements have reached the statistics
+// collector (which reports up to a second late); the gateway's metrics are scraped around its
+// turns too (the event-loop delay is its last turn's: scraping resets it). BENCH_PERF records a
+// single turn.
 const ROUNDS = PERF_FILE && PERF_PHASE === '3' ? 1 : Number(process.env.BENCH_LOOP_ROUNDS ?? 3);
-const quiet = () => new Promise((r) => setTimeout(r, 1100));
-const turns = {
-  direct: { target: targets.direct, groups: cpuGroups },
-  gateway: { target: targets.gateway, groups: cpuGroups },
-  floor: { target: floorTarget, groups: floorGroups },
-};
-for (const t of Object.values(turns)) Object.assign(t, { ok: 0, errors: 0, lastError: undefined, ms: 0, latencies: [], cpu: undefined });
 const pgSum = {};
 const redisSum = {};
 let scraped;
 let scrapedAfter;
-for (let round = 0; round < ROUNDS; round++) {
-  const order = ['direct', 'gateway', 'floor'];
-  for (const name of [...order.slice(round % 3), ...order.slice(0, round % 3)]) {
-    const t = turns[name];
-    const isGateway = name === 'gateway';
-    if (isGateway) {
-      const s0 = await scrapeAll();
-      scraped ??= s0;
-    }
-    const [pg0, redis0] = isGateway ? [await pgStats(), await redisStats()] : [];
-    const stopPerf = isGateway ? await perfIn('3') : undefined;
-    const cpu0 = cpuSeconds(t.groups);
-    const started = performance.now();
-    const r = await loop(() => once(t.target, false), CONNECTIONS, SECONDS / ROUNDS);
-    t.ms += performance.now() - started;
-    const cpu1 = cpuSeconds(t.groups);
+/** Before each turn, what the gateway's turn is measured by; after it, a pause for the statistics collector. */
+const aroundTurn = async (name) => {
+  if (name !== 'gateway') return () => new Promise((r) => setTimeout(r, 1100));
+  const s0 = await scrapeAll();
+  scraped ??= s0;
+  const [pg0, redis0] = [await pgStats(), await redisStats()];
+  const stopPerf = await perfIn('3');
+  return async () => {
     await stopPerf?.();
-    t.cpu ??= Object.fromEntries(Object.entries(cpu0).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).filter((f) => typeof v[f] === 'number').map((f) => [f, 0]))]));
-    for (const [k, v] of Object.entries(t.cpu)) for (const f of Object.keys(v)) v[f] += cpu1[k][f] - cpu0[k][f];
-    t.ok += r.ok;
-    t.errors += r.errors;
-    t.lastError = r.lastError ?? t.lastError;
-    for (const l of r.latencies) t.latencies.push(l);
-    if (isGateway) {
-      scrapedAfter = await scrapeAll();
-      await ledgerSettled();
-    }
-    await quiet();
-    if (isGateway) {
-      const [pg1, redis1] = [await pgStats(), await redisStats()];
-      for (const k of Object.keys(pg1)) pgSum[k] = (pgSum[k] ?? 0) + pg1[k] - pg0[k];
-      for (const k of Object.keys(redis1)) redisSum[k] = (redisSum[k] ?? 0) + redis1[k] - (redis0[k] ?? 0);
-    }
-  }
-}
-const zeroCpu = (t) => Object.fromEntries(Object.entries(t.cpu).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).map((f) => [f, 0]))]));
-const result = (t) => ({ ok: t.ok, errors: t.errors, lastError: t.lastError, rps: t.ok / (t.ms / 1000), latency: stats(t.latencies) });
-const [direct, through, floor] = ['direct', 'gateway', 'floor'].map((n) => result(turns[n]));
-const [cpuDirect, cpuThrough, cpuFloor] = ['direct', 'gateway', 'floor'].map((n) => cpuPerRequest(zeroCpu(turns[n]), turns[n].cpu, turns[n].ok));
+    scrapedAfter = await scrapeAll();
+    await ledgerSettled();
+    await new Promise((r) => setTimeout(r, 1100));
+    const [pg1, redis1] = [await pgStats(), await redisStats()];
+    for (const k of Object.keys(pg1)) pgSum[k] = (pgSum[k] ?? 0) + pg1[k] - pg0[k];
+    for (const k of Object.keys(redis1)) redisSum[k] = (redisSum[k] ?? 0) + redis1[k] - (redis0[k] ?? 0);
+  };
+};
+const byName = await closedLoopsInTurns(
+  {
+    direct: { send: () => once(targets.direct, false), groups: cpuGroups },
+    gateway: { send: () => once(targets.gateway, false), groups: cpuGroups },
+    floor: { send: () => once(floorTarget, false), groups: floorGroups },
+  },
+  { connections: CONNECTIONS, seconds: SECONDS, rounds: ROUNDS, around: aroundTurn },
+);
+const [direct, through, floor] = ['direct', 'gateway', 'floor'].map((n) => ({ ...byName[n], latency: stats(byName[n].latencies) }));
+const [cpuDirect, cpuThrough, cpuFloor] = [direct.cpu, through.cpu, floor.cpu];
 console.log(`\n3. Sustained throughput, ${CONNECTIONS} connections, non-streaming (${ROUNDS} rounds: direct, gateway and floor take turns of ${(SECONDS / ROUNDS).toFixed(1)} s)`);
 console.log(`   direct to upstream   ${direct.rps.toFixed(0)} req/s  p50 ${ms(direct.latency.p50)}  p99 ${ms(direct.latency.p99)}  errors ${direct.errors}`);
 console.log(`   through the gateway  ${through.rps.toFixed(0)} req/s  p50 ${ms(through.latency.p50)}  p99 ${ms(through.latency.p99)}  errors ${through.errors}${through.lastError ? ` (${through.lastError})` : ''}   (target >= 2500 req/s and >= 30 % of direct, with auth and billing)`);

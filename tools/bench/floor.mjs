@@ -18,14 +18,15 @@
 // No auth, validation, token counting, metrics, governance, Nest or Fastify. The closed loop's
 // rate through it, as a share of the direct rate in the same run, is the ceiling for
 // bench:chat's "share of the direct rate" on this machine; CPU per request says where it goes.
-// Env: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), FLOOR_PG (1, 0 or both).
+// The direct path and the skeleton take turns (BENCH_LOOP_ROUNDS rounds, default 3; closedLoopsInTurns).
+// Env: BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 64), FLOOR_PG (1, 0 or both), BENCH_LOOP_ROUNDS.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { applyServiceHeapGrowth, benchDatabase, buildAll, closedLoop, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
+import { applyServiceHeapGrowth, benchDatabase, buildAll, closedLoop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
@@ -193,6 +194,7 @@ if (role === 'worker') {
 // ---- the run ---------------------------------------------------------------------------------------
 if (role === 'main') {
   const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+  const ROUNDS = Number(process.env.BENCH_LOOP_ROUNDS ?? 3);
   const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
   const variants = { 1: [true], 0: [false], both: [false, true] }[process.env.FLOOR_PG ?? '1'];
   const API_KEY = 'sk-floor-upstream-key';
@@ -241,8 +243,10 @@ if (role === 'main') {
     // Warm-up: JIT and connections.
     await measured(upstreamUrl, `Bearer ${API_KEY}`, 2, groups);
     await measured(gatewayUrl, '', 3, groups);
-    const direct = await measured(upstreamUrl, `Bearer ${API_KEY}`, SECONDS, groups);
-    const through = await measured(gatewayUrl, '', SECONDS, groups);
+    const { direct, through } = await closedLoopsInTurns(
+      { direct: { send: () => once(upstreamUrl, `Bearer ${API_KEY}`), groups }, through: { send: () => once(gatewayUrl, ''), groups } },
+      { connections: CONNECTIONS, seconds: SECONDS, rounds: ROUNDS },
+    );
     console.log(`\n${withPg ? 'with' : 'without'} a Postgres reservation and settlement per request`);
     console.log(`   direct to upstream      ${direct.rps.toFixed(0)} req/s  errors ${direct.errors}`);
     console.log(`   through the skeleton    ${through.rps.toFixed(0)} req/s  errors ${through.errors}`);
