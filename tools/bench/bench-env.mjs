@@ -24,6 +24,7 @@ export const dist = (p) => require(path.join(root, 'dist/local', p));
 
 /** The Postgres server the benches use (TEST_DATABASE_URL, as the tests), without a database of atelier's. */
 export const benchPostgresUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+export const benchRedisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 export async function benchDatabase() {
   const name = `atelier_bench_${randomBytes(4).toString('hex')}`;
@@ -39,6 +40,19 @@ export async function benchDatabase() {
       await c.connect();
       await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await c.end();
+      // The run's Redis keys too (queues, kept jobs, streams, kept replies; the floor's skeleton
+      // uses `<prefix>-floor`): the machine's Redis is shared and keeps them until it restarts.
+      // One bench:report left about 60,000 before this.
+      const { Redis } = require('ioredis');
+      const redis = new Redis(benchRedisUrl, { lazyConnect: true });
+      await redis.connect();
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `atelier-bench-${name}*`, 'COUNT', 1000);
+        if (keys.length) await redis.unlink(...keys);
+        cursor = next;
+      } while (cursor !== '0');
+      await redis.quit();
     },
   };
 }
@@ -113,7 +127,7 @@ export function benchConfig(db, overrides = {}) {
   const { parseConfig } = dist('libs/config/src/index.js');
   return parseConfig({
     DATABASE_URL: db.databaseUrl,
-    REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_URL: benchRedisUrl,
     REDIS_PREFIX: db.prefix,
     ADMIN_TOKEN: 'bench-admin-token-0123456789',
     URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',

@@ -1,9 +1,14 @@
 import path from 'node:path';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { pathToFileURL } from 'node:url';
 
 type Loop = { send: () => Promise<unknown>; groups: Record<string, number[]> };
 type Totals = { ok: number; errors: number; lastError?: string; rps: number; latencies: number[]; cpu: { parts: [string, number][]; total: number } };
 type BenchEnv = {
+  benchPostgresUrl: string;
+  benchRedisUrl: string;
+  benchDatabase(): Promise<{ databaseUrl: string; prefix: string; drop(): Promise<void> }>;
   closedLoopsInTurns(
     loops: Record<string, Loop>,
     opts: { connections: number; seconds: number; rounds: number; around?: (name: string) => Promise<(() => unknown) | undefined> },
@@ -69,5 +74,42 @@ describe('closed loops that take turns', () => {
     expect(result.gateway.errors).toBeGreaterThan(0);
     expect(result.gateway.lastError).toBe('gateway refused');
     expect(result.direct.errors).toBe(0);
+  });
+});
+
+describe("a bench's database and Redis prefix", () => {
+  it('are both removed by drop(), and nothing of another run with them', async () => {
+    const db = await env.benchDatabase();
+    const other = `${db.prefix.slice(0, -1)}${db.prefix.endsWith('0') ? '1' : '0'}`;
+    const redis = new Redis(env.benchRedisUrl);
+    const admin = new pg.Client({ connectionString: env.benchPostgresUrl });
+    await admin.connect();
+    try {
+      // As the services and the floor's skeleton leave them: many keys, some of them streams.
+      const keys = Array.from({ length: 2500 }, (_, i) => `${db.prefix}:bull:q:${i}`);
+      for (let i = 0; i < keys.length; i += 500) await redis.mset(...keys.slice(i, i + 500).flatMap((k) => [k, 'x']));
+      await redis.xadd(`${db.prefix}-floor:calls`, '*', 'job', '1');
+      await redis.set(`${other}:kept`, 'x');
+      const name = new URL(db.databaseUrl).pathname.slice(1);
+      const exists = async () => (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount;
+      expect(await exists()).toBe(1);
+
+      await db.drop();
+
+      expect(await exists()).toBe(0);
+      const left: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, found] = await redis.scan(cursor, 'MATCH', `${db.prefix}*`, 'COUNT', 1000);
+        left.push(...found);
+        cursor = next;
+      } while (cursor !== '0');
+      expect(left).toEqual([]);
+      expect(await redis.get(`${other}:kept`)).toBe('x');
+    } finally {
+      await redis.del(`${other}:kept`);
+      redis.disconnect();
+      await admin.end();
+    }
   });
 });

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, buildAll, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, benchRedisUrl, buildAll, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -171,7 +171,7 @@ const serviceEnv = {
   LOG_LEVEL: 'error',
   HOST: '127.0.0.1',
   DATABASE_URL: db.databaseUrl,
-  REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  REDIS_URL: benchRedisUrl,
   REDIS_PREFIX: db.prefix,
   ADMIN_TOKEN,
   URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',

@@ -26,11 +26,11 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { applyServiceHeapGrowth, benchDatabase, buildAll, closedLoop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
+import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedLoop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const REDIS_URL = benchRedisUrl;
 /** The user the skeleton's request records name (credit_reservations.user_id has no foreign key). */
 const FLOOR_USER = '00000000-0000-4000-8000-00000000f100';
 /** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */

@@ -26,7 +26,7 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { benchPostgresUrl, require } from './bench-env.mjs';
+import { benchPostgresUrl, benchRedisUrl, require } from './bench-env.mjs';
 
 // ioredis does not export its Command class; the bisection builds one as ioredis does.
 const Command = require('ioredis/built/Command').default;
@@ -57,7 +57,7 @@ class SettledCommand extends Command {
 }
 
 const self = fileURLToPath(import.meta.url);
-const redisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const redisUrl = benchRedisUrl;
 const { hostname: redisHost, port } = new URL(redisUrl);
 const redisPort = Number(port || 6379);
 const gap = Number(process.env.GAP ?? 2);
