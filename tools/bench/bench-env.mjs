@@ -320,6 +320,9 @@ export function cpuPerRequest(before, after, requests) {
   };
 }
 
+/** A cpuSeconds reading of the same groups with every figure 0: a sum's start, and the "before" of one. */
+const zeroOf = (reading) => Object.fromEntries(Object.entries(reading).map(([group, figures]) => [group, Object.fromEntries(Object.keys(figures).map((f) => [f, 0]))]));
+
 /**
  * Closed loops that take turns: `rounds` rounds in which each entry of `loops` (by name:
  * `send()` for one call, `groups` for cpuSeconds) runs for `seconds / rounds`, the order rotated
@@ -343,7 +346,7 @@ export async function closedLoopsInTurns(loops, { connections, seconds, rounds, 
       const r = await closedLoop(send, connections, seconds / rounds);
       t.ms += performance.now() - started;
       const cpu1 = cpuSeconds(groups);
-      t.cpu ??= Object.fromEntries(Object.entries(cpu0).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).map((f) => [f, 0]))]));
+      t.cpu ??= zeroOf(cpu0);
       for (const [k, v] of Object.entries(t.cpu)) for (const f of Object.keys(v)) v[f] += cpu1[k][f] - cpu0[k][f];
       t.ok += r.ok;
       t.errors += r.errors;
@@ -356,8 +359,7 @@ export async function closedLoopsInTurns(loops, { connections, seconds, rounds, 
   return Object.fromEntries(
     names.map((n) => {
       const { ms, cpu, ...t } = totals[n];
-      const zero = Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Object.fromEntries(Object.keys(v).map((f) => [f, 0]))]));
-      return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zero, cpu, t.ok) }];
+      return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zeroOf(cpu), cpu, t.ok) }];
     }),
   );
 }

@@ -612,9 +612,11 @@ const pgSum = {};
 const redisSum = {};
 let scraped;
 let scrapedAfter;
+/** The statistics collector reports up to a second late. */
+const collectorCatchUp = () => new Promise((r) => setTimeout(r, 1100));
 /** Before each turn, what the gateway's turn is measured by; after it, a pause for the statistics collector. */
 const aroundTurn = async (name) => {
-  if (name !== 'gateway') return () => new Promise((r) => setTimeout(r, 1100));
+  if (name !== 'gateway') return collectorCatchUp;
   const s0 = await scrapeAll();
   scraped ??= s0;
   const [pg0, redis0] = [await pgStats(), await redisStats()];
@@ -623,7 +625,7 @@ const aroundTurn = async (name) => {
     await stopPerf?.();
     scrapedAfter = await scrapeAll();
     await ledgerSettled();
-    await new Promise((r) => setTimeout(r, 1100));
+    await collectorCatchUp();
     const [pg1, redis1] = [await pgStats(), await redisStats()];
     for (const k of Object.keys(pg1)) pgSum[k] = (pgSum[k] ?? 0) + pg1[k] - pg0[k];
     for (const k of Object.keys(redis1)) redisSum[k] = (redisSum[k] ?? 0) + redis1[k] - (redis0[k] ?? 0);

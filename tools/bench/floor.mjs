@@ -26,7 +26,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedLoop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
+import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedLoop, closedLoopsInTurns, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
@@ -228,12 +228,6 @@ if (role === 'main') {
       req.on('error', reject);
       req.end(payload);
     });
-  /** The closed loop against `url`, with the CPU each process group spent per answered request. */
-  const measured = async (url, auth, seconds, groups) => {
-    const before = cpuSeconds(groups);
-    const result = await closedLoop(() => once(url, auth), CONNECTIONS, seconds);
-    return { ...result, cpu: cpuPerRequest(before, cpuSeconds(groups), result.ok) };
-  };
 
   console.log(`atelier floor benchmark — ${machine()}; ${SECONDS}s per run, ${CONNECTIONS} connections; the chat path's topology with nothing of atelier's on it`);
   for (const withPg of variants) {
@@ -241,8 +235,8 @@ if (role === 'main') {
     const groups = { ...skeleton.pids, upstream: [upstream.pid], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
     const gatewayUrl = skeleton.url;
     // Warm-up: JIT and connections.
-    await measured(upstreamUrl, `Bearer ${API_KEY}`, 2, groups);
-    await measured(gatewayUrl, '', 3, groups);
+    await closedLoop(() => once(upstreamUrl, `Bearer ${API_KEY}`), CONNECTIONS, 2);
+    await closedLoop(() => once(gatewayUrl, ''), CONNECTIONS, 3);
     const { direct, through } = await closedLoopsInTurns(
       { direct: { send: () => once(upstreamUrl, `Bearer ${API_KEY}`), groups }, through: { send: () => once(gatewayUrl, ''), groups } },
       { connections: CONNECTIONS, seconds: SECONDS, rounds: ROUNDS },
