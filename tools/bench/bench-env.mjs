@@ -1,9 +1,11 @@
 // Shared set-up for the benchmarks: compiled code (as in production), a fresh database and
-// Redis prefix, removed afterwards.
+// Redis prefix, removed afterwards (and, for a run killed before it could remove them, by the
+// next bench on the same machine).
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ensureRuntime, root } from '../bootstrap.mjs';
@@ -26,15 +28,106 @@ export const dist = (p) => require(path.join(root, 'dist/local', p));
 export const benchPostgresUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 export const benchRedisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
+/**
+ * A run's database is `atelier_bench_<machine>_<pid>_<random>` and its Redis keys start with
+ * `atelier-bench-<that name>`: the machine (a hash of its host name) and the bench's own pid say
+ * whose it is, so a run killed before its drop() (SIGKILL, the OOM killer, a closed terminal) can
+ * be told from one still running. The Postgres and Redis may be shared by several machines: only
+ * this machine's runs are ever judged, by whether their pid is still alive here.
+ */
+const MACHINE_TAG = createHash('sha256').update(os.hostname()).digest('hex').slice(0, 6);
+const RUN_NAME = /^atelier_bench_([0-9a-f]{6})_(\d+)_[0-9a-f]{8}$/;
+const runPrefix = (name) => `atelier-bench-${name}`;
+const runOfKey = (key) => /^atelier-bench-(atelier_bench_[0-9a-f]{6}_\d+_[0-9a-f]{8})/.exec(key)?.[1];
+
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+};
+const staleRun = (name) => {
+  const m = RUN_NAME.exec(name);
+  return m !== null && m[1] === MACHINE_TAG && Number(m[2]) !== process.pid && !alive(Number(m[2]));
+};
+
+async function withRedis(work) {
+  const { Redis } = require('ioredis');
+  const redis = new Redis(benchRedisUrl, { lazyConnect: true });
+  await redis.connect();
+  try {
+    return await work(redis);
+  } finally {
+    await redis.quit();
+  }
+}
+
+async function scanKeys(redis, pattern, each) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (keys.length) await each(keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+/**
+ * Removes what this machine's dead bench runs left: their databases and their Redis keys (the
+ * keys also when the database went first). A database that still has sessions is kept, and
+ * named: the killed bench's services may still be running (they outlive a SIGKILLed parent), and
+ * would only reconnect in a loop to a database dropped under them.
+ */
+export async function sweepStaleBenchRuns() {
+  const removed = [];
+  const kept = [];
+  const admin = new pg.Client({ connectionString: benchPostgresUrl });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query(`SELECT datname AS name FROM pg_database WHERE datname LIKE 'atelier\\_bench\\_%'`);
+    for (const { name } of rows) {
+      if (!staleRun(name)) continue;
+      try {
+        await admin.query(`DROP DATABASE IF EXISTS "${name}"`);
+        removed.push(name);
+      } catch (err) {
+        // 55006: still in use (without FORCE, a database with sessions is refused).
+        if (err.code !== '55006') throw err;
+        kept.push(`${name} (in use)`);
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  const keptNames = new Set(kept.map((entry) => entry.split(' ')[0]));
+  const keysLeft = new Set();
+  await withRedis((redis) =>
+    scanKeys(redis, `${runPrefix(`atelier_bench_${MACHINE_TAG}_`)}*`, async (keys) => {
+      const stale = keys.filter((key) => {
+        const name = runOfKey(key);
+        return name !== undefined && staleRun(name) && !keptNames.has(name);
+      });
+      for (const key of stale) keysLeft.add(runOfKey(key));
+      if (stale.length) await redis.unlink(...stale);
+    }),
+  );
+  for (const name of keysLeft) if (!removed.includes(name)) removed.push(`${name} (its Redis keys; the database was gone)`);
+  return { removed, kept };
+}
+
 export async function benchDatabase() {
-  const name = `atelier_bench_${randomBytes(4).toString('hex')}`;
+  const { removed, kept } = await sweepStaleBenchRuns();
+  if (removed.length) console.error(`removed what killed bench runs left: ${removed.join(', ')}`);
+  if (kept.length) console.error(`kept, still in use (a killed bench's services? \`pkill -f dist/local\`): ${kept.join(', ')}`);
+  const name = `atelier_bench_${MACHINE_TAG}_${process.pid}_${randomBytes(4).toString('hex')}`;
   const url = new URL(benchPostgresUrl);
   url.pathname = `/${name}`;
   const { deploy } = await import('../db/migrations.mjs');
   await deploy({ databaseUrl: url.toString(), log: () => {} });
   return {
     databaseUrl: url.toString(),
-    prefix: `atelier-bench-${name}`,
+    prefix: runPrefix(name),
     drop: async () => {
       const c = new pg.Client({ connectionString: benchPostgresUrl });
       await c.connect();
@@ -43,16 +136,7 @@ export async function benchDatabase() {
       // The run's Redis keys too (queues, kept jobs, streams, kept replies; the floor's skeleton
       // uses `<prefix>-floor`): the machine's Redis is shared and keeps them until it restarts.
       // One bench:report left about 60,000 before this.
-      const { Redis } = require('ioredis');
-      const redis = new Redis(benchRedisUrl, { lazyConnect: true });
-      await redis.connect();
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `atelier-bench-${name}*`, 'COUNT', 1000);
-        if (keys.length) await redis.unlink(...keys);
-        cursor = next;
-      } while (cursor !== '0');
-      await redis.quit();
+      await withRedis((redis) => scanKeys(redis, `${runPrefix(name)}*`, (keys) => redis.unlink(...keys)));
     },
   };
 }

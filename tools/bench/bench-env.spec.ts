@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -9,6 +10,7 @@ type BenchEnv = {
   benchPostgresUrl: string;
   benchRedisUrl: string;
   benchDatabase(): Promise<{ databaseUrl: string; prefix: string; drop(): Promise<void> }>;
+  sweepStaleBenchRuns(): Promise<{ removed: string[]; kept: string[] }>;
   closedLoopsInTurns(
     loops: Record<string, Loop>,
     opts: { connections: number; seconds: number; rounds: number; around?: (name: string) => Promise<(() => unknown) | undefined> },
@@ -110,6 +112,62 @@ describe("a bench's database and Redis prefix", () => {
       await redis.del(`${other}:kept`);
       redis.disconnect();
       await admin.end();
+    }
+  });
+});
+
+describe('what a killed bench run left', () => {
+  it("is removed by the next bench on the same machine: databases and Redis keys of dead runs, and only those", async () => {
+    const db = await env.benchDatabase();
+    const [, tag] = /^atelier_bench_([0-9a-f]{6})_(\d+)_[0-9a-f]{8}$/.exec(new URL(db.databaseUrl).pathname.slice(1)) ?? [];
+    expect(tag).toBeDefined();
+    // A pid that was a process of this machine and is gone, as a SIGKILLed bench's is.
+    const deadPid = spawnSync(process.execPath, ['-e', '']).pid;
+    const run = (pid: number, suffix: string, machine = tag) => `atelier_bench_${machine}_${pid}_0000000${suffix}`;
+    const stale = run(deadPid, 'a');
+    const busy = run(deadPid, 'b');
+    const live = run(process.ppid, 'c');
+    const elsewhere = run(deadPid, 'd', tag === 'ffffff' ? '000000' : 'ffffff');
+    const keysOnly = run(deadPid, 'e');
+    const databases = [stale, busy, live, elsewhere];
+    const admin = new pg.Client({ connectionString: env.benchPostgresUrl });
+    const redis = new Redis(env.benchRedisUrl);
+    await admin.connect();
+    let holder: pg.Client | undefined;
+    try {
+      for (const name of databases) await admin.query(`CREATE DATABASE "${name}"`);
+      for (const name of [...databases, keysOnly]) await redis.set(`atelier-bench-${name}:bull:q:meta`, 'x');
+      await redis.xadd(`atelier-bench-${stale}-floor:calls`, '*', 'job', '1');
+      // The killed bench's services outlive it and still hold their database.
+      const url = new URL(env.benchPostgresUrl);
+      url.pathname = `/${busy}`;
+      holder = new pg.Client({ connectionString: url.toString() });
+      await holder.connect();
+
+      const { removed, kept } = await env.sweepStaleBenchRuns();
+
+      expect(removed).toEqual(expect.arrayContaining([stale, expect.stringContaining(keysOnly)]));
+      expect(kept).toEqual([expect.stringContaining(busy)]);
+      const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname = ANY($1)', [databases]);
+      expect(rows.map((r) => r.datname).sort()).toEqual([busy, live, elsewhere].sort());
+      const left = async (name: string) => (await redis.keys(`atelier-bench-${name}*`)).length;
+      expect(await left(stale)).toBe(0);
+      expect(await left(keysOnly)).toBe(0);
+      expect(await left(busy)).toBe(1);
+      expect(await left(live)).toBe(1);
+      expect(await left(elsewhere)).toBe(1);
+      // This run's own database is never a dead run's.
+      expect(await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [new URL(db.databaseUrl).pathname.slice(1)])).toHaveProperty('rowCount', 1);
+    } finally {
+      await holder?.end();
+      for (const name of databases) await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      for (const name of [...databases, keysOnly]) {
+        const keys = await redis.keys(`atelier-bench-${name}*`);
+        if (keys.length) await redis.del(...keys);
+      }
+      redis.disconnect();
+      await admin.end();
+      await db.drop();
     }
   });
 });
