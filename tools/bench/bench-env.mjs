@@ -24,6 +24,13 @@ export function buildAll() {
 
 export const dist = (p) => require(path.join(root, 'dist/local', p));
 
+/**
+ * Node arguments for every process a bench starts (before its own): it ends when the bench does,
+ * even a SIGKILLed one (die-with-bench.cjs). The process needs the link: an IPC channel, or
+ * `'pipe'` as its fd 3 (`stdio: [..., ..., ..., 'pipe']`).
+ */
+export const dieWithBench = ['--require', path.join(root, 'tools/bench/die-with-bench.cjs')];
+
 /** The Postgres server the benches use (TEST_DATABASE_URL, as the tests), without a database of atelier's. */
 export const benchPostgresUrl = process.env.TEST_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 export const benchRedisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -75,9 +82,9 @@ async function scanKeys(redis, pattern, each) {
 
 /**
  * Removes what this machine's dead bench runs left: their databases and their Redis keys (the
- * keys also when the database went first). A database that still has sessions is kept, and
- * named: the killed bench's services may still be running (they outlive a SIGKILLed parent), and
- * would only reconnect in a loop to a database dropped under them.
+ * keys also when the database went first). The processes a bench starts end with it
+ * (dieWithBench); a database that still has sessions anyway (processes someone started on it by
+ * hand) is kept, and named, rather than dropped under processes that would reconnect in a loop.
  */
 export async function sweepStaleBenchRuns() {
   const removed = [];
@@ -119,7 +126,7 @@ export async function sweepStaleBenchRuns() {
 export async function benchDatabase() {
   const { removed, kept } = await sweepStaleBenchRuns();
   if (removed.length) console.error(`removed what killed bench runs left: ${removed.join(', ')}`);
-  if (kept.length) console.error(`kept, still in use (a killed bench's services? \`pkill -f dist/local\`): ${kept.join(', ')}`);
+  if (kept.length) console.error(`kept, still in use: ${kept.join(', ')}`);
   const name = `atelier_bench_${MACHINE_TAG}_${process.pid}_${randomBytes(4).toString('hex')}`;
   const url = new URL(benchPostgresUrl);
   url.pathname = `/${name}`;

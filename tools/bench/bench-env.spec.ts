@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -147,7 +147,8 @@ describe('what a killed bench run left', () => {
       const { removed, kept } = await env.sweepStaleBenchRuns();
 
       expect(removed).toEqual(expect.arrayContaining([stale, expect.stringContaining(keysOnly)]));
-      expect(kept).toEqual([expect.stringContaining(busy)]);
+      expect(kept).toEqual(expect.arrayContaining([expect.stringContaining(busy)]));
+      for (const name of [stale, live, elsewhere]) expect(kept.join()).not.toContain(name);
       const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname = ANY($1)', [databases]);
       expect(rows.map((r) => r.datname).sort()).toEqual([busy, live, elsewhere].sort());
       const left = async (name: string) => (await redis.keys(`atelier-bench-${name}*`)).length;
@@ -168,6 +169,66 @@ describe('what a killed bench run left', () => {
       redis.disconnect();
       await admin.end();
       await db.drop();
+    }
+  });
+});
+
+describe('the processes a bench starts', () => {
+  const preload = path.join(__dirname, 'die-with-bench.cjs');
+  const gone = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  /** Polls (no fixed sleep) until every pid is gone, or the deadline passes; says which are left. */
+  const waitGone = async (pids: number[], deadlineMs: number) => {
+    const end = Date.now() + deadlineMs;
+    while (pids.some((p) => !gone(p)) && Date.now() < end) await pause(50);
+    return pids.filter((p) => !gone(p));
+  };
+  /**
+   * A stand-in bench: it starts three servers (which never end on their own), linked as the
+   * benches link them or not at all, prints their pids, and waits to be killed.
+   */
+  const bench = (linked: boolean) => {
+    const server = "require('node:http').createServer().listen(0, '127.0.0.1', () => console.log(process.pid))";
+    const args = linked ? JSON.stringify(['--require', preload, '-e', server]) : JSON.stringify(['-e', server]);
+    const parent = `
+      const { spawn } = require('node:child_process');
+      const start = (stdio) => spawn(process.execPath, ${args}, { stdio }).pid;
+      const pids = [start(['ignore', 'inherit', 'inherit', 'pipe']), start(['ignore', 'inherit', 'inherit', 'ipc'])];
+      const viaShell = spawn('sh', ['-c', 'exec "$0" "$@"', process.execPath, ...${args}], { stdio: ['ignore', 'inherit', 'inherit', 'pipe'] }).pid;
+      console.log(JSON.stringify([...pids, viaShell]));
+      setInterval(() => {}, 1000);`;
+    return spawn(process.execPath, ['-e', parent], { stdio: ['ignore', 'pipe', 'inherit'] });
+  };
+  const childrenOf = (parent: ReturnType<typeof spawn>) =>
+    new Promise<number[]>((resolve) => {
+      let out = '';
+      parent.stdout!.on('data', (d: Buffer) => {
+        out += d;
+        const lines = out.split('\n');
+        const pids = lines.find((l) => l.startsWith('[')) ? (JSON.parse(lines.find((l) => l.startsWith('['))!) as number[]) : undefined;
+        // Every child printed its pid once listening: the link is set up by then.
+        if (pids && pids.every((p) => lines.includes(String(p)))) resolve(pids);
+      });
+    });
+
+  it('end when the bench is killed with SIGKILL: through fd 3, the IPC channel, or a wrapper that execs node', async () => {
+    const linked = bench(true);
+    const unlinked = bench(false);
+    const [pids, control] = await Promise.all([childrenOf(linked), childrenOf(unlinked)]);
+    try {
+      linked.kill('SIGKILL');
+      unlinked.kill('SIGKILL');
+      expect(await waitGone(pids, 10_000)).toEqual([]);
+      // Without the link the same servers outlive their bench: what the link is for.
+      expect(await waitGone(control, 1_000)).toEqual(control);
+    } finally {
+      for (const pid of [...pids, ...control]) if (!gone(pid)) process.kill(pid, 'SIGKILL');
     }
   });
 });

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, benchRedisUrl, buildAll, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, benchRedisUrl, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -82,8 +82,8 @@ const pidsOf = {};
 /** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
 function startNode(name, args, env, ready) {
   const pod = POD_MEMORY && name !== 'fake upstream' ? podCgroup(`${name}-${pidsOf[name]?.length ?? 0}`, POD_MEMORY) : undefined;
-  const [command, argv] = pod ? pod.wrap(process.execPath, args) : [process.execPath, args];
-  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, argv] = pod ? pod.wrap(process.execPath, [...dieWithBench, ...args]) : [process.execPath, [...dieWithBench, ...args]];
+  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
   if (pod) pods.set(`${name} ${child.pid}`, { pod, pid: child.pid });

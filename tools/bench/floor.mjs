@@ -26,7 +26,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedLoop, closedLoopsInTurns, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
+import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedLoop, closedLoopsInTurns, dieWithBench, dist, freePort, machine, require, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
@@ -59,7 +59,7 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
   const self = fileURLToPath(import.meta.url);
   // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
   const flags = serviceFlags();
-  const start = (args, env = {}) => spawn(process.execPath, [...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const start = (args, env = {}) => spawn(process.execPath, [...dieWithBench, ...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId]);
   const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
   const kill = () => [gateway, worker].forEach((c) => c.kill('SIGKILL'));
@@ -203,7 +203,7 @@ if (role === 'main') {
   const children = [];
   process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
   const start = (args, env = {}) => {
-    const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = spawn(process.execPath, [...dieWithBench, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.push(child);
     return child;
   };

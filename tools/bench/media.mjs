@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
-import { benchConfig, benchDatabase, buildAll, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -69,9 +69,9 @@ console.log(`  ${(encode / videoRuns / seconds).toFixed(3)} s of encoding per se
 
 // 3. sync path overhead: gateway -> media service -> reply, beyond engine time
 // The media service runs in its own process, as deployed; the gateway (and this client) in this one.
-const media = spawn(process.execPath, [path.join(root, 'dist/local/apps/media/src/main.js')], {
+const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/local/apps/media/src/main.js')], {
   cwd: root,
-  stdio: ['ignore', 'inherit', 'inherit'],
+  stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
   env: {
     ...process.env,
     DATABASE_URL: config.DATABASE_URL,

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { benchConfig, benchDatabase, buildAll, dist, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
 
 if (process.argv[2] === 'sse-client') {
   // Child process: opens N idle event streams so the server's memory is measured alone.
@@ -95,7 +95,7 @@ console.log(`  gateway stages under that load, means in ms: ${stageLine(stagesBe
 const n = Number(process.env.BENCH_SSE ?? 10000);
 global.gc?.();
 const before = process.memoryUsage();
-const client = fork(fileURLToPath(import.meta.url), ['sse-client', `${base}/api/events`, user.api_key, String(n)], { stdio: 'inherit' });
+const client = fork(fileURLToPath(import.meta.url), ['sse-client', `${base}/api/events`, user.api_key, String(n)], { stdio: 'inherit', execArgv: [...process.execArgv, ...dieWithBench] });
 await new Promise((resolve) => client.once('message', resolve));
 await new Promise((r) => setTimeout(r, 1000));
 global.gc?.();
