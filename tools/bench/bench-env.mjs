@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ensureRuntime, root } from '../bootstrap.mjs';
+import { alive } from './pids.mjs';
 
 ensureRuntime();
 export const require = createRequire(import.meta.url);
@@ -47,14 +48,6 @@ const RUN_NAME = /^atelier_bench_([0-9a-f]{6})_(\d+)_[0-9a-f]{8}$/;
 const runPrefix = (name) => `atelier-bench-${name}`;
 const runOfKey = (key) => /^atelier-bench-(atelier_bench_[0-9a-f]{6}_\d+_[0-9a-f]{8})/.exec(key)?.[1];
 
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
-};
 const staleRun = (name) => {
   const m = RUN_NAME.exec(name);
   return m !== null && m[1] === MACHINE_TAG && Number(m[2]) !== process.pid && !alive(Number(m[2]));

@@ -30,7 +30,6 @@ import { applyServiceHeapGrowth, benchDatabase, benchRedisUrl, buildAll, closedL
 import { root } from '../bootstrap.mjs';
 
 const Redis = require('ioredis');
-const REDIS_URL = benchRedisUrl;
 /** The user the skeleton's request records name (credit_reservations.user_id has no foreign key). */
 const FLOOR_USER = '00000000-0000-4000-8000-00000000f100';
 /** 'gateway' or 'worker' when started as a skeleton process, 'main' when run as bench:floor; imported, none. */
@@ -71,7 +70,7 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
     stop: async () => {
       process.off('exit', kill);
       kill();
-      const r = new Redis(REDIS_URL);
+      const r = new Redis(benchRedisUrl);
       await r.del(`${prefix}:calls`);
       await r.quit();
     },
@@ -82,8 +81,8 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
 if (role === 'gateway') {
   const [, , , port, prefix, databaseUrl] = process.argv;
   applyServiceHeapGrowth();
-  const redis = new Redis(REDIS_URL, { enableAutoPipelining: true });
-  const sub = new Redis(REDIS_URL);
+  const redis = new Redis(benchRedisUrl, { enableAutoPipelining: true });
+  const sub = new Redis(benchRedisUrl);
   const instance = randomUUID().slice(0, 8);
   const pending = new Map();
   sub.on('pmessage', (_p, channel, raw) => {
@@ -149,8 +148,8 @@ if (role === 'worker') {
   const { Pool } = require('undici');
   const upstreamUrl = new URL(upstream);
   const agent = new Pool(upstreamUrl.origin, { connections: 128 });
-  const redis = new Redis(REDIS_URL);
-  const blocking = new Redis(REDIS_URL);
+  const redis = new Redis(benchRedisUrl);
+  const blocking = new Redis(benchRedisUrl);
   const stream = `${prefix}:calls`;
   await redis.xgroup('CREATE', stream, 'g', '$', 'MKSTREAM').catch(() => undefined);
   redis.defineCommand('reply', {

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { memoryBytes } from '../../deploy/memory-quantity.mjs';
+import { alive } from './pids.mjs';
 
 const PREFIX = 'atelier-bench-';
 
@@ -62,14 +63,6 @@ export function podCgroup(name, bytes, controller = memoryController()) {
   };
 }
 
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
-};
 
 /**
  * Removes the cgroups an earlier bench left behind when it was killed before its clean-up (SIGKILL,

@@ -57,8 +57,7 @@ class SettledCommand extends Command {
 }
 
 const self = fileURLToPath(import.meta.url);
-const redisUrl = benchRedisUrl;
-const { hostname: redisHost, port } = new URL(redisUrl);
+const { hostname: redisHost, port } = new URL(benchRedisUrl);
 const redisPort = Number(port || 6379);
 const gap = Number(process.env.GAP ?? 2);
 const key = `atelier-bench-promotion:${process.pid}`;
@@ -74,7 +73,7 @@ async function paced(n, roundTrip) {
 
 async function child(kind, n, childKey) {
   if (kind === 'ioredis') {
-    const client = new Redis(redisUrl);
+    const client = new Redis(benchRedisUrl);
     await paced(n, () => client.get(childKey));
     client.disconnect();
     return;
@@ -139,7 +138,7 @@ async function child(kind, n, childKey) {
 if (process.argv[2] === 'child') {
   await child(process.argv[3], Number(process.argv[4]), process.argv[5]);
 } else {
-  const setup = new Redis(redisUrl);
+  const setup = new Redis(benchRedisUrl);
   await setup.set(key, 'v'.repeat(1000), 'EX', 600);
   /** Promoted and allocated bytes over one child run, from its --trace-gc-nvp lines. */
   const run = (kind, n) => {

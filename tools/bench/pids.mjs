@@ -1,0 +1,13 @@
+/**
+ * Whether a process of this machine still runs: how the benches tell what a killed run left
+ * (its memory cgroups, its database and Redis keys) from what a running one uses. EPERM: it runs,
+ * under another user.
+ */
+export function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === 'EPERM';
+  }
+}
