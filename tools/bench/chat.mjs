@@ -474,6 +474,9 @@ if (PHASES.includes('0')) {
 
 // The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
+// Interrupted (SIGINT, SIGTERM), cleanup's DROP DATABASE ... WITH (FORCE) ends this pool's idle
+// connection: unhandled, that error killed the bench before it removed the run's Redis keys.
+pool.on('error', () => undefined);
 /** Postgres's own counts for the bench database (pg_stat_database; it reports up to a second late). */
 const pgStats = async () =>
   (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ensureRuntime, root } from '../bootstrap.mjs';
+import { dieWithBench } from './bench-env.mjs';
 
 ensureRuntime();
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -19,9 +20,10 @@ function run(bench, round) {
   const file = path.join(tmp, `${bench}-${round}.json`);
   console.log(`bench:${bench}, run ${round} of ${ROUNDS} ...`);
   const args = bench === 'queue' ? ['--expose-gc'] : [];
-  const r = spawnSync(process.execPath, [...args, path.join(root, `tools/bench/${bench}.mjs`)], {
+  // Linked like the services (dieWithBench): a killed report stops its bench, which cleans up.
+  const r = spawnSync(process.execPath, [...dieWithBench, ...args, path.join(root, `tools/bench/${bench}.mjs`)], {
     cwd: root,
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
     env: { ...process.env, BENCH_JSON: file },
   });
   if (r.status !== 0 || !fs.existsSync(file)) throw new Error(`bench:${bench} failed (exit ${r.status})`);
