@@ -3,6 +3,7 @@
 // next bench on the same machine).
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -114,6 +115,23 @@ export async function sweepStaleBenchRuns() {
   );
   for (const name of keysLeft) if (!removed.includes(name)) removed.push(`${name} (its Redis keys; the database was gone)`);
   return { removed, kept };
+}
+
+const TEMP_PREFIX = 'atelier-bench-tmp-';
+
+/**
+ * A scratch directory of this run (`atelier-bench-tmp-<pid>-<label>-<random>` in the OS's temp
+ * directory), removed when the process exits, however it exits short of SIGKILL; a SIGKILLed
+ * run's are removed by the next bench that asks for one, once the pid is gone.
+ */
+export function benchTempDir(label) {
+  for (const entry of fs.readdirSync(os.tmpdir())) {
+    const pid = entry.startsWith(TEMP_PREFIX) ? Number.parseInt(entry.slice(TEMP_PREFIX.length), 10) : NaN;
+    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true });
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${TEMP_PREFIX}${process.pid}-${label}-`));
+  process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 export async function benchDatabase() {

@@ -1,4 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -11,6 +13,7 @@ type BenchEnv = {
   benchRedisUrl: string;
   benchDatabase(): Promise<{ databaseUrl: string; prefix: string; drop(): Promise<void> }>;
   sweepStaleBenchRuns(): Promise<{ removed: string[]; kept: string[] }>;
+  benchTempDir(label: string): string;
   closedLoopsInTurns(
     loops: Record<string, Loop>,
     opts: { connections: number; seconds: number; rounds: number; around?: (name: string) => Promise<(() => unknown) | undefined> },
@@ -229,6 +232,35 @@ describe('the processes a bench starts', () => {
       expect(await waitGone(control, 1_000)).toEqual(control);
     } finally {
       for (const pid of [...pids, ...control]) if (!gone(pid)) process.kill(pid, 'SIGKILL');
+    }
+  });
+});
+
+describe("a bench's scratch directories", () => {
+  it('go when the run exits, and a killed run\'s go with the next bench that makes one', () => {
+    const deadPid = spawnSync(process.execPath, ['-e', '']).pid;
+    const stale = fs.mkdtempSync(path.join(os.tmpdir(), `atelier-bench-tmp-${deadPid}-catalog-`));
+    fs.writeFileSync(path.join(stale, 'bench-remote.json'), '{}');
+    const live = fs.mkdtempSync(path.join(os.tmpdir(), `atelier-bench-tmp-${process.ppid}-queue-`));
+    try {
+      // A run that makes one and ends, by returning or by process.exit, as an interrupted bench does.
+      const made: string[] = [];
+      for (const ending of ['', 'process.exit(3);']) {
+        const run = spawnSync(
+          process.execPath,
+          ['--input-type=module', '-e', `const { benchTempDir } = await import(${JSON.stringify(pathToFileURL(path.join(__dirname, 'bench-env.mjs')).href)}); const dir = benchTempDir('spec'); console.log(dir); ${ending}`],
+          { encoding: 'utf8' },
+        );
+        const dir = run.stdout.trim().split('\n').pop()!;
+        expect(path.basename(dir)).toMatch(new RegExp(`^atelier-bench-tmp-${run.pid}-spec-`));
+        made.push(dir);
+      }
+      for (const dir of made) expect(fs.existsSync(dir)).toBe(false);
+      expect(fs.existsSync(stale)).toBe(false);
+      expect(fs.existsSync(live)).toBe(true);
+    } finally {
+      fs.rmSync(stale, { recursive: true, force: true });
+      fs.rmSync(live, { recursive: true, force: true });
     }
   });
 });

@@ -36,12 +36,11 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, benchRedisUrl, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
@@ -126,7 +125,7 @@ await startNode(
 );
 const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
 
-const catalogDir = fs.mkdtempSync(path.join(os.tmpdir(), 'atelier-bench-catalog-'));
+const catalogDir = benchTempDir('catalog');
 for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
 fs.writeFileSync(
   path.join(catalogDir, 'bench-remote.json'),
@@ -785,5 +784,4 @@ if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.string
 agent.destroy();
 redis.disconnect();
 await pool.end();
-fs.rmSync(catalogDir, { recursive: true, force: true });
 await cleanup();

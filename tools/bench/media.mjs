@@ -6,15 +6,14 @@
 //      validation, credit reserve/settle, BullMQ job to the media service, reply channel, storage.
 // BENCH_IMAGE_RUNS, BENCH_VIDEO_RUNS and BENCH_SYNC_RUNS scale it.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
-import { benchConfig, benchDatabase, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
-const storageDir = mkdtempSync(path.join(tmpdir(), 'atelier-bench-media-'));
+const storageDir = benchTempDir('media');
 const { ModelCatalog } = dist('libs/models/src/index.js');
 const { createBlobStore } = dist('libs/storage/src/index.js');
 const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/media/src/index.js');
@@ -153,4 +152,3 @@ await gateway.close();
 media.kill('SIGTERM');
 await new Promise((resolve) => media.once('exit', resolve));
 await db.drop();
-rmSync(storageDir, { recursive: true, force: true });

@@ -3,12 +3,10 @@
 // enqueue -> processing latency with idle workers, terminal -> event delivery latency,
 // sustained enqueue throughput through the gateway, and memory per idle SSE connection.
 import { fork } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { benchConfig, benchDatabase, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
 
 if (process.argv[2] === 'sse-client') {
   // Child process: opens N idle event streams so the server's memory is measured alone.
@@ -44,7 +42,7 @@ const { createService, BroadcastBus } = dist('libs/runtime/src/index.js');
 const { GENERATION_COMPLETED_CHANNEL } = dist('libs/contracts/src/index.js');
 const { PrismaService } = dist('libs/db/src/index.js');
 const { QueueWorkerModule } = dist('apps/queue-worker/src/queue-worker.module.js');
-const config = benchConfig(db, { STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-bench-queue-')) });
+const config = benchConfig(db, { STORAGE_DIR: benchTempDir('queue') });
 const { app: gateway, base, user } = await startBenchGateway(config, 10000000);
 const auth = { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' };
 const prisma = gateway.get(PrismaService);

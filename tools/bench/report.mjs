@@ -9,12 +9,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ensureRuntime, root } from '../bootstrap.mjs';
-import { dieWithBench } from './bench-env.mjs';
+import { benchTempDir, dieWithBench } from './bench-env.mjs';
 
 ensureRuntime();
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const OUT = path.resolve(root, process.env.BENCH_REPORT ?? 'docs/benchmarks.md');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'atelier-bench-report-'));
+const tmp = benchTempDir('report');
 
 function run(bench, round) {
   const file = path.join(tmp, `${bench}-${round}.json`);
@@ -32,7 +32,6 @@ function run(bench, round) {
 
 const runs = { chat: [], queue: [], media: [] };
 for (let round = 1; round <= ROUNDS; round++) for (const bench of Object.keys(runs)) runs[bench].push(run(bench, round));
-fs.rmSync(tmp, { recursive: true, force: true });
 
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);

@@ -6,10 +6,7 @@
 // BENCH_ROWS (default 200000) sets the large dataset; a quarter-size run first shows whether
 // peak memory grows with the dataset. Run with --expose-gc (the npm script does) so each
 // run starts from a collected heap.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { buildAll, dist, machine } from './bench-env.mjs';
+import { benchTempDir, buildAll, dist, machine } from './bench-env.mjs';
 
 buildAll();
 const { LocalBlobStore } = dist('libs/storage/src/index.js');
@@ -17,7 +14,7 @@ const ft = dist('libs/fine-tune/src/index.js');
 const { parquetWriteBuffer } = await import('hyparquet-writer');
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 200_000);
-const dir = mkdtempSync(path.join(tmpdir(), 'atelier-bench-tokenize-'));
+const dir = benchTempDir('tokenize');
 const blobs = new LocalBlobStore(dir);
 
 // Deterministic text with a large vocabulary (common words, made-up names, numbers,
@@ -131,4 +128,3 @@ console.log(
     `${ROWS} rows peak RSS +${mb(l.rssDelta)}, heap +${mb(l.heapDelta)} (${ROWS / small}x the rows)`,
 );
 clearInterval(sampler);
-rmSync(dir, { recursive: true, force: true });
