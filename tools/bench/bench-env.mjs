@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { ensureRuntime, root } from '../bootstrap.mjs';
-import { alive } from './pids.mjs';
+import { alive, ownerGone } from './pids.mjs';
 
 ensureRuntime();
 export const require = createRequire(import.meta.url);
@@ -45,13 +45,15 @@ export const benchRedisUrl = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:63
  * this machine's runs are ever judged, by whether their pid is still alive here.
  */
 const MACHINE_TAG = createHash('sha256').update(os.hostname()).digest('hex').slice(0, 6);
-const RUN_NAME = /^atelier_bench_([0-9a-f]{6})_(\d+)_[0-9a-f]{8}$/;
+const RUN = 'atelier_bench_([0-9a-f]{6})_(\\d+)_[0-9a-f]{8}';
+const RUN_NAME = new RegExp(`^${RUN}$`);
 const runPrefix = (name) => `atelier-bench-${name}`;
-const runOfKey = (key) => /^atelier-bench-(atelier_bench_[0-9a-f]{6}_\d+_[0-9a-f]{8})/.exec(key)?.[1];
+const RUN_OF_KEY = new RegExp(`^${runPrefix(`(${RUN})`)}`);
 
+/** This machine's run whose bench process is gone (this process is alive, so never its own). */
 const staleRun = (name) => {
   const m = RUN_NAME.exec(name);
-  return m !== null && m[1] === MACHINE_TAG && Number(m[2]) !== process.pid && !alive(Number(m[2]));
+  return m !== null && m[1] === MACHINE_TAG && !alive(Number(m[2]));
 };
 
 async function withRedis(work) {
@@ -95,21 +97,24 @@ export async function sweepStaleBenchRuns() {
       } catch (err) {
         // 55006: still in use (without FORCE, a database with sessions is refused).
         if (err.code !== '55006') throw err;
-        kept.push(`${name} (in use)`);
+        kept.push(name);
       }
     }
   } finally {
     await admin.end();
   }
-  const keptNames = new Set(kept.map((entry) => entry.split(' ')[0]));
+  // Judged once per run, not per key: a run can leave tens of thousands.
+  const verdicts = new Map(kept.map((name) => [name, false]));
   const keysLeft = new Set();
   await withRedis((redis) =>
     scanKeys(redis, `${runPrefix(`atelier_bench_${MACHINE_TAG}_`)}*`, async (keys) => {
       const stale = keys.filter((key) => {
-        const name = runOfKey(key);
-        return name !== undefined && staleRun(name) && !keptNames.has(name);
+        const name = RUN_OF_KEY.exec(key)?.[1];
+        if (name === undefined) return false;
+        if (!verdicts.has(name)) verdicts.set(name, staleRun(name));
+        if (verdicts.get(name)) keysLeft.add(name);
+        return verdicts.get(name);
       });
-      for (const key of stale) keysLeft.add(runOfKey(key));
       if (stale.length) await redis.unlink(...stale);
     }),
   );
@@ -125,10 +130,7 @@ const TEMP_PREFIX = 'atelier-bench-tmp-';
  * run's are removed by the next bench that asks for one, once the pid is gone.
  */
 export function benchTempDir(label) {
-  for (const entry of fs.readdirSync(os.tmpdir())) {
-    const pid = entry.startsWith(TEMP_PREFIX) ? Number.parseInt(entry.slice(TEMP_PREFIX.length), 10) : NaN;
-    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true });
-  }
+  for (const entry of fs.readdirSync(os.tmpdir())) if (ownerGone(entry, TEMP_PREFIX)) fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${TEMP_PREFIX}${process.pid}-${label}-`));
   process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   return dir;
@@ -137,7 +139,7 @@ export function benchTempDir(label) {
 export async function benchDatabase() {
   const { removed, kept } = await sweepStaleBenchRuns();
   if (removed.length) console.error(`removed what killed bench runs left: ${removed.join(', ')}`);
-  if (kept.length) console.error(`kept, still in use: ${kept.join(', ')}`);
+  if (kept.length) console.error(`kept, still in use (a killed run's, with sessions open on it): ${kept.join(', ')}`);
   const name = `atelier_bench_${MACHINE_TAG}_${process.pid}_${randomBytes(4).toString('hex')}`;
   const url = new URL(benchPostgresUrl);
   url.pathname = `/${name}`;

@@ -81,7 +81,8 @@ const pidsOf = {};
 /** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
 function startNode(name, args, env, ready) {
   const pod = POD_MEMORY && name !== 'fake upstream' ? podCgroup(`${name}-${pidsOf[name]?.length ?? 0}`, POD_MEMORY) : undefined;
-  const [command, argv] = pod ? pod.wrap(process.execPath, [...dieWithBench, ...args]) : [process.execPath, [...dieWithBench, ...args]];
+  const nodeArgs = [...dieWithBench, ...args];
+  const [command, argv] = pod ? pod.wrap(process.execPath, nodeArgs) : [process.execPath, nodeArgs];
   const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);

@@ -11,3 +11,10 @@ export function alive(pid) {
     return err.code === 'EPERM';
   }
 }
+
+/** Whether `name` is `<prefix><pid>...` of a process that is gone: something a killed run left. */
+export function ownerGone(name, prefix) {
+  if (!name.startsWith(prefix)) return false;
+  const pid = Number.parseInt(name.slice(prefix.length), 10);
+  return Number.isInteger(pid) && !alive(pid);
+}

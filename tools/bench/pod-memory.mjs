@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { memoryBytes } from '../../deploy/memory-quantity.mjs';
-import { alive } from './pids.mjs';
+import { ownerGone } from './pids.mjs';
 
 const PREFIX = 'atelier-bench-';
 
@@ -63,7 +63,6 @@ export function podCgroup(name, bytes, controller = memoryController()) {
   };
 }
 
-
 /**
  * Removes the cgroups an earlier bench left behind when it was killed before its clean-up (SIGKILL,
  * a crash): those whose bench process is gone and that hold no process. Returns what it removed and
@@ -73,8 +72,7 @@ export function sweepStalePods(controller = memoryController()) {
   const removed = [];
   const kept = [];
   for (const entry of fs.readdirSync(controller.dir, { withFileTypes: true })) {
-    const pid = entry.isDirectory() && entry.name.startsWith(PREFIX) ? Number.parseInt(entry.name.slice(PREFIX.length), 10) : NaN;
-    if (!Number.isInteger(pid) || alive(pid)) continue;
+    if (!entry.isDirectory() || !ownerGone(entry.name, PREFIX)) continue;
     try {
       fs.rmdirSync(path.join(controller.dir, entry.name));
       removed.push(entry.name);
