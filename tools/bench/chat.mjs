@@ -4,10 +4,11 @@
 // One go, on this machine: a fake OpenAI-compatible upstream, the gateway and the chat service
 // run as separate processes (compiled code, production settings) on a fresh database and Redis
 // prefix. The same requests are sent to the upstream directly and through the gateway (API-key
-// auth, validation, token counting, credit reservation and settlement, BullMQ hand-off to the
-// chat service, upstream call, usage record), and the difference is reported:
+// auth, validation, token counting, credit reservation and settlement, hand-off over a Redis
+// stream to the chat service, upstream call, usage record), and the difference is reported:
 //   0. one request at a time: the overhead itself, without any queueing;
-//   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming;
+//   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming, and the floor's (below) at
+//      the same rate right after, which says how much of the tail the topology has on this machine;
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
 //   3. sustained throughput through the gateway (closed loop), with auth and billing on, checked
 //      afterwards against the ledger (every request charged exactly once, nothing left reserved),
@@ -394,11 +395,11 @@ function breakdown(before, after) {
 // The load generator is this process; Postgres and Redis count every process of theirs.
 const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
 
-/** Runs one load, and says what CPU each process group spent on it per answered request. */
-async function withCpu(run) {
-  const before = cpuSeconds(cpuGroups);
+/** Runs one load, and says what CPU each process group (the gateway's, or `groups`) spent on it per answered request. */
+async function withCpu(run, groups = cpuGroups) {
+  const before = cpuSeconds(groups);
   const result = await run();
-  return [result, cpuPerRequest(before, cpuSeconds(cpuGroups), result.ok)];
+  return [result, cpuPerRequest(before, cpuSeconds(groups), result.ok)];
 }
 
 if (PHASES.includes('0')) {
@@ -506,6 +507,24 @@ function reportPerf() {
   if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
 }
 
+/**
+ * The floor (bench:floor): the same topology built from the same libraries with nothing of
+ * atelier's on it but its credit ledger, measured beside the gateway at a fixed rate (phase 1) and
+ * in the closed loop (phase 3). Started once, by the first phase that needs it, on a namespace of
+ * its own (the billing check counts the bench user's only), and stopped when the run ends.
+ */
+let floorStarted;
+function theFloor() {
+  floorStarted ??= (async () => {
+    const namespaceId = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId });
+    const target = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
+    await closedLoop(target, 8, 2);
+    return { skeleton, target, groups: { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker } };
+  })();
+  return floorStarted;
+}
+
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
 // An experiment on the first second's tail: gateway traffic before the measured run, then a pause.
@@ -521,11 +540,21 @@ const after = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
 await new Promise((r) => setTimeout(r, 1100));
 const [pg1, redis1] = [await pgStats(), await redisStats()];
+// The same rate through the floor, after the gateway's statistics are taken: how much of the
+// tail the topology itself has on this machine (six processes on its cores), as phase 3's floor
+// says for the rate.
+const floor = await theFloor();
+const [floorPlain, cpuFloor] = await withCpu(() => fixedRate(floor.target, false, RATE, SECONDS), floor.groups);
 console.log(`\n1. Non-streaming at ${RATE} req/s (achieved: direct ${directPlain.achieved.toFixed(0)}, gateway ${gatewayPlain.achieved.toFixed(0)} req/s)`);
 console.log(`   direct to upstream   p50 ${ms(directPlain.latency.p50)}  p99 ${ms(directPlain.latency.p99)}  errors ${directPlain.errors}`);
 console.log(`   through the gateway  p50 ${ms(gatewayPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99)}  errors ${gatewayPlain.errors}`);
 console.log(`   ADDED LATENCY        p50 ${ms(gatewayPlain.latency.p50 - directPlain.latency.p50)}  p99 ${ms(gatewayPlain.latency.p99 - directPlain.latency.p99)}   (target p50 <= 3 ms, p99 <= 15 ms)`);
 console.log(splitLine(directPlain, gatewayPlain, 'latency'));
+console.log(
+  `   the floor (bench:floor's skeleton, after the gateway)  p50 ${ms(floorPlain.latency.p50)}  p99 ${ms(floorPlain.latency.p99)}  errors ${floorPlain.errors}` +
+    `   added p50 ${ms(floorPlain.latency.p50 - directPlain.latency.p50)}  p99 ${ms(floorPlain.latency.p99 - directPlain.latency.p99)}` +
+    `  (after its first second ${ms(floorPlain.afterFirstSecond.latency.p99 - directPlain.afterFirstSecond.latency.p99)})`,
+);
 // At a steady rate the batches are small, so per-statement and per-wake-up costs show here rather than in phase 3.
 console.log(`   CPU per request, direct:        ${cpuDirect.line}`);
 console.log(`   CPU per request, through:       ${cpuThrough.line}`);
@@ -533,6 +562,8 @@ console.log(`   wake-ups per request, through:  ${cpuThrough.wakeupLine}`);
 // Six processes on the machine's cores: time a woken thread spent waiting for a core, beside the direct path's.
 console.log(`   waiting for a CPU, direct:      ${cpuDirect.runWaitLine}`);
 console.log(`   waiting for a CPU, through:     ${cpuThrough.runWaitLine}`);
+console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
+console.log(`   waiting for a CPU, floor:       ${cpuFloor.runWaitLine}`);
 storeLines(pg0, pg1, redis0, redis1, gatewayPlain.ok);
 summary.rate = {
   rate: RATE,
@@ -550,6 +581,15 @@ summary.rate = {
   directWakeupsPerRequest: cpuDirect.wakeupTotal,
   runWaitPerRequest: cpuThrough.runWaitTotal,
   directRunWaitPerRequest: cpuDirect.runWaitTotal,
+  floor: {
+    latency: floorPlain.latency,
+    addedP50: floorPlain.latency.p50 - directPlain.latency.p50,
+    addedP99: floorPlain.latency.p99 - directPlain.latency.p99,
+    afterFirstSecondAddedP99: floorPlain.afterFirstSecond.latency.p99 - directPlain.afterFirstSecond.latency.p99,
+    errors: floorPlain.errors,
+    cpuPerRequest: cpuFloor.total,
+    runWaitPerRequest: cpuFloor.runWaitTotal,
+  },
 };
 if (atOneSecond) {
   console.log('   first second:');
@@ -595,13 +635,7 @@ if (PHASES.includes('3')) {
 // The balance phase 3 is charged against: read once the earlier phases' last settles have landed.
 await ledgerSettled();
 const before = (await pool.query(`SELECT credits::text FROM namespaces WHERE name = 'bench'`)).rows[0].credits;
-// The floor (bench:floor): the same topology built from the same libraries with nothing of
-// atelier's on it but its credit ledger, run here so its rate is measured beside the gateway's.
-const floorNamespace = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
-const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId: floorNamespace });
-const floorTarget = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
-await closedLoop(floorTarget, 8, 2);
-const floorGroups = { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker };
+const { target: floorTarget, groups: floorGroups } = await theFloor();
 
 // The three closed loops take turns (closedLoopsInTurns: the rows that matter are ratios of their
 // rates, and a shared VM's speed drifts over a run's minute; the direct rate alone went from 9,400
@@ -658,7 +692,6 @@ summary.cpu = { direct: Object.fromEntries(cpuDirect.parts), gateway: Object.fro
 console.log(`   the floor (bench:floor's skeleton: same hops and ledger, nothing else)  ${floor.rps.toFixed(0)} req/s = ${((100 * floor.rps) / direct.rps).toFixed(1)} % of direct; errors ${floor.errors}`);
 console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed(1)} %   (target >= 80 %: what atelier's own work costs on the same hops; docs/benchmarks.md, "floor")`);
 console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
-await skeleton.stop();
 
 // Billing was on: each answered request cost 10 prompt + 5 completion tokens = 0.00002 credits.
 const { ledger, settledIn } = await ledgerSettled();
@@ -781,6 +814,7 @@ if (pods.size) {
   }
 }
 
+if (floorStarted) await (await floorStarted).skeleton.stop();
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
 agent.destroy();
 redis.disconnect();
