@@ -131,7 +131,7 @@ const lines = [
   '  At 500 req/s the floor takes the same fixed rate right after the gateway: its added p99 is what the topology\'s',
   '  own tail is on this machine that minute. When the gateway misses the 15 ms row and the floor\'s figure is as high,',
   '  the tail belongs to six processes sharing two cores, not to atelier\'s work (at 3a09364, three runs on a 2-core',
-  '  AMD EPYC VM: gateway 13.36 / 8.06 / 7.10 ms, floor 17.35 / 8.25 / 6.70 ms).',
+  '  Intel Xeon VM: gateway 13.36 / 8.06 / 7.10 ms, floor 17.35 / 8.25 / 6.70 ms).',
   '- **closed loop**: the direct path, the gateway and the floor take turns in each run (three rounds of a third of',
   '  the time, the order rotated), so the ratios between them hold while a shared VM\'s speed drifts during the run.',
   '- **SSE**: resident memory growth of the gateway process with 10,000 idle `GET /api/events` streams open (one user).',
