@@ -188,7 +188,8 @@ export async function createService(
   });
   app.useGlobalFilters(new ApiExceptionFilter());
   // Before init: the hooks must be in place when Nest registers the routes.
-  instrumentHttp(app.getHttpAdapter().getInstance(), app.get(Metrics), logger || undefined);
+  // The access line is an info entry: below that level nothing of it is built.
+  instrumentHttp(app.getHttpAdapter().getInstance(), app.get(Metrics), logger || undefined, (logLevels(config.LOG_LEVEL) || []).includes('log'));
   optionalHttpHooks(app)?.install(app.getHttpAdapter().getInstance());
   try {
     await app.init();

