@@ -1,13 +1,13 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
-import { CreditLedger } from '@atelier/billing';
+import { BatchedCreditLedger } from '@atelier/billing';
 
 /** Lets a caller check what a namespace they belong to can still spend. */
 @Controller('api/credits')
 export class CreditsController {
   constructor(
     private readonly access: NamespaceAccess,
-    private readonly ledger: CreditLedger,
+    private readonly ledger: BatchedCreditLedger,
   ) {}
 
   @Get()

@@ -8,7 +8,7 @@ import { creditAmount } from '@atelier/observability';
 import { GroupCommit } from '@atelier/runtime';
 import { canonicalDecimal } from './decimal-text';
 import { sparesFor, type SpareReading } from './spare-credits';
-import { budgetedReserveValues, CreditLedger, reserveOneValues, recordsArrayJson, reservationsOf, reserveValues, settleOneValues, usageColumns, type BudgetedReserveRow, type ChargeTags, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
+import { budgetedReserveValues, CreditLedger, reserveOneValues, recordsArrayJson, reservationsOf, reserveValues, settleOneValues, toBalance, usageColumns, type BudgetedReserveRow, type ChargeTags, type CreditBalance, type DeliveredUsage, type RequestRecord, type Reservation, type Settlement } from './credit-ledger.service';
 import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SETTLE_SQL } from './credit-statements';
 
 /**
@@ -22,6 +22,7 @@ const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: 
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
 const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v2', text: SETTLE_ONE_SQL };
+const BALANCE_STATEMENT = { name: 'atelier_balance_v1', text: 'SELECT credits::text AS credits, reserved::text AS reserved FROM namespaces WHERE id = $1::uuid' };
 
 /**
  * The named statements above are planned once per connection and that plan is kept until the
@@ -185,6 +186,17 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     return { reservationId: reservation.id, charged, applied: true };
   }
 
+  /**
+   * What a namespace holds, has reserved and can spend (GET /api/credits), read on this ledger's
+   * own pool: through Prisma the one read cost the gateway 0.17 ms of CPU more per request, four
+   * times a whole authenticated GET of a model (numbers in the issue note).
+   */
+  async balance(namespaceId: string): Promise<CreditBalance> {
+    const { rows } = await this.pool('settles').query<{ credits: string; reserved: string }>({ ...BALANCE_STATEMENT, values: [namespaceId] });
+    // No such namespace: the ledger's own read says so, as it always has.
+    return rows[0] ? toBalance(rows[0]) : this.ledger.balance(namespaceId);
+  }
+
   /** Releases are rare (failures, cancels); they go straight to the ledger. */
   release(reservationId: string, record?: RequestRecord): Promise<boolean> {
     return this.ledger.release(reservationId, undefined, record);
@@ -247,7 +259,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
     return calls.map((c) => charged.get(c.reservation.id));
   }
 
-  private async query<T extends object>(lane: 'reserves' | 'settles', statement: { name: string; text: string }, calls: number, values: unknown[]) {
+  private pool(lane: 'reserves' | 'settles'): Pool {
     this.pools ??= {
       // A reservation is a hold, not money: it commits without waiting for its WAL flush
       // (half of what it costs Postgres). Whatever later charges it (a settle, the generation
@@ -258,7 +270,11 @@ export class BatchedCreditLedger implements OnModuleDestroy {
       reserves: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-reserve', { ...LEDGER_SESSION_SETTINGS, synchronous_commit: 'off' }),
       settles: createPgPool(this.config.DATABASE_URL, 4, 'atelier-credits-settle', LEDGER_SESSION_SETTINGS),
     };
-    const result = await this.pools[lane].query<T>({ ...statement, values });
+    return this.pools[lane];
+  }
+
+  private async query<T extends object>(lane: 'reserves' | 'settles', statement: { name: string; text: string }, calls: number, values: unknown[]) {
+    const result = await this.pool(lane).query<T>({ ...statement, values });
     this.stats.transactions++;
     this.stats.calls += calls;
     return result;

@@ -352,7 +352,8 @@ export class CreditLedger {
   }
 }
 
-function toBalance(row: { credits: Prisma.Decimal; reserved: Prisma.Decimal }): CreditBalance {
+/** A namespace row's credits and reserved amount (decimals, or their text) as the balance callers see. */
+export function toBalance(row: { credits: Prisma.Decimal | string; reserved: Prisma.Decimal | string }): CreditBalance {
   const credits = new Prisma.Decimal(row.credits);
   const reserved = new Prisma.Decimal(row.reserved);
   return { credits: credits.toFixed(), reserved: reserved.toFixed(), available: credits.minus(reserved).toFixed() };
