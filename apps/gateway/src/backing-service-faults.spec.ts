@@ -19,7 +19,7 @@ import {
 } from '@atelier/testing';
 
 interface Outcome {
-  kind: 'chat' | 'queue';
+  kind: 'chat' | 'queue' | 'credits';
   at: number;
   status: number | 'network-error';
   type?: string;
@@ -60,14 +60,14 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   const healthy = async () => (await Promise.all(running().map((p) => fetch(`http://127.0.0.1:${p.port}/health`).then((r) => r.status, () => 0)))).every((s) => s === 200);
   const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => queryOnce<T>(env.databaseUrl, text, params);
 
-  /** Chat and enqueue requests back to back until stopped, every outcome recorded. */
-  const traffic = () => {
-    const outcomes: Outcome[] = [];
-    let stopped = false;
-    const loop = async (kind: 'chat' | 'queue', pauseMs: number) => {
-      while (!stopped) {
-        const at = Date.now();
-        const res = await fetch(`${base}/api/ai/${kind === 'chat' ? 'chat/completions' : 'queue'}`, {
+  /**
+   * One request of a kind of traffic. The balance is read on the credit ledger's own pg pool,
+   * not through Prisma: that pool must live through every fault too.
+   */
+  const send = (kind: Outcome['kind']) =>
+    kind === 'credits'
+      ? fetch(`${base}/api/credits`, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(20_000) })
+      : fetch(`${base}/api/ai/${kind === 'chat' ? 'chat/completions' : 'queue'}`, {
           method: 'POST',
           headers: {
             authorization: `Bearer ${apiKey}`,
@@ -79,7 +79,16 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
             kind === 'chat' ? { model: 'local-chat', messages: [{ role: 'user', content: 'say something' }], max_tokens: 8 } : { model: 'local-image', prompt: 'fault' },
           ),
           signal: AbortSignal.timeout(20_000),
-        }).catch(() => undefined);
+        });
+
+  /** Chat, enqueue and balance requests back to back until stopped, every outcome recorded. */
+  const traffic = () => {
+    const outcomes: Outcome[] = [];
+    let stopped = false;
+    const loop = async (kind: Outcome['kind'], pauseMs: number) => {
+      while (!stopped) {
+        const at = Date.now();
+        const res = await send(kind).catch(() => undefined);
         if (!res) outcomes.push({ kind, at, status: 'network-error' });
         else {
           const body = (await res.json().catch(() => ({}))) as { error?: { type?: string }; generations?: { generation_id: string }[] };
@@ -95,7 +104,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
         await new Promise((r) => setTimeout(r, pauseMs));
       }
     };
-    const done = Promise.all([loop('chat', 20), loop('queue', 100)]);
+    const done = Promise.all([loop('chat', 20), loop('queue', 100), loop('credits', 100)]);
     return {
       outcomes,
       ok: (kind: Outcome['kind'], after = 0) => outcomes.filter((o) => o.kind === kind && o.status === 200 && o.at >= after).length,
@@ -179,7 +188,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   const restartUnderTraffic = async (server: ThrowawayServer, name: string): Promise<Outcome[]> => {
     const load = traffic();
     try {
-      await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
+      await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5 && load.ok('credits') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
       await server.stop();
       const downAt = Date.now();
       await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: `503s while ${name} is down` });
@@ -188,7 +197,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
       expectAllAlive();
       await server.start();
       const upAt = Date.now();
-      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2, { timeoutMs: 30_000, description: `service after ${name} is back` });
+      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2 && load.ok('credits', upAt) >= 2, { timeoutMs: 30_000, description: `service after ${name} is back` });
       await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
     } finally {
       await load.stop();
