@@ -19,7 +19,7 @@ import {
 } from '@atelier/testing';
 
 interface Outcome {
-  kind: 'chat' | 'queue' | 'credits';
+  kind: 'chat' | 'queue' | 'credits' | 'status';
   at: number;
   status: number | 'network-error';
   type?: string;
@@ -61,12 +61,13 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => queryOnce<T>(env.databaseUrl, text, params);
 
   /**
-   * One request of a kind of traffic. The balance is read on the credit ledger's own pg pool,
-   * not through Prisma: that pool must live through every fault too.
+   * One request of a kind of traffic. The balance is read on the credit ledger's own pg pool, and
+   * a generation's status (the last one enqueued) on the queue's, not through Prisma: those pools
+   * must live through every fault too.
    */
-  const send = (kind: Outcome['kind']) =>
-    kind === 'credits'
-      ? fetch(`${base}/api/credits`, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(20_000) })
+  const send = (kind: Outcome['kind'], generationId?: string) =>
+    kind === 'credits' || kind === 'status'
+      ? fetch(`${base}/api/${kind === 'credits' ? 'credits' : `ai/queue/${generationId}`}`, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(20_000) })
       : fetch(`${base}/api/ai/${kind === 'chat' ? 'chat/completions' : 'queue'}`, {
           method: 'POST',
           headers: {
@@ -81,14 +82,19 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
           signal: AbortSignal.timeout(20_000),
         });
 
-  /** Chat, enqueue and balance requests back to back until stopped, every outcome recorded. */
+  /** Chat, enqueue, balance and status requests back to back until stopped, every outcome recorded. */
   const traffic = () => {
     const outcomes: Outcome[] = [];
     let stopped = false;
+    let enqueued: string | undefined;
     const loop = async (kind: Outcome['kind'], pauseMs: number) => {
       while (!stopped) {
+        if (kind === 'status' && !enqueued) {
+          await new Promise((r) => setTimeout(r, pauseMs));
+          continue;
+        }
         const at = Date.now();
-        const res = await send(kind).catch(() => undefined);
+        const res = await send(kind, enqueued).catch(() => undefined);
         if (!res) outcomes.push({ kind, at, status: 'network-error' });
         else {
           const body = (await res.json().catch(() => ({}))) as { error?: { type?: string }; generations?: { generation_id: string }[] };
@@ -100,11 +106,12 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
             retryAfter: res.headers.get('retry-after'),
             generationIds: body.generations?.map((g) => g.generation_id),
           });
+          enqueued = body.generations?.[0]?.generation_id ?? enqueued;
         }
         await new Promise((r) => setTimeout(r, pauseMs));
       }
     };
-    const done = Promise.all([loop('chat', 20), loop('queue', 100), loop('credits', 100)]);
+    const done = Promise.all([loop('chat', 20), loop('queue', 100), loop('credits', 100), loop('status', 100)]);
     return {
       outcomes,
       ok: (kind: Outcome['kind'], after = 0) => outcomes.filter((o) => o.kind === kind && o.status === 200 && o.at >= after).length,
@@ -188,7 +195,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
   const restartUnderTraffic = async (server: ThrowawayServer, name: string): Promise<Outcome[]> => {
     const load = traffic();
     try {
-      await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5 && load.ok('credits') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
+      await waitFor(() => load.ok('chat') >= 20 && load.ok('queue') >= 5 && load.ok('credits') >= 5 && load.ok('status') >= 5, { timeoutMs: 20_000, description: 'traffic to flow' });
       await server.stop();
       const downAt = Date.now();
       await waitFor(() => load.unavailable(downAt) >= 10, { timeoutMs: 15_000, description: `503s while ${name} is down` });
@@ -197,7 +204,7 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
       expectAllAlive();
       await server.start();
       const upAt = Date.now();
-      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2 && load.ok('credits', upAt) >= 2, { timeoutMs: 30_000, description: `service after ${name} is back` });
+      await waitFor(() => load.ok('chat', upAt) >= 5 && load.ok('queue', upAt) >= 2 && load.ok('credits', upAt) >= 2 && load.ok('status', upAt) >= 2, { timeoutMs: 30_000, description: `service after ${name} is back` });
       await waitFor(healthy, { timeoutMs: 30_000 - (Date.now() - upAt), description: 'every service healthy' });
     } finally {
       await load.stop();

@@ -168,6 +168,32 @@ describe('generation queue API', () => {
     expect(succeeded.started_at).toEqual(expect.any(Number));
   });
 
+  it('shows a generation in every state the same whether read alone or in the list', async () => {
+    // The two reads are written apart (the single one is the polled one, kept lean), so a record
+    // must not depend on which one served it: dates, costs, echoed parameters, live fields.
+    const t = await createTenant(gw.http, gw.adminToken, '10');
+    const params = { seed: 42, aspect_ratio: '16:9', style: { tags: ['a', 'b'], weight: 0.25, none: null }, target_repo: 'pics', target_directory: 'a/b' };
+    const ids: Record<string, string> = {};
+    for (const status of ['queued', 'processing', 'succeeded', 'failed', 'cancelled'])
+      ids[status] = (await enqueue(t, { model: 'local-image', prompt: `${status} fox`, ...params })).body.generations[0].generation_id;
+    const state = gw.app.get(GenerationState);
+    for (const status of ['processing', 'succeeded', 'failed']) await state.start(ids[status]);
+    await state.succeed(ids.succeeded, [`${t.namespace}/outputs/${ids.succeeded}.png`], '0.123456');
+    await state.fail(ids.failed, 'the engine gave up');
+    expect((await gw.http.request('DELETE', `/api/ai/queue/${ids.cancelled}`, { token: t.apiKey })).status).toBe(200);
+
+    for (const [status, id] of Object.entries(ids)) {
+      const listed = (await gw.http.request<{ generations: Record_[] }>('GET', `/api/ai/queue?status=${status}`, { token: t.apiKey })).body.generations;
+      expect(listed).toHaveLength(1);
+      const alone = await get(t, id);
+      expect(alone.status).toBe(200);
+      expect({ status, record: alone.body }).toEqual({ status, record: listed[0] });
+      expect(alone.body).toMatchObject({ generation_id: id, status, seed: 42, style: params.style, target_namespace: t.namespace, target_repo: 'pics' });
+    }
+    expect((await get(t, ids.succeeded)).body).toMatchObject({ cost: '0.123456', progress: 1, result_url: expect.stringMatching(/\/files\//) });
+    expect((await get(t, ids.failed)).body).toMatchObject({ cost: '0', error_message: 'the engine gave up', result_url: null });
+  });
+
   it('cancels queued generations, releases their credits, and leaves terminal ones alone', async () => {
     const t = await createTenant(gw.http, gw.adminToken, '1');
     const id = (await enqueue(t, { model: 'local-image', prompt: 'cancel me' })).body.generations[0].generation_id;

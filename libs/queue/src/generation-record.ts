@@ -41,6 +41,12 @@ export type GenerationRecord = Record<string, unknown> & {
   completed_at: number | null;
 };
 
+/** The row's fields a record shows: a Prisma row, or a raw one with its cost as text. */
+export type GenerationRecordRow = Pick<
+  GenerationModel,
+  'id' | 'modelName' | 'prompt' | 'mediaType' | 'status' | 'errorMessage' | 'enqueuedAt' | 'startedAt' | 'completedAt' | 'params' | 'targetRepo' | 'targetDirectory' | 'resultKeys'
+> & { cost: GenerationModel['cost'] | string };
+
 const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
 
 /**
@@ -48,10 +54,7 @@ const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
  * submitted parameter echoed as given (seed/aspect_ratio/duration only when submitted).
  */
 export function toGenerationRecord(
-  row: Pick<
-    GenerationModel,
-    'id' | 'modelName' | 'prompt' | 'mediaType' | 'status' | 'errorMessage' | 'enqueuedAt' | 'startedAt' | 'completedAt' | 'params' | 'targetRepo' | 'targetDirectory' | 'cost' | 'resultKeys'
-  >,
+  row: GenerationRecordRow,
   namespace: string,
   resultUrl: (key: string) => string,
   live?: LiveFields,
