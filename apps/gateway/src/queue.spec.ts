@@ -169,8 +169,8 @@ describe('generation queue API', () => {
   });
 
   it('shows a generation in every state the same whether read alone or in the list', async () => {
-    // The two reads are written apart (the single one is the polled one, kept lean), so a record
-    // must not depend on which one served it: dates, costs, echoed parameters, live fields.
+    // The two reads are separate statements (each kept lean: clients poll them), so a record must
+    // not depend on which one served it: dates, costs, echoed parameters, live fields.
     const t = await createTenant(gw.http, gw.adminToken, '10');
     const params = { seed: 42, aspect_ratio: '16:9', style: { tags: ['a', 'b'], weight: 0.25, none: null }, target_repo: 'pics', target_directory: 'a/b' };
     const ids: Record<string, string> = {};
