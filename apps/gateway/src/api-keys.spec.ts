@@ -117,6 +117,14 @@ describe('self-service API keys', () => {
     expect(made.body.namespace).toBe(org);
     expect((await credits(made.body.api_key!)).body).toMatchObject({ namespace: org });
     expect((await make({ name: 'not mine', namespace: org }, bob.apiKey)).status).toBe(403);
+    // Its owner may still bill their own namespace, and read back what they put there (a 404 before).
+    const own = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', {
+      token: made.body.api_key!,
+      body: { model: 'local-image', prompt: 'mine', target_namespace: alice.namespace },
+    });
+    expect(own.status).toBe(200);
+    const read = await gw.http.request('GET', `/api/ai/queue/${own.body.generations[0].generation_id}`, { token: made.body.api_key! });
+    expect(read).toMatchObject({ status: 200, body: { target_namespace: alice.namespace } });
   });
 
   it('refuses a key made for an org whose namespace is gone, with a 401 that says so', async () => {

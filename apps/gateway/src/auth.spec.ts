@@ -1,4 +1,4 @@
-import { ApiKeyAuthenticator } from '@atelier/auth';
+import { ApiKeyAuthenticator, NamespaceAccess } from '@atelier/auth';
 import { PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
@@ -75,6 +75,46 @@ describe('gateway authentication and namespace access', () => {
     expect(member.body).toMatchObject({ namespace: org, type: 'org', credits: '50' });
     const outsider = await gw.http.request('GET', `/api/credits?namespace=${org}`, { token: bob.apiKey });
     expect(outsider.status).toBe(403);
+  });
+
+  it('reads an org grant once per second for a member billing to it, and a membership removed in the database stops within a second', async () => {
+    const member = await createTenant(gw.http, gw.adminToken, '1');
+    const org = `org-${member.username}`;
+    expect((await gw.http.request('POST', '/api/admin/orgs', { token: gw.adminToken, body: { name: org, members: [member.username], credits: 50 } })).status).toBe(201);
+    const access = gw.app.get(NamespaceAccess) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
+    const lookup = access.lookup;
+    let reads = 0;
+    access.lookup = (...args) => {
+      reads++;
+      return lookup.apply(access, args);
+    };
+    try {
+      // Billed to the org, then a generation of the org read back: one read for all of them.
+      const enqueued = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', {
+        token: member.apiKey,
+        body: { model: 'local-image', prompt: 'team work', target_namespace: org },
+      });
+      expect(enqueued.status).toBe(200);
+      const id = enqueued.body.generations[0].generation_id;
+      const answers = await Promise.all([
+        ...Array.from({ length: 10 }, () => gw.http.request('GET', `/api/credits?namespace=${org}`, { token: member.apiKey })),
+        ...Array.from({ length: 10 }, () => gw.http.request('GET', `/api/ai/queue/${id}`, { token: member.apiKey })),
+      ]);
+      expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+      expect(reads).toBe(1);
+
+      await gw.app.get(PrismaService).$executeRaw`DELETE FROM memberships m USING organizations o WHERE m.org_id = o.id AND o.name = ${org}`;
+      const removedAt = Date.now();
+      await waitFor(async () => (await gw.http.request('GET', `/api/credits?namespace=${org}`, { token: member.apiKey })).status === 403, {
+        timeoutMs: 3000,
+        intervalMs: 50,
+        description: 'the gateway to refuse the org after the membership was removed',
+      });
+      expect(Date.now() - removedAt).toBeLessThan(1500);
+      expect((await gw.http.request('GET', `/api/ai/queue/${id}`, { token: member.apiKey })).status).toBe(404);
+    } finally {
+      access.lookup = lookup;
+    }
   });
 
   it('stops accepting a revoked key on every replica within a second', async () => {

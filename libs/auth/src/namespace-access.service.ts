@@ -1,11 +1,28 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import type { Caller, NamespaceScope } from './caller';
 
+/** The most grants kept; past it the oldest go first (each is re-read within a second anyway). */
+const MAX_GRANTS = 10_000;
+
 @Injectable()
 export class NamespaceAccess {
-  constructor(private readonly prisma: PrismaService) {}
+  /**
+   * Namespaces other than their own that callers were allowed to act on, keyed by user and by
+   * the namespace's name and id. A grant is trusted for at most AUTH_CACHE_MS (<= 1 s) after it
+   * was read, as a verified API key is: a member who bills every request to their org
+   * (target_namespace) otherwise paid a Prisma read on each one, on the chat path before the
+   * hand-off (numbers in the issue note), and a membership removed in the database still stops
+   * working within a second. Refusals are not kept: a namespace made a moment later is found.
+   */
+  private readonly granted = new Map<string, { scope: NamespaceScope; until: number }>();
+
+  constructor(
+    private readonly prisma: PrismaService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
 
   /**
    * The namespace a request acts on: the caller's own, or `requested` (target_namespace,
@@ -16,22 +33,48 @@ export class NamespaceAccess {
     if (requested === undefined || requested === null || requested === '' || requested === caller.namespace)
       return { id: caller.namespaceId, name: caller.namespace, type: caller.namespaceType ?? 'user' };
     if (typeof requested !== 'string') throw ApiError.badRequest('target_namespace must be a string');
+    const scope = this.grant(caller, 'name', requested) ?? (await this.lookup(caller, { name: requested }));
+    if (!scope) throw ApiError.forbidden(`You are not a member of namespace '${requested}'`);
+    return scope;
+  }
+
+  /** Whether the caller may see resources of this namespace: the same rule as resolve's. */
+  async canAccess(caller: Caller, namespaceId: string): Promise<boolean> {
+    if (namespaceId === caller.namespaceId || this.grant(caller, 'id', namespaceId)) return true;
+    return (await this.lookup(caller, { id: namespaceId })) !== undefined;
+  }
+
+  /** The namespace if the caller owns it or belongs to its org (remembered), else undefined. */
+  private async lookup(caller: Caller, where: { name: string } | { id: string }): Promise<NamespaceScope | undefined> {
     const ns = await this.prisma.namespace.findUnique({
-      where: { name: requested },
+      where,
       select: { id: true, name: true, type: true, userId: true, org: { select: { memberships: { where: { userId: caller.userId }, select: { userId: true } } } } },
     });
     const allowed = ns && (ns.userId === caller.userId || (ns.org?.memberships.length ?? 0) > 0);
-    if (!ns || !allowed) throw ApiError.forbidden(`You are not a member of namespace '${requested}'`);
-    return { id: ns.id, name: ns.name, type: ns.type };
+    return ns && allowed ? this.remember(caller, { id: ns.id, name: ns.name, type: ns.type }) : undefined;
   }
 
-  /** Whether the caller may see resources of this namespace (own, or an org they belong to). */
-  async canAccess(caller: Caller, namespaceId: string): Promise<boolean> {
-    if (namespaceId === caller.namespaceId) return true;
-    const membership = await this.prisma.membership.findFirst({
-      where: { userId: caller.userId, org: { namespace: { id: namespaceId } } },
-      select: { orgId: true },
-    });
-    return membership !== null;
+  private grant(caller: Caller, by: 'name' | 'id', value: string): NamespaceScope | undefined {
+    const key = `${caller.userId} ${by} ${value}`;
+    const hit = this.granted.get(key);
+    if (!hit) return undefined;
+    if (hit.until > performance.now()) return hit.scope;
+    this.granted.delete(key);
+    return undefined;
+  }
+
+  private remember(caller: Caller, scope: NamespaceScope): NamespaceScope {
+    if (this.config.AUTH_CACHE_MS === 0) return scope;
+    const entry = { scope, until: performance.now() + this.config.AUTH_CACHE_MS };
+    for (const key of [`${caller.userId} name ${scope.name}`, `${caller.userId} id ${scope.id}`]) {
+      // Re-inserted, so the map's order stays oldest first for the trim below.
+      this.granted.delete(key);
+      this.granted.set(key, entry);
+    }
+    for (const key of this.granted.keys()) {
+      if (this.granted.size <= MAX_GRANTS) break;
+      this.granted.delete(key);
+    }
+    return scope;
   }
 }
