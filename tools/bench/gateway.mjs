@@ -1,33 +1,118 @@
 #!/usr/bin/env node
-// npm run bench:gateway — authenticated requests through the real gateway over real HTTP.
-// Measures the hot path every API call pays: Fastify, the access guard (API-key cache),
-// routing, the error envelope, and one Postgres read for /api/credits.
+// npm run bench:gateway — authenticated requests through the real gateway over real HTTP: what
+// every API call pays (Fastify, the access guard with its API-key cache, routing, the error
+// envelope), and the read endpoints clients poll, each with its database read.
+//
+// The gateway runs as compiled code in a process of its own, so the gateway's CPU per request
+// (from /proc, beside the rate) is its own and not the load generator's. Each case is a closed
+// loop of BENCH_CONNECTIONS (default 32) for BENCH_SECONDS (default 4) after a second of
+// warm-up, three times; the median round is shown.
+//
+// BENCH_GATEWAY_ROOT=<another checkout> runs the same cases against that checkout's compiled
+// gateway too (build it first: `node node_modules/@swc/cli/bin/swc.js apps libs -d dist/local
+// --config-file .swcrc` there), alternating with this one's in fresh processes, three pairs: how a
+// change moved each figure, measured side by side.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { benchConfig, benchDatabase, buildAll, machine, startBenchGateway } from './bench-env.mjs';
 
-buildAll();
-const db = await benchDatabase();
-const config = benchConfig(db);
-const { app, base, user } = await startBenchGateway(config, 100);
+const self = fileURLToPath(import.meta.url);
 
-const duration = Number(process.env.BENCH_SECONDS ?? 8);
-const cases = [
-  ['GET /api/ai/models/local-image (auth, catalog)', '/api/ai/models/local-image'],
-  ['GET /api/credits (auth, Postgres read)', '/api/credits'],
-  ['GET /api/ai/models/nope (auth, 404 envelope)', '/api/ai/models/nope'],
-];
-console.log(`atelier gateway benchmark — ${machine()}, ${duration}s per case, 50 connections`);
-for (const [label, path] of cases) {
-  const r = await autocannon({
-    url: `${base}${path}`,
-    connections: 50,
-    duration,
-    headers: { authorization: `Bearer ${user.api_key}` },
-  });
-  const errors = r.non2xx - (path.endsWith('nope') ? r.non2xx : 0);
-  console.log(
-    `${label.padEnd(50)} ${Math.round(r.requests.average).toString().padStart(7)} req/s  p50 ${r.latency.p50} ms  p99 ${r.latency.p99} ms  errors ${r.errors + errors}`,
-  );
+if (process.argv[2] === 'serve') {
+  // The checkout being measured: its compiled gateway, through its own bench-env.
+  const { benchConfig, startBenchGateway } = await import(path.join(process.env.BENCH_GATEWAY_CHECKOUT, 'tools/bench/bench-env.mjs'));
+  const config = benchConfig(JSON.parse(process.env.BENCH_GATEWAY_DB));
+  const { base, user } = await startBenchGateway(config, 1000);
+  const post = async (url, token, body) => {
+    const res = await fetch(`${base}${url}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (res.status >= 300) throw new Error(`${url}: ${res.status} ${await res.text()}`);
+    return res.json();
+  };
+  // An org the bench user belongs to (a namespace besides their own), and a generation to poll
+  // (queued: no queue worker runs, so its record carries its queue position).
+  const org = `bench-org-${process.pid}`;
+  await post('/api/admin/orgs', config.ADMIN_TOKEN, { name: org, members: [user.username], credits: '1000' });
+  const queued = await post('/api/ai/queue', user.api_key, { model: 'local-image', prompt: 'a fox', target_namespace: org });
+  process.send({ base, apiKey: user.api_key, org, generationId: queued.generations[0].generation_id });
+} else {
+  const { benchDatabase, buildAll, cpuSeconds, dieWithBench, machine, percentile } = await import('./bench-env.mjs');
+  const { root } = await import('../bootstrap.mjs');
+  const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+  const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+  const ROUNDS = 3;
+  const other = process.env.BENCH_GATEWAY_ROOT ? path.resolve(process.env.BENCH_GATEWAY_ROOT) : undefined;
+  buildAll();
+
+  const cases = [
+    ['GET /health/live (no auth)', () => '/health/live'],
+    ['GET /api/ai/models/local-image (auth, catalog)', () => '/api/ai/models/local-image'],
+    ['GET /api/ai/models/nope (auth, 404 envelope)', () => '/api/ai/models/nope', 404],
+    ['GET /api/credits (auth, Postgres read)', () => '/api/credits'],
+    ["GET /api/credits?namespace=<org> (the caller's org)", (s) => `/api/credits?namespace=${s.org}`],
+    ['GET /api/ai/queue/:id (a generation polled)', (s) => `/api/ai/queue/${s.generationId}`],
+    ['GET /api/ai/queue?namespace=<org> (active generations)', (s) => `/api/ai/queue?namespace=${s.org}`],
+    ['GET /api/ai/queue?namespace=<org>&status=queued&model=...', (s) => `/api/ai/queue?namespace=${s.org}&status=queued&model=local-image`],
+  ];
+
+  /** One checkout's gateway in a fresh process on a fresh database: every case, ROUNDS rounds each; the median round of each. */
+  const measure = async (checkout) => {
+    const db = await benchDatabase();
+    const child = spawn(process.execPath, [...dieWithBench, self, 'serve'], {
+      cwd: checkout,
+      env: { ...process.env, BENCH_GATEWAY_CHECKOUT: checkout, BENCH_GATEWAY_DB: JSON.stringify({ databaseUrl: db.databaseUrl, prefix: db.prefix }) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    try {
+      const served = await new Promise((resolve, reject) => {
+        child.once('message', resolve);
+        child.once('exit', (code) => reject(new Error(`the gateway exited (${code})`)));
+      });
+      const results = [];
+      for (const [label, url, status = 200] of cases) {
+        const opts = { url: `${served.base}${url(served)}`, connections: CONNECTIONS, headers: { authorization: `Bearer ${served.apiKey}` } };
+        await autocannon({ ...opts, duration: 1 });
+        const rounds = [];
+        for (let i = 0; i < ROUNDS; i++) {
+          const before = cpuSeconds({ gateway: [child.pid] });
+          const r = await autocannon({ ...opts, duration: SECONDS });
+          const after = cpuSeconds({ gateway: [child.pid] });
+          const answered = r.requests.total;
+          const unexpected = status === 200 ? r.non2xx : answered - (r[`${Math.floor(status / 100)}xx`] ?? 0);
+          rounds.push({ rps: r.requests.average, p99: r.latency.p99, cpu: ((after.gateway.all - before.gateway.all) * 1000) / answered, errors: r.errors + unexpected });
+        }
+        rounds.sort((a, b) => a.cpu - b.cpu);
+        results.push({ label, ...rounds[1], errors: rounds.reduce((s, r) => s + r.errors, 0) });
+      }
+      return results;
+    } finally {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => (child.exitCode === null && child.signalCode === null ? child.once('exit', resolve) : resolve()));
+      await db.drop();
+    }
+  };
+
+  console.log(`atelier gateway benchmark — ${machine()}; ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS}s per case (median round); the gateway in its own process`);
+  const line = (r) =>
+    `${r.label.padEnd(58)} ${Math.round(r.rps).toString().padStart(7)} req/s  p99 ${String(r.p99).padStart(3)} ms  gateway CPU ${r.cpu.toFixed(4)} ms/request  errors ${r.errors}`;
+  if (!other) {
+    for (const r of await measure(root)) console.log(line(r));
+  } else {
+      console.log(`A: ${other}\nB: ${root} (this checkout)`);
+      const runs = { A: [], B: [] };
+      for (let pair = 0; pair < 3; pair++) {
+      // The order alternates too: whichever runs first in a pair meets a machine just idle.
+      const order = [['A', other], ['B', root]];
+      for (const [name, checkout] of pair % 2 ? order.reverse() : order) runs[name].push(await measure(checkout));
+    }
+      for (const [i, [label]] of cases.entries()) {
+        console.log(label);
+        for (const name of ['A', 'B'])
+          console.log(
+            `   ${name}  gateway CPU ${runs[name].map((r) => r[i].cpu.toFixed(4)).join(' / ')} ms/request   ${runs[name].map((r) => Math.round(r[i].rps)).join(' / ')} req/s   errors ${runs[name].reduce((s, r) => s + r[i].errors, 0)}`,
+          );
+        const median = (name) => percentile(runs[name].map((r) => r[i].cpu), 0.5);
+        console.log(`   B / A (medians)  ${((100 * median('B')) / median('A')).toFixed(1)} % of the CPU`);
+      }
+  }
 }
-await app.close();
-await db.drop();
