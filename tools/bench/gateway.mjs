@@ -11,7 +11,8 @@
 // BENCH_GATEWAY_ROOT=<another checkout> runs the same cases against that checkout's compiled
 // gateway too (build it first: `node node_modules/@swc/cli/bin/swc.js apps libs -d dist/local
 // --config-file .swcrc` there), alternating with this one's in fresh processes, three pairs: how a
-// change moved each figure, measured side by side.
+// change moved each figure, measured side by side. BENCH_LOG_LEVEL=info measures at the default
+// level (the benches run at error): the access lines go to a pipe, and their bytes per request show.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +23,8 @@ const self = fileURLToPath(import.meta.url);
 if (process.argv[2] === 'serve') {
   // The checkout being measured: its compiled gateway, through its own bench-env.
   const { benchConfig, startBenchGateway } = await import(path.join(process.env.BENCH_GATEWAY_CHECKOUT, 'tools/bench/bench-env.mjs'));
-  const config = benchConfig(JSON.parse(process.env.BENCH_GATEWAY_DB));
+  // BENCH_LOG_LEVEL=info: what the default level's access line costs (the benches run at error).
+  const config = benchConfig(JSON.parse(process.env.BENCH_GATEWAY_DB), process.env.BENCH_LOG_LEVEL ? { LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {});
   const { base, user } = await startBenchGateway(config, 1000);
   const post = async (url, token, body) => {
     const res = await fetch(`${base}${url}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -61,8 +63,11 @@ if (process.argv[2] === 'serve') {
     const child = spawn(process.execPath, [...dieWithBench, self, 'serve'], {
       cwd: checkout,
       env: { ...process.env, BENCH_GATEWAY_CHECKOUT: checkout, BENCH_GATEWAY_DB: JSON.stringify({ databaseUrl: db.databaseUrl, prefix: db.prefix }) },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Its log lines go to a pipe, drained here, as a container runtime drains a pod's.
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     });
+    let logged = 0;
+    child.stdout.on('data', (chunk) => (logged += chunk.length));
     try {
       const served = await new Promise((resolve, reject) => {
         child.once('message', resolve);
@@ -75,11 +80,12 @@ if (process.argv[2] === 'serve') {
         const rounds = [];
         for (let i = 0; i < ROUNDS; i++) {
           const before = cpuSeconds({ gateway: [child.pid] });
+          const loggedBefore = logged;
           const r = await autocannon({ ...opts, duration: SECONDS });
           const after = cpuSeconds({ gateway: [child.pid] });
           const answered = r.requests.total;
           const unexpected = status === 200 ? r.non2xx : answered - (r[`${Math.floor(status / 100)}xx`] ?? 0);
-          rounds.push({ rps: r.requests.average, p99: r.latency.p99, cpu: ((after.gateway.all - before.gateway.all) * 1000) / answered, errors: r.errors + unexpected });
+          rounds.push({ rps: r.requests.average, p99: r.latency.p99, cpu: ((after.gateway.all - before.gateway.all) * 1000) / answered, logBytes: (logged - loggedBefore) / answered, errors: r.errors + unexpected });
         }
         rounds.sort((a, b) => a.cpu - b.cpu);
         results.push({ label, ...rounds[1], errors: rounds.reduce((s, r) => s + r.errors, 0) });
@@ -94,7 +100,7 @@ if (process.argv[2] === 'serve') {
 
   console.log(`atelier gateway benchmark — ${machine()}; ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS}s per case (median round); the gateway in its own process`);
   const line = (r) =>
-    `${r.label.padEnd(58)} ${Math.round(r.rps).toString().padStart(7)} req/s  p99 ${String(r.p99).padStart(3)} ms  gateway CPU ${r.cpu.toFixed(4)} ms/request  errors ${r.errors}`;
+    `${r.label.padEnd(58)} ${Math.round(r.rps).toString().padStart(7)} req/s  p99 ${String(r.p99).padStart(3)} ms  gateway CPU ${r.cpu.toFixed(4)} ms/request  log ${Math.round(r.logBytes)} B/request  errors ${r.errors}`;
   if (!other) {
     for (const r of await measure(root)) console.log(line(r));
   } else {
