@@ -89,7 +89,9 @@ describe('gateway authentication and namespace access', () => {
       return lookup.apply(access, args);
     };
     try {
-      // Billed to the org, then a generation of the org read back: one read for all of them.
+      // Billed to the org, then a generation of the org read back: one read for all of them (one
+      // more for each second the requests took on a slow machine: a grant is trusted that long).
+      const started = Date.now();
       const enqueued = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', {
         token: member.apiKey,
         body: { model: 'local-image', prompt: 'team work', target_namespace: org },
@@ -101,7 +103,8 @@ describe('gateway authentication and namespace access', () => {
         ...Array.from({ length: 10 }, () => gw.http.request('GET', `/api/ai/queue/${id}`, { token: member.apiKey })),
       ]);
       expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
-      expect(reads).toBe(1);
+      expect(reads).toBeGreaterThanOrEqual(1);
+      expect(reads).toBeLessThanOrEqual(1 + Math.floor((Date.now() - started) / 1000));
 
       await gw.app.get(PrismaService).$executeRaw`DELETE FROM memberships m USING organizations o WHERE m.org_id = o.id AND o.name = ${org}`;
       const removedAt = Date.now();
