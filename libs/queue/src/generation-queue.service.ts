@@ -78,7 +78,7 @@ const RECORD_COLUMNS = `g.id::text AS id, g.model_name AS "modelName", g.media_t
   g.params, coalesce(g.result_keys, '{}') AS "resultKeys", g.error_message AS "errorMessage", g.cost::text AS cost, g.target_repo AS "targetRepo",
   g.target_directory AS "targetDirectory", g.enqueued_at AS "enqueuedAt", g.started_at AS "startedAt", g.completed_at AS "completedAt"`;
 
-/** One generation with its namespace (GET /api/ai/queue/:id). */
+/** One generation with its namespace (GET and DELETE /api/ai/queue/:id, its webhook deliveries). */
 const READ_GENERATION = {
   name: 'atelier_read_generation_v1',
   text: `
@@ -308,18 +308,16 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
   }
 
   /** The generation if the caller may see it; unknown, malformed and foreign ids all look the same (404). */
-  private async findVisible(caller: Caller, id: string) {
+  private async findVisible(caller: Caller, id: string): Promise<GenerationRead> {
     if (!UUID_PATTERN.test(id)) throw notFound();
-    const row = await this.prisma.generation.findUnique({ where: { id }, include: { namespace: { select: { name: true } } } });
+    const { rows } = await this.readPool().query<GenerationRead>({ ...READ_GENERATION, values: [id] });
+    const row = rows[0];
     if (!row || !(await this.access.canAccess(caller, row.namespaceId))) throw notFound();
     return row;
   }
 
   async get(caller: Caller, id: string): Promise<GenerationRecord> {
-    if (!UUID_PATTERN.test(id)) throw notFound();
-    const { rows } = await this.readPool().query<GenerationRead>({ ...READ_GENERATION, values: [id] });
-    const row = rows[0];
-    if (!row || !(await this.access.canAccess(caller, row.namespaceId))) throw notFound();
+    const row = await this.findVisible(caller, id);
     const live = await this.liveFields([row]);
     return toGenerationRecord(row, row.namespace, (key) => this.urls.url(key), live.get(row.id));
   }
