@@ -7,6 +7,9 @@ import type { Caller, NamespaceScope } from './caller';
 /** The most grants kept; past it the oldest go first (each is re-read within a second anyway). */
 const MAX_GRANTS = 10_000;
 
+/** Where a grant is kept: found again by the name (resolve) or the id (canAccess) it was asked by. */
+const grantKey = (userId: string, by: 'name' | 'id', value: string) => `${userId} ${by} ${value}`;
+
 @Injectable()
 export class NamespaceAccess {
   /**
@@ -55,7 +58,7 @@ export class NamespaceAccess {
   }
 
   private grant(caller: Caller, by: 'name' | 'id', value: string): NamespaceScope | undefined {
-    const key = `${caller.userId} ${by} ${value}`;
+    const key = grantKey(caller.userId, by, value);
     const hit = this.granted.get(key);
     if (!hit) return undefined;
     if (hit.until > performance.now()) return hit.scope;
@@ -66,7 +69,7 @@ export class NamespaceAccess {
   private remember(caller: Caller, scope: NamespaceScope): NamespaceScope {
     if (this.config.AUTH_CACHE_MS === 0) return scope;
     const entry = { scope, until: performance.now() + this.config.AUTH_CACHE_MS };
-    for (const key of [`${caller.userId} name ${scope.name}`, `${caller.userId} id ${scope.id}`]) {
+    for (const key of [grantKey(caller.userId, 'name', scope.name), grantKey(caller.userId, 'id', scope.id)]) {
       // Re-inserted, so the map's order stays oldest first for the trim below.
       this.granted.delete(key);
       this.granted.set(key, entry);
