@@ -1,7 +1,17 @@
 #!/usr/bin/env node
 // npm run bench:credits — reserve+settle cycles of the credit ledger against real Postgres,
 // all on ONE namespace (the contended case: every cycle locks the same row).
-import { benchDatabase, buildAll, dist, machine, percentile } from './bench-env.mjs';
+//
+// BENCH_TABLE_ROWS=<n> (e.g. 3000000) adds a run on tables that already hold n settled requests
+// (a reservation and its ledger charge each, seeded with random keys): 64 concurrent loops through
+// BatchedCreditLedger for BENCH_SECONDS (default 10), three rounds, with Postgres's CPU per cycle
+// (every `postgres` process on this machine, from /proc) and the table and index blocks it read
+// from outside shared_buffers per cycle (pg_statio). Once a table's indexes outgrow shared_buffers,
+// where each new key lands decides that cost. BENCH_CREDITS_ROOT=<another checkout> (built: see
+// bench:gateway) alternates that checkout's ledger with this one's on the same tables.
+import path from 'node:path';
+import { benchDatabase, buildAll, cpuSeconds, dist, machine, percentile, require } from './bench-env.mjs';
+import { root as thisRoot } from '../bootstrap.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -75,5 +85,77 @@ if (Number(batchedBalance.credits).toFixed(3) !== expected || batchedBalance.res
   process.exitCode = 1;
 }
 await batched.onModuleDestroy();
+const tableRows = Number(process.env.BENCH_TABLE_ROWS ?? 0);
+if (tableRows > 0) await onLargeTables(tableRows);
 await prisma.$disconnect();
 await db.drop();
+
+async function onLargeTables(rows) {
+  const ledgerOf = (root) => {
+    const from = (p) => require(path.join(root, 'dist/local', p));
+    const client = from('libs/db/src/index.js').createPrismaClient(db.databaseUrl, 4);
+    const { CreditLedger: Plain, BatchedCreditLedger: Batched } = from('libs/billing/src/index.js');
+    return { client, ledger: new Batched(new Plain(client), { DATABASE_URL: db.databaseUrl }) };
+  };
+  const ns3 = await prisma.namespace.create({ data: { name: 'bench-large', type: 'org', credits: '100000000' } });
+  const seeding = performance.now();
+  await prisma.$executeRawUnsafe(
+    `INSERT INTO credit_reservations (id, namespace_id, amount, charged, reference, status, created_at, closed_at, model, endpoint)
+     SELECT gen_random_uuid(), $1::uuid, 0.02, 0.015, 'seed', 'settled', now() - interval '1 day', now() - interval '1 day', 'bench', '/api/ai/chat/completions'
+     FROM generate_series(1, ${Math.floor(rows)})`,
+    ns3.id,
+  );
+  await prisma.$executeRawUnsafe(
+    `INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id, created_at)
+     SELECT gen_random_uuid(), namespace_id, 'charge', -charged, 0, id, created_at FROM credit_reservations WHERE reference = 'seed'`,
+  );
+  await prisma.$executeRawUnsafe('VACUUM ANALYZE credit_reservations');
+  await prisma.$executeRawUnsafe('VACUUM ANALYZE credit_ledger');
+  await prisma.$executeRawUnsafe('CHECKPOINT');
+  const sizes = await prisma.$queryRawUnsafe(
+    `SELECT relname AS name, pg_size_pretty(pg_relation_size(oid)) AS size FROM pg_class WHERE relname ~ '^credit_(reservations|ledger)' AND relkind IN ('r', 'i') ORDER BY 1`,
+  );
+  const [{ buffers }] = await prisma.$queryRawUnsafe(`SELECT current_setting('shared_buffers') AS buffers`);
+  console.log(`\non tables holding ${rows} settled requests (seeded in ${((performance.now() - seeding) / 1000).toFixed(0)} s; shared_buffers ${buffers}):`);
+  console.log(`   ${sizes.map((r) => `${r.name} ${r.size}`).join(', ')}`);
+  const blocksRead = async () =>
+    Number(
+      (await prisma.$queryRawUnsafe(`SELECT sum(heap_blks_read + idx_blks_read)::bigint AS n FROM pg_statio_user_tables WHERE relname IN ('credit_reservations', 'credit_ledger')`))[0].n,
+    );
+  const loopSeconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const other = process.env.BENCH_CREDITS_ROOT ? path.resolve(process.env.BENCH_CREDITS_ROOT) : undefined;
+  const sides = [['this checkout', thisRoot], ...(other ? [[other, other]] : [])];
+  let cycle = 0;
+  for (let round = 1; round <= 3; round++) {
+    for (const [label, root] of round % 2 === 1 ? sides : [...sides].reverse()) {
+      const { client, ledger: lanes } = ledgerOf(root);
+      const run = async (secs) => {
+        let n = 0;
+        let stop = false;
+        setTimeout(() => (stop = true), secs * 1000);
+        await Promise.all(
+          Array.from({ length: 64 }, async () => {
+            while (!stop) {
+              const r = await lanes.reserve(ns3.id, '0.02', `large:${cycle++}`, { model: 'bench', endpoint: '/api/ai/chat/completions' });
+              await lanes.settle(r, '0.015', { inputTokens: 10, outputTokens: 5 });
+              n++;
+            }
+          }),
+        );
+        return n;
+      };
+      await run(1);
+      const cpu0 = cpuSeconds({ postgres: 'postgres' });
+      const read0 = await blocksRead();
+      const t0 = performance.now();
+      const n = await run(loopSeconds);
+      const elapsed = (performance.now() - t0) / 1000;
+      const cpu = ((cpuSeconds({ postgres: 'postgres' }).postgres.all - cpu0.postgres.all) * 1000) / n;
+      const reads = ((await blocksRead()) - read0) / n;
+      console.log(`   round ${round}, ${label}: ${Math.round(n / elapsed)} cycles/s, Postgres CPU ${cpu.toFixed(4)} ms per cycle, ${reads.toFixed(2)} blocks read from outside shared_buffers per cycle`);
+      await lanes.onModuleDestroy();
+      await client.$disconnect();
+    }
+  }
+}
+

@@ -1,6 +1,7 @@
 import { CreditLedger } from '@atelier/billing';
 import { PrismaService } from '@atelier/db';
 import { GenerationState, generationReservationRule } from '@atelier/queue';
+import { uuidV7Time } from '@atelier/random';
 import { createTenant, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -62,6 +63,20 @@ describe('generation queue API', () => {
     // aspect_ratio and duration were not submitted, so they are absent.
     expect(rec.body).not.toHaveProperty('aspect_ratio');
     expect(rec.body).not.toHaveProperty('duration');
+  });
+
+  it('gives generations time-ordered ids (UUID version 7), so later ones sort after earlier ones', async () => {
+    const first = await enqueue(alice, { model: 'local-image', prompt: 'first', num_generations: 2 });
+    const now = Date.now();
+    while (Date.now() <= now) await new Promise((r) => setTimeout(r, 1));
+    const second = await enqueue(alice, { model: 'local-image', prompt: 'second' });
+    const ids = [...first.body.generations, ...second.body.generations].map((g) => g.generation_id);
+    for (const id of ids) expect(Math.abs(uuidV7Time(id)! - now)).toBeLessThan(60_000);
+    expect(second.body.generations[0].generation_id > first.body.generations[0].generation_id).toBe(true);
+    expect(second.body.generations[0].generation_id > first.body.generations[1].generation_id).toBe(true);
+    // The record tells the same time as its id.
+    const rec = await get(alice, ids[2]);
+    expect(Math.abs((rec.body.enqueued_at as number) * 1000 - uuidV7Time(ids[2])!)).toBeLessThan(5_000);
   });
 
   it.each([

@@ -1,10 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { DECIMAL_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma } from '@atelier/db';
 import { creditAmount } from '@atelier/observability';
+import { uuidV7 } from '@atelier/random';
 import { GroupCommit } from '@atelier/runtime';
 import { canonicalDecimal } from './decimal-text';
 import { sparesFor, type SpareReading } from './spare-credits';
@@ -17,11 +17,11 @@ import { RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL, SET
  * on a 2-core machine, one statement at a time).
  */
 const RESERVE_STATEMENT = { name: 'atelier_reserve_v3', text: RESERVE_SQL };
-const SETTLE_STATEMENT = { name: 'atelier_settle_v5', text: SETTLE_SQL };
+const SETTLE_STATEMENT = { name: 'atelier_settle_v6', text: SETTLE_SQL };
 const RESERVE_BUDGETED_STATEMENT = { name: 'atelier_reserve_budgeted_v2', text: RESERVE_BUDGETED_SQL };
 /** A batch of one (most of them, unless calls overlap) runs the statements written for one. */
 const RESERVE_ONE_STATEMENT = { name: 'atelier_reserve_one_v1', text: RESERVE_ONE_SQL };
-const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v2', text: SETTLE_ONE_SQL };
+const SETTLE_ONE_STATEMENT = { name: 'atelier_settle_one_v3', text: SETTLE_ONE_SQL };
 const BALANCE_STATEMENT = { name: 'atelier_balance_v1', text: 'SELECT credits::text AS credits, reserved::text AS reserved FROM namespaces WHERE id = $1::uuid' };
 
 /**
@@ -155,7 +155,7 @@ export class BatchedCreditLedger implements OnModuleDestroy {
    * A key with a budget reserves alone through the ledger (its key row decides, under its lock).
    */
   async reserveMany(namespaceId: string, items: { amount: string; reference: string; id?: string }[], tags: ChargeTags = {}): Promise<Reservation[]> {
-    const input = { items: items.map((i) => ({ amount: i.amount, reference: i.reference, id: i.id ?? randomUUID() })), tags };
+    const input = { items: items.map((i) => ({ amount: i.amount, reference: i.reference, id: i.id ?? uuidV7() })), tags };
     if (items.some((i) => !DECIMAL_PATTERN.test(i.amount))) return this.ledger.reserveBatch(namespaceId, input.items, undefined, tags);
     if (tags.budgetOf !== undefined && tags.apiKeyId !== undefined) {
       // Alone, not batched (the key's row lock orders a key's calls), on the reservation pool:

@@ -1,5 +1,6 @@
 import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
+import { uuidV7Time } from '@atelier/random';
 import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { CreditLedger, type RequestRecord, type Reservation } from './credit-ledger.service';
@@ -222,5 +223,47 @@ describe('BatchedCreditLedger (real Postgres)', () => {
     expect(byId.get('chatcmpl-10')).toMatchObject({ status: 'failed', provider: null, error_message: 'HTTP 500: bad\uFFFDbyte', user_id: null, cost: '0.000000' });
     expect(byId.has('chatcmpl-11')).toBe(false);
     expect(await ledger.balance(ns)).toEqual({ credits: '97', reserved: '0', available: '97' });
+  });
+
+  it('keys what a paid request writes by time: its reservation and its charge get UUIDv7 ids, later ones sorting after earlier ones', async () => {
+    const ns = await namespaceWith('100');
+    // Rows Prisma creates take the same kind of key (schema.prisma: @default(uuid(7))).
+    expect(uuidV7Time(ns)).toBeDefined();
+    /** A step's reservation ids (minted here) and charge ids (minted by Postgres). */
+    const idsOf = async (reservations: Reservation[]) => {
+      const charges = await prisma.creditLedgerEntry.findMany({ where: { reservationId: { in: reservations.map((r) => r.id) } } });
+      expect(charges).toHaveLength(reservations.length);
+      return { reservations: reservations.map((r) => r.id), charges: charges.map((c) => c.id) };
+    };
+    const nextMillisecond = async () => {
+      const now = Date.now();
+      while (Date.now() <= now) await new Promise((r) => setTimeout(r, 1));
+    };
+    const before = Date.now();
+    // One settled alone (SETTLE_ONE_SQL), then a batch (SETTLE_SQL), then the plain ledger's path.
+    const alone = await batched.reserve(ns, '1', 'alone');
+    await batched.settle(alone, '0.5');
+    const steps = [await idsOf([alone])];
+    await nextMillisecond();
+    const batch = await Promise.all(Array.from({ length: 20 }, (_, i) => batched.reserve(ns, '1', `b${i}`)));
+    await Promise.all(batch.map((r) => batched.settle(r, '0.5')));
+    steps.push(await idsOf(batch));
+    await nextMillisecond();
+    const plain = await ledger.reserve(ns, '1', 'plain');
+    await ledger.settle(plain.id, '0.5');
+    steps.push(await idsOf([plain]));
+    const after = Date.now();
+    for (const id of steps.flatMap((s) => [...s.reservations, ...s.charges])) {
+      expect(uuidV7Time(id)).toBeGreaterThanOrEqual(before - 1_000);
+      expect(uuidV7Time(id)).toBeLessThanOrEqual(after + 1_000);
+    }
+    // In Postgres's own order of uuids, each step's keys come after the step before's (compared
+    // within one clock: the reservations' ids come from this process, the charges' from Postgres).
+    for (const kind of ['reservations', 'charges'] as const) {
+      const all = steps.flatMap((s) => s[kind]);
+      const ordered = (await prisma.$queryRawUnsafe<{ id: string }[]>(`SELECT id::text AS id FROM unnest($1::uuid[]) AS t(id) ORDER BY id`, [...all].reverse())).map((r) => r.id);
+      const stepOf = (id: string) => steps.findIndex((s) => s[kind].includes(id));
+      expect(ordered.map(stepOf)).toEqual(all.map(stepOf));
+    }
   });
 });

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { Injectable, Optional } from '@nestjs/common';
 import { ApiError, DECIMAL_PATTERN, UUID_PATTERN } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { creditAmount, Metrics } from '@atelier/observability';
+import { uuidV7 } from '@atelier/random';
 import { canonicalDecimal } from './decimal-text';
 import { RELEASE_SQL, RESERVE_BUDGETED_SQL, RESERVE_ONE_SQL, RESERVE_SQL, SETTLE_ONE_SQL } from './credit-statements';
 
@@ -194,7 +194,7 @@ export class CreditLedger {
    * reservations, and the condition is re-checked on the locked row.
    */
   async reserve(namespaceId: string, amount: string, reference: string, client: Db = this.prisma, tags: ChargeTags = {}): Promise<Reservation> {
-    const [reservation] = await this.reserveBatch(namespaceId, [{ id: randomUUID(), amount, reference }], client, tags);
+    const [reservation] = await this.reserveBatch(namespaceId, [{ id: uuidV7(), amount, reference }], client, tags);
     return reservation;
   }
 

@@ -185,7 +185,7 @@ export const SETTLE_SQL = `
     RETURNING n.id, n.credits
   )
   INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
-  SELECT gen_random_uuid(), w.namespace_id, 'charge'::"LedgerKind", -w.charge, upd.credits + (w.total - w.running), w.rid
+  SELECT atelier_uuid_v7(), w.namespace_id, 'charge'::"LedgerKind", -w.charge, upd.credits + (w.total - w.running), w.rid
   FROM (
     SELECT rid, namespace_id, charge,
            sum(charge) OVER (PARTITION BY namespace_id ORDER BY ord) AS running,
@@ -237,7 +237,7 @@ export const SETTLE_ONE_SQL = `
     RETURNING n.id, n.credits
   )
   INSERT INTO credit_ledger (id, namespace_id, kind, amount, balance_after, reservation_id)
-  SELECT gen_random_uuid(), priced.namespace_id, 'charge'::"LedgerKind", -priced.charge, upd.credits, priced.id
+  SELECT atelier_uuid_v7(), priced.namespace_id, 'charge'::"LedgerKind", -priced.charge, upd.credits, priced.id
   FROM priced JOIN upd ON upd.id = priced.namespace_id
   RETURNING reservation_id::text AS id, (-amount)::text AS charged`;
 

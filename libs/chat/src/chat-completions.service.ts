@@ -1,11 +1,10 @@
-import { randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
 import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { randomToken } from '@atelier/random';
+import { randomToken, uuidV7 } from '@atelier/random';
 import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
@@ -103,7 +102,7 @@ export class ChatCompletionsService {
       else pass(chunk);
     };
     // Named before it is taken, so the hand-off can carry it while the reservation is in flight.
-    const reservationId = randomUUID();
+    const reservationId = uuidV7();
     let paid: { reservation: Reservation; work: Promise<ChatCompletionOutcome> };
     try {
       paid = await this.paid.reserveAndStart(

@@ -8,6 +8,7 @@ import { createPgPool, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { Metrics, requestContext } from '@atelier/observability';
+import { uuidV7 } from '@atelier/random';
 import { backingServiceFault, BroadcastBus, ConcurrencyLimiter, GroupCommit, JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord, type GenerationRecordRow, type LiveFields } from './generation-record';
@@ -243,7 +244,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     // share one Postgres transaction), all n or none. Then the rows. A crash in between leaves
     // reservations without generations; the queue-worker sweeper releases them.
     validating();
-    const items = Array.from({ length: n }, () => ({ id: crypto.randomUUID() }));
+    const items = Array.from({ length: n }, () => ({ id: uuidV7() }));
     const reservations = await this.metrics.timed('queue.reserve', () =>
       this.paid.reserveMany(
         scope.id,
