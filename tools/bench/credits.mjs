@@ -10,7 +10,7 @@
 // where each new key lands decides that cost. BENCH_CREDITS_ROOT=<another checkout> (built: see
 // bench:gateway) alternates that checkout's ledger with this one's on the same tables.
 import path from 'node:path';
-import { benchDatabase, buildAll, cpuSeconds, dist, machine, percentile, require } from './bench-env.mjs';
+import { benchDatabase, buildAll, closedLoop, cpuSeconds, dist, machine, percentile, require } from './bench-env.mjs';
 import { root as thisRoot } from '../bootstrap.mjs';
 
 buildAll();
@@ -125,34 +125,24 @@ async function onLargeTables(rows) {
   const loopSeconds = Number(process.env.BENCH_SECONDS ?? 10);
   const other = process.env.BENCH_CREDITS_ROOT ? path.resolve(process.env.BENCH_CREDITS_ROOT) : undefined;
   const sides = [['this checkout', thisRoot], ...(other ? [[other, other]] : [])];
-  let cycle = 0;
+  let cycles = 0;
   for (let round = 1; round <= 3; round++) {
     for (const [label, root] of round % 2 === 1 ? sides : [...sides].reverse()) {
       const { client, ledger: lanes } = ledgerOf(root);
-      const run = async (secs) => {
-        let n = 0;
-        let stop = false;
-        setTimeout(() => (stop = true), secs * 1000);
-        await Promise.all(
-          Array.from({ length: 64 }, async () => {
-            while (!stop) {
-              const r = await lanes.reserve(ns3.id, '0.02', `large:${cycle++}`, { model: 'bench', endpoint: '/api/ai/chat/completions' });
-              await lanes.settle(r, '0.015', { inputTokens: 10, outputTokens: 5 });
-              n++;
-            }
-          }),
-        );
-        return n;
+      const cycle = async () => {
+        const r = await lanes.reserve(ns3.id, '0.02', `large:${cycles++}`, { model: 'bench', endpoint: '/api/ai/chat/completions' });
+        await lanes.settle(r, '0.015', { inputTokens: 10, outputTokens: 5 });
       };
-      await run(1);
+      await closedLoop(cycle, 64, 1);
       const cpu0 = cpuSeconds({ postgres: 'postgres' });
       const read0 = await blocksRead();
-      const t0 = performance.now();
-      const n = await run(loopSeconds);
-      const elapsed = (performance.now() - t0) / 1000;
-      const cpu = ((cpuSeconds({ postgres: 'postgres' }).postgres.all - cpu0.postgres.all) * 1000) / n;
-      const reads = ((await blocksRead()) - read0) / n;
-      console.log(`   round ${round}, ${label}: ${Math.round(n / elapsed)} cycles/s, Postgres CPU ${cpu.toFixed(4)} ms per cycle, ${reads.toFixed(2)} blocks read from outside shared_buffers per cycle`);
+      const run = await closedLoop(cycle, 64, loopSeconds);
+      const cpu = ((cpuSeconds({ postgres: 'postgres' }).postgres.all - cpu0.postgres.all) * 1000) / run.ok;
+      const reads = ((await blocksRead()) - read0) / run.ok;
+      console.log(
+        `   round ${round}, ${label}: ${Math.round(run.rps)} cycles/s, Postgres CPU ${cpu.toFixed(4)} ms per cycle, ` +
+          `${reads.toFixed(2)} blocks read from outside shared_buffers per cycle${run.errors ? `; ${run.errors} errors (${run.lastError})` : ''}`,
+      );
       await lanes.onModuleDestroy();
       await client.$disconnect();
     }

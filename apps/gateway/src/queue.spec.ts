@@ -2,7 +2,7 @@ import { CreditLedger } from '@atelier/billing';
 import { PrismaService } from '@atelier/db';
 import { GenerationState, generationReservationRule } from '@atelier/queue';
 import { uuidV7Time } from '@atelier/random';
-import { createTenant, type Tenant } from '@atelier/testing';
+import { createTenant, nextMillisecond, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
 type Record_ = Record<string, unknown> & { generation_id: string; status: string };
@@ -67,8 +67,8 @@ describe('generation queue API', () => {
 
   it('gives generations time-ordered ids (UUID version 7), so later ones sort after earlier ones', async () => {
     const first = await enqueue(alice, { model: 'local-image', prompt: 'first', num_generations: 2 });
+    await nextMillisecond();
     const now = Date.now();
-    while (Date.now() <= now) await new Promise((r) => setTimeout(r, 1));
     const second = await enqueue(alice, { model: 'local-image', prompt: 'second' });
     const ids = [...first.body.generations, ...second.body.generations].map((g) => g.generation_id);
     for (const id of ids) expect(Math.abs(uuidV7Time(id)! - now)).toBeLessThan(60_000);

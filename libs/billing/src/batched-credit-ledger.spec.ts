@@ -1,7 +1,7 @@
 import { ApiError } from '@atelier/contracts';
 import { createPrismaClient, type PrismaClient, type PrismaService } from '@atelier/db';
 import { uuidV7Time } from '@atelier/random';
-import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, nextMillisecond, type TestEnvironment } from '@atelier/testing';
 import { BatchedCreditLedger } from './batched-credit-ledger.service';
 import { CreditLedger, type RequestRecord, type Reservation } from './credit-ledger.service';
 import { ledgerFixtures } from './ledger-fixtures.harness';
@@ -234,10 +234,6 @@ describe('BatchedCreditLedger (real Postgres)', () => {
       const charges = await prisma.creditLedgerEntry.findMany({ where: { reservationId: { in: reservations.map((r) => r.id) } } });
       expect(charges).toHaveLength(reservations.length);
       return { reservations: reservations.map((r) => r.id), charges: charges.map((c) => c.id) };
-    };
-    const nextMillisecond = async () => {
-      const now = Date.now();
-      while (Date.now() <= now) await new Promise((r) => setTimeout(r, 1));
     };
     const before = Date.now();
     // One settled alone (SETTLE_ONE_SQL), then a batch (SETTLE_SQL), then the plain ledger's path.

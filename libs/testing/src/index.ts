@@ -1,5 +1,5 @@
 export { createTestEnvironment, queryOnce, testServers, type TestEnvironment } from './test-infrastructure';
-export { waitFor } from './wait-for';
+export { nextMillisecond, waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
 export { bootHealthyAndClose } from './service-boot';
 export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';

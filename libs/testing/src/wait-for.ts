@@ -20,3 +20,12 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
+
+/**
+ * Resolves once Date.now() has moved past the millisecond it was called in: what is made after
+ * it carries a later millisecond than what was made before (time-ordered ids).
+ */
+export async function nextMillisecond(): Promise<void> {
+  const now = Date.now();
+  while (Date.now() <= now) await new Promise((r) => setTimeout(r, 1));
+}
