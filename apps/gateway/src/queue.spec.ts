@@ -1,6 +1,6 @@
 import { CreditLedger } from '@atelier/billing';
 import { PrismaService } from '@atelier/db';
-import { GenerationState, generationReservationRule } from '@atelier/queue';
+import { GenerationState, generationReservationRule, toGenerationRecord } from '@atelier/queue';
 import { uuidV7Time } from '@atelier/random';
 import { createTenant, nextMillisecond, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
@@ -204,6 +204,11 @@ describe('generation queue API', () => {
       expect(alone.status).toBe(200);
       expect({ status, record: alone.body }).toEqual({ status, record: listed[0] });
       expect(alone.body).toMatchObject({ generation_id: id, status, seed: 42, style: params.style, target_namespace: t.namespace, target_repo: 'pics' });
+      // Webhook payloads build the record from the Prisma row instead: the same times (whole
+      // seconds, rounded down), cost and parameters as the reads clients poll.
+      const row = await gw.app.get(PrismaService).generation.findUniqueOrThrow({ where: { id } });
+      const { result_url: _url, queue_position: _position, progress: _progress, ...stored } = toGenerationRecord(row, t.namespace, () => '');
+      expect({ status, record: alone.body }).toEqual({ status, record: { ...stored, result_url: alone.body.result_url, queue_position: alone.body.queue_position, progress: alone.body.progress } });
     }
     expect((await get(t, ids.succeeded)).body).toMatchObject({ cost: '0.123456', progress: 1, result_url: expect.stringMatching(/\/files\//) });
     expect((await get(t, ids.failed)).body).toMatchObject({ cost: '0', error_message: 'the engine gave up', result_url: null });

@@ -47,14 +47,22 @@ export type GenerationRecordRow = Pick<
   'id' | 'modelName' | 'prompt' | 'mediaType' | 'status' | 'errorMessage' | 'enqueuedAt' | 'startedAt' | 'completedAt' | 'params' | 'targetRepo' | 'targetDirectory' | 'resultKeys'
 > & { cost: GenerationModel['cost'] | string };
 
-const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
+/** The same fields as the gateway's reads return them (one json value per row): times already in Unix seconds. */
+export type GenerationJsonRow = Omit<GenerationRecordRow, 'enqueuedAt' | 'startedAt' | 'completedAt' | 'cost'> & {
+  cost: string | null;
+  enqueuedAt: number;
+  startedAt: number | null;
+  completedAt: number | null;
+};
+
+const unix = (d: Date | number | null) => (d === null ? null : typeof d === 'number' ? d : Math.floor(d.getTime() / 1000));
 
 /**
  * The spec's Generation record: fixed fields always present (null when unset), then every
  * submitted parameter echoed as given (seed/aspect_ratio/duration only when submitted).
  */
 export function toGenerationRecord(
-  row: GenerationRecordRow,
+  row: GenerationRecordRow | GenerationJsonRow,
   namespace: string,
   resultUrl: (key: string) => string,
   live?: LiveFields,

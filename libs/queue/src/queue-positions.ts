@@ -40,6 +40,11 @@ export class QueuePositions {
   async positions(entries: { id: string; pool: Pool }[]): Promise<Map<string, number | null>> {
     const out = new Map<string, number | null>();
     if (entries.length === 0) return out;
+    if (entries.length === 1) {
+      // A poll of one generation: the command alone, without a pipeline's own bookkeeping.
+      const rank = await this.redis.client.zrank(this.key(entries[0].pool), entries[0].id);
+      return out.set(entries[0].id, rank === null ? null : Number(rank));
+    }
     const pipeline = this.redis.client.pipeline();
     for (const e of entries) pipeline.zrank(this.key(e.pool), e.id);
     const results = (await pipeline.exec()) ?? [];
