@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { ApiKeyAuthenticator, NamespaceAccess } from '@atelier/auth';
 import { PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
@@ -49,6 +50,39 @@ describe('gateway authentication and namespace access', () => {
   it('accepts a valid key', async () => {
     const res = await gw.http.request('GET', '/api/ai/models/local-image', { token: alice.apiKey });
     expect(res.status).toBe(200);
+  });
+
+  it('checks every key a kept-alive connection presents, however often it switches between them', async () => {
+    // The key a connection presented is remembered with its hash; another on the same connection is checked afresh.
+    await gw.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = new URL('/api/credits', await gw.app.getUrl());
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const ports = new Set<number>();
+    const get = (authorization: string) =>
+      new Promise<{ status: number; namespace?: string }>((resolve, reject) => {
+        const req = http.get(url, { agent, headers: { authorization } }, (res) => {
+          ports.add(res.socket.localPort!);
+          let text = '';
+          res.setEncoding('utf8').on('data', (d: string) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, namespace: (JSON.parse(text) as { namespace?: string }).namespace }));
+        });
+        req.on('error', reject);
+      });
+    const forged = `Bearer ${alice.apiKey.slice(0, -1)}${alice.apiKey.endsWith('A') ? 'B' : 'A'}`;
+    try {
+      for (const [authorization, expected] of [
+        [`Bearer ${alice.apiKey}`, { status: 200, namespace: alice.namespace }],
+        [`Bearer ${alice.apiKey}`, { status: 200, namespace: alice.namespace }],
+        [forged, { status: 401 }],
+        [`Bearer ${bob.apiKey}`, { status: 200, namespace: bob.namespace }],
+        ['Bearer', { status: 401 }],
+        [`Bearer ${alice.apiKey}`, { status: 200, namespace: alice.namespace }],
+      ] as const)
+        expect({ authorization, ...(await get(authorization)) }).toMatchObject({ authorization, ...expected });
+      expect(ports.size).toBe(1);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('lets a user read their own namespace and 403s any other', async () => {

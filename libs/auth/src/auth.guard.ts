@@ -74,7 +74,7 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const end = this.metrics?.stage('auth');
-    const caller = await this.authenticator.authenticate(req.headers.authorization);
+    const caller = await this.authenticator.authenticate(req.headers.authorization, req.raw.socket);
     req.caller = caller;
     end?.();
     if (scope && caller.scopes && caller.scopes.length > 0) {

@@ -74,7 +74,7 @@ export class IdempotentRequests implements HttpHooks {
       );
     let userId: string;
     try {
-      userId = (await this.authenticator.authenticate(req.headers.authorization)).userId;
+      userId = (await this.authenticator.authenticate(req.headers.authorization, req.raw.socket)).userId;
     } catch {
       // Not authenticated: the access guard gives the request its 401, nothing is claimed.
       return;
