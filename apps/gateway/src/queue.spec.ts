@@ -172,6 +172,8 @@ describe('generation queue API', () => {
     const page = await list('?limit=1&offset=1');
     expect(page.count).toBe(2);
     expect(page.generations.map((g) => g.generation_id)).toEqual([img]);
+    expect(await list('?offset=5')).toMatchObject({ count: 2, generations: [], offset: 5 });
+    expect(await list('?status=failed')).toMatchObject({ count: 0, generations: [] });
     expect((await gw.http.request('GET', '/api/ai/queue?limit=1000', { token: t.apiKey })).status).toBe(400);
     expect((await gw.http.request('GET', '/api/ai/queue?status=done', { token: t.apiKey })).status).toBe(400);
     expect((await gw.http.request('GET', `/api/ai/queue?namespace=${alice.namespace}`, { token: t.apiKey })).status).toBe(403);
