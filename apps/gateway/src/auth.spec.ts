@@ -16,7 +16,6 @@ describe('gateway authentication and namespace access', () => {
   });
   afterAll(() => gw?.close());
 
-  /** Counts the reads of the key table a request makes behind the cache (a private step, wrapped only in these tests). */
   /** Counts the database reads of a provider's `lookup` (the API key's, or a namespace grant's) until stopped. */
   const countLookups = (provider: typeof ApiKeyAuthenticator | typeof NamespaceAccess) => {
     const target = gw.app.get(provider) as unknown as { lookup: (...args: unknown[]) => Promise<unknown> };
@@ -28,6 +27,7 @@ describe('gateway authentication and namespace access', () => {
     };
     return reads;
   };
+  /** Counts the reads of the key table a request makes behind the cache (a private step, wrapped only in these tests). */
   const countKeyReads = () => countLookups(ApiKeyAuthenticator);
 
   it.each([
