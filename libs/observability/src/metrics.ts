@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastHistogram } from './fast-histogram';
+import { fullCollectionCount, liveHeapBytes, watchLiveHeap } from './live-heap';
 
 /** Seconds; spans health checks (ms) to minute-long video renders. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -75,6 +76,24 @@ export class Metrics {
     this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
     this.stageDuration = new FastHistogram('atelier_stage_duration_seconds', 'Stages of a request on the hot path (auth, chat.validate, chat.reserve, chat.rpc, chat.settle, ...)', ['stage'], STAGE_BUCKETS, registers);
     this.jobWait = new FastHistogram('atelier_job_wait_seconds', 'Time from a job being added to a worker starting it, by queue (hand-off latency plus queueing)', ['queue'], STAGE_BUCKETS, registers);
+    watchLiveHeap();
+    new Gauge({
+      name: 'atelier_heap_live_bytes',
+      help: 'V8 heap in use right after the last full (mark-compact) garbage collection: the live JavaScript set, which a leak makes grow (RSS also moves with how V8 sizes the heap); 0 before the first full collection',
+      registers,
+      collect() {
+        this.set(liveHeapBytes() ?? 0);
+      },
+    });
+    new Counter({
+      name: 'atelier_heap_full_collections_total',
+      help: 'Full (mark-compact) garbage collections of the process, the readings behind atelier_heap_live_bytes',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(fullCollectionCount());
+      },
+    });
     this.upstreamDuration = new FastHistogram('atelier_upstream_request_duration_seconds', 'Calls to model providers, by provider and outcome', ['provider', 'outcome'], LATENCY_BUCKETS, registers);
   }
 
