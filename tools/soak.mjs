@@ -410,7 +410,7 @@ const memory = SERVICES.map(([name]) => {
     name,
     rss: slopeMbPerHour(use, (x) => x.rss),
     native: slopeMbPerHour(use, (x) => x.rss - x.heap),
-    live: fullCollections >= 2 ? slopeMbPerHour(live, (x) => x.live) : { slope: NaN, first: NaN, last: NaN },
+    live: slopeMbPerHour(fullCollections >= 2 ? live : [], (x) => x.live),
     fullCollections,
   };
 });

@@ -58,6 +58,14 @@ describe('atelier_heap_live_bytes', () => {
     expect(released.collections).toBe(holding.collections + 1);
   });
 
+  it('counts each full collection, also when the observer is handed several at once', async () => {
+    const before = await collect(metrics);
+    fullGc();
+    fullGc();
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect((await scrape(metrics)).collections).toBe(before.collections + 2);
+  });
+
   it('is the same reading in every registry of the process', async () => {
     const other = new Metrics('live-heap-spec-other');
     const ours = await collect(metrics);

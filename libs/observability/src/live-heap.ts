@@ -1,6 +1,9 @@
 import { PerformanceObserver, constants, type PerformanceEntry } from 'node:perf_hooks';
 import v8 from 'node:v8';
 
+/** A `gc` entry: its detail says which kind of collection it was. */
+type GcEntry = PerformanceEntry & { detail?: { kind?: number } };
+
 /**
  * The V8 heap in use right after the process's last full (mark-compact) collection: its live
  * JavaScript set, the figure a leak makes grow. RSS cannot tell a leak from V8 sizing its heap:
@@ -13,10 +16,10 @@ import v8 from 'node:v8';
  * One observer per process, started by the first caller: full collections come a few a minute at
  * most, and the observer's callback runs after the collection, so the reading includes what was
  * allocated in between (a few hundred KB at the rates measured), not what the collection freed.
+ * The count is this observer's own, not prom-client's `nodejs_gc_duration_seconds{kind="major"}`:
+ * that one reads only the first entry of each batch the observer is handed, and a batch can hold
+ * several collections.
  */
-/** A `gc` entry: its detail says which kind of collection it was. */
-type GcEntry = PerformanceEntry & { detail?: { kind?: number } };
-
 let observer: PerformanceObserver | undefined;
 let liveBytes: number | undefined;
 let fullCollections = 0;
@@ -24,9 +27,9 @@ let fullCollections = 0;
 export function watchLiveHeap(): void {
   if (observer) return;
   observer = new PerformanceObserver((list) => {
-    const full = list.getEntries().some((entry) => (entry as GcEntry).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR);
-    if (!full) return;
-    fullCollections++;
+    const full = list.getEntries().filter((entry) => (entry as GcEntry).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR).length;
+    if (full === 0) return;
+    fullCollections += full;
     liveBytes = v8.getHeapStatistics().used_heap_size;
   });
   observer.observe({ entryTypes: ['gc'] });
