@@ -93,5 +93,8 @@ USER node
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD node -e "const e=process.env,[v,d]={chat:['CHAT_PORT',8081],media:['MEDIA_PORT',8082],'queue-worker':['QUEUE_WORKER_PORT',8083],events:['EVENTS_PORT',8084],'fine-tune':['FINE_TUNE_PORT',8085]}[e.APP]??['PORT',8080];fetch('http://127.0.0.1:'+(e.HEALTH_PORT||e[v]||d)+'/health',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # exec: node becomes PID 1 and receives SIGTERM itself (the apps drain on it). The shell is only
-# there to expand APP, which exec-form CMD does not.
-CMD ["sh", "-c", "exec node --enable-source-maps \"dist/apps/${APP}/apps/${APP}/src/main.js\""]
+# there to expand APP, which exec-form CMD does not. The apps that render with libvips (media,
+# queue-worker) run with at most two glibc malloc arenas unless MALLOC_ARENA_MAX is set: each
+# libvips worker thread otherwise gets an arena of its own whose freed memory is rarely returned,
+# and their resident memory only grows (README, "Memory of the rendering processes").
+CMD ["sh", "-c", "case \"$APP\" in media|queue-worker) export MALLOC_ARENA_MAX=\"${MALLOC_ARENA_MAX:-2}\";; esac; exec node --enable-source-maps \"dist/apps/${APP}/apps/${APP}/src/main.js\""]

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ensureRuntime, reachable, root } from './bootstrap.mjs';
+import { appEnvironment } from './malloc-arenas.mjs';
 import { supervise } from './supervisor.mjs';
 
 ensureRuntime();
@@ -129,7 +130,7 @@ const supervisor = supervise(APPS, {
   spawnApp: (app) =>
     spawn(process.execPath, ['--enable-source-maps', path.join(root, `dist/local/apps/${app.name}/src/main.js`)], {
       cwd: root,
-      env,
+      env: appEnvironment(app.name, env),
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   onLine: (app, line, stream) =>

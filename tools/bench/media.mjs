@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
+import { appEnvironment } from '../malloc-arenas.mjs';
 import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
@@ -71,7 +72,7 @@ console.log(`  ${(encode / videoRuns / seconds).toFixed(3)} s of encoding per se
 const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/local/apps/media/src/main.js')], {
   cwd: root,
   stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
-  env: {
+  env: appEnvironment('media', {
     ...process.env,
     DATABASE_URL: config.DATABASE_URL,
     REDIS_URL: config.REDIS_URL,
@@ -82,7 +83,7 @@ const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/lo
     HOST: '127.0.0.1',
     LOG_LEVEL: 'error',
     NODE_ENV: 'production',
-  },
+  }),
 });
 const { app: gateway, base, user } = await startBenchGateway(config, 100000);
 const syncRuns = Number(process.env.BENCH_SYNC_RUNS ?? 200);

@@ -87,6 +87,12 @@ describe('local-image', () => {
     expect(many.outputs[0].data.length).toBeGreaterThan(few.outputs[0].data.length * 1.2);
   });
 
+  it('leaves nothing in libvips\' operation cache after rendering (a process that renders holds no past images)', async () => {
+    await run('local-image', { prompt: 'a harbour', seed: 3, num_images: 2, num_inference_steps: 4 });
+    await run('local-image-edit', { prompt: 'rotate it', input_image: dataUri(await twoTone()) });
+    expect(sharp.cache()).toMatchObject({ items: { current: 0, max: 0 }, memory: { current: 0, max: 0 } });
+  });
+
   it('waits LOCAL_ENGINE_LATENCY_MS, and a cancel ends the wait at once', async () => {
     const controller = new AbortController();
     const started = Date.now();

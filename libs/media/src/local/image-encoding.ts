@@ -1,4 +1,4 @@
-import type { Sharp } from 'sharp';
+import type { Sharp } from './libvips';
 import type { EngineOutput } from '../engine';
 
 export type ImageFormat = 'png' | 'jpg' | 'webp';

@@ -1,4 +1,4 @@
-import sharp, { type Sharp } from 'sharp';
+import { sharp, type Sharp } from './libvips';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { sampledSteps, throwIfAborted } from '../engine-errors';

@@ -1,4 +1,4 @@
-import sharp from 'sharp';
+import { sharp } from './libvips';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { sampledSteps, throwIfAborted } from '../engine-errors';
 import { encodeImage, outputFormat, outputQuality } from './image-encoding';

@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import sharp from 'sharp';
+import { sharp } from './libvips';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { sampledSteps, throwIfAborted } from '../engine-errors';
