@@ -72,3 +72,24 @@ describe('atelier_heap_live_bytes', () => {
     expect(await scrape(other)).toEqual(ours);
   });
 });
+
+describe('atelier_heap_resident_bytes', () => {
+  const metrics = new Metrics('resident-heap-spec');
+  const read = async () => {
+    const text = await metrics.registry.metrics();
+    const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    return { resident: value('atelier_heap_resident_bytes'), rss: value('process_resident_memory_bytes') };
+  };
+
+  it('follows the heap pages in use, as part of the process\'s resident memory', async () => {
+    await collect(metrics);
+    const base = await read();
+    expect(base.resident).toBeGreaterThan(0);
+    expect(base.resident).toBeLessThan(base.rss);
+    const kept = Array.from({ length: 8 }, () => new Array<number>(MB).fill(3.5));
+    const holding = await read();
+    expect(holding.resident - base.resident).toBeGreaterThan(56 * MB);
+    expect(holding.resident).toBeLessThan(holding.rss);
+    expect(kept.length).toBe(8);
+  });
+});

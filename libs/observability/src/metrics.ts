@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastHistogram } from './fast-histogram';
 import { fullCollectionCount, liveHeapBytes, watchLiveHeap } from './live-heap';
@@ -92,6 +93,14 @@ export class Metrics {
       collect() {
         this.reset();
         this.inc(fullCollectionCount());
+      },
+    });
+    new Gauge({
+      name: 'atelier_heap_resident_bytes',
+      help: 'V8 heap pages backed by physical memory; process_resident_memory_bytes minus this is the memory outside the JavaScript heap (nodejs_heap_size_total_bytes also counts pages V8 committed but has not touched yet)',
+      registers,
+      collect() {
+        this.set(v8.getHeapStatistics().total_physical_size);
       },
     });
     this.upstreamDuration = new FastHistogram('atelier_upstream_request_duration_seconds', 'Calls to model providers, by provider and outcome', ['provider', 'outcome'], LATENCY_BUCKETS, registers);
