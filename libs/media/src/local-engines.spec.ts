@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import sharp from 'sharp';
 import { ModelCatalog, type MediaModelDefinition } from '@atelier/models';
 import { waitFor } from '@atelier/testing';
@@ -91,6 +92,15 @@ describe('local-image', () => {
     await run('local-image', { prompt: 'a harbour', seed: 3, num_images: 2, num_inference_steps: 4 });
     await run('local-image-edit', { prompt: 'rotate it', input_image: dataUri(await twoTone()) });
     expect(sharp.cache()).toMatchObject({ items: { current: 0, max: 0 }, memory: { current: 0, max: 0 } });
+  });
+
+  it('renders with one libvips thread per operation, also where MALLOC_ARENA_MAX is set (sharp then takes one per host core)', () => {
+    const libvips = pathToFileURL(path.join(__dirname, 'local/libvips.ts')).href;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', `const { sharp } = await import(${JSON.stringify(libvips)}); console.log(sharp.concurrency());`], {
+      env: { ...process.env, MALLOC_ARENA_MAX: '2' },
+      encoding: 'utf8',
+    });
+    expect(child.stdout.trim()).toBe('1');
   });
 
   it('waits LOCAL_ENGINE_LATENCY_MS, and a cancel ends the wait at once', async () => {
