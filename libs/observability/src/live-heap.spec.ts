@@ -6,11 +6,14 @@ import { Metrics } from './metrics';
 v8.setFlagsFromString('--expose-gc');
 const fullGc = vm.runInNewContext('gc') as () => void;
 
-async function scrape(metrics: Metrics): Promise<{ live: number; collections: number }> {
+/** The named metrics' values in one scrape of the registry. */
+async function values<K extends string>(metrics: Metrics, names: Record<K, string>): Promise<Record<K, number>> {
   const text = await metrics.registry.metrics();
   const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
-  return { live: value('atelier_heap_live_bytes'), collections: value('atelier_heap_full_collections_total') };
+  return Object.fromEntries(Object.entries<string>(names).map(([key, name]) => [key, value(name)])) as Record<K, number>;
 }
+
+const scrape = (metrics: Metrics) => values(metrics, { live: 'atelier_heap_live_bytes', collections: 'atelier_heap_full_collections_total' });
 
 /** Runs a full collection and waits until the observer has read it (its callback runs after). */
 async function collect(metrics: Metrics): Promise<{ live: number; collections: number }> {
@@ -75,11 +78,7 @@ describe('atelier_heap_live_bytes', () => {
 
 describe('atelier_heap_resident_bytes', () => {
   const metrics = new Metrics('resident-heap-spec');
-  const read = async () => {
-    const text = await metrics.registry.metrics();
-    const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
-    return { resident: value('atelier_heap_resident_bytes'), rss: value('process_resident_memory_bytes') };
-  };
+  const read = () => values(metrics, { resident: 'atelier_heap_resident_bytes', rss: 'process_resident_memory_bytes' });
 
   it('follows the heap pages in use, as part of the process\'s resident memory', async () => {
     await collect(metrics);
