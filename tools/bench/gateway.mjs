@@ -36,7 +36,36 @@ if (process.argv[2] === 'serve') {
   const org = `bench-org-${process.pid}`;
   await post('/api/admin/orgs', config.ADMIN_TOKEN, { name: org, members: [user.username], credits: '1000' });
   const queued = await post('/api/ai/queue', user.api_key, { model: 'local-image', prompt: 'a fox', target_namespace: org });
-  process.send({ base, apiKey: user.api_key, org, generationId: queued.generations[0].generation_id });
+  // A fine-tune to poll: a repository with a small question/answer dataset.
+  const repo = 'bench-ds';
+  await post('/api/repos', user.api_key, { namespace: user.username, name: repo });
+  const { parquetWriteBuffer } = await import('hyparquet-writer');
+  const dataset = Buffer.from(
+    parquetWriteBuffer({
+      columnData: [
+        { name: 'question', data: ['What is 1 + 1?', 'What is 2 + 2?'], type: 'STRING' },
+        { name: 'answer', data: ['It is 2.', 'It is 4.'], type: 'STRING' },
+      ],
+    }),
+  );
+  const boundary = '----benchgateway';
+  const upload = await fetch(`${base}/api/repos/${user.username}/${repo}/file/main/`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${user.api_key}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+    body: Buffer.concat([
+      Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="qa.parquet"\r\ncontent-type: application/octet-stream\r\n\r\n`),
+      dataset,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]),
+  });
+  if (upload.status !== 201) throw new Error(`uploading the dataset: ${upload.status} ${await upload.text()}`);
+  const fineTune = await post(`/api/repos/${user.username}/${repo}/fine_tunes`, user.api_key, {
+    resource: 'main/qa.parquet',
+    base_model: 'Qwen/Qwen3-0.6B',
+    script_type: 'text_generation',
+    training_params: { question_column: 'question', answer_column: 'answer' },
+  });
+  process.send({ base, apiKey: user.api_key, org, generationId: queued.generations[0].generation_id, fineTune: `/api/repos/${user.username}/${repo}/fine_tunes/${fineTune.fine_tune.id}` });
 } else {
   const { benchDatabase, buildAll, cpuSeconds, dieWithBench, machine, percentile } = await import('./bench-env.mjs');
   const { root } = await import('../bootstrap.mjs');
@@ -55,6 +84,8 @@ if (process.argv[2] === 'serve') {
     ['GET /api/ai/queue/:id (a generation polled)', (s) => `/api/ai/queue/${s.generationId}`],
     ['GET /api/ai/queue?namespace=<org> (active generations)', (s) => `/api/ai/queue?namespace=${s.org}`],
     ['GET /api/ai/queue?namespace=<org>&status=queued&model=...', (s) => `/api/ai/queue?namespace=${s.org}&status=queued&model=local-image`],
+    ['GET /api/repos/:ns/:repo/fine_tunes/:id (a fine-tune polled)', (s) => s.fineTune],
+    ["GET /api/repos/:ns/:repo/fine_tunes (a repository's fine-tunes)", (s) => s.fineTune.replace(/\/[^/]+$/, '')],
   ];
 
   /** One checkout's gateway in a fresh process on a fresh database: every case, ROUNDS rounds each; the median round of each. */

@@ -31,14 +31,15 @@ export class FineTunesController {
 
   @Get()
   async list(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Query() query: Record<string, unknown>) {
-    const repo = await this.repo(caller, namespace, name);
-    return { ...(await this.fineTunes.list(repo, query)), status: 'success', status_message: 'resources_found' };
+    const scope = await this.access.resolve(caller, namespace);
+    return { ...(await this.fineTunes.list(scope, name, query)), status: 'success', status_message: 'resources_found' };
   }
 
   @Get(':id')
   async get(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string) {
-    const repo = await this.repo(caller, namespace, name);
-    return { fine_tune: await this.fineTunes.get(repo, id), status: 'success', status_message: 'resource_found' };
+    // What clients poll: one read, without the repository's own.
+    const scope = await this.access.resolve(caller, namespace);
+    return { fine_tune: await this.fineTunes.get(scope, name, id), status: 'success', status_message: 'resource_found' };
   }
 
   @Delete(':id')

@@ -509,6 +509,33 @@ describe('fine-tunes', () => {
         });
       }
     });
+
+    it('reads a fine-tune only through its own repository: 404 naming an unknown repository or id, 403 for another tenant', async () => {
+      const made = await create(qaBody());
+      expect(made.status).toBe(201);
+      const id = made.body.fine_tune.id;
+      expect((await get(id)).body).toEqual({ fine_tune: made.body.fine_tune, status: 'success', status_message: 'resource_found' });
+      const other = await gw.http.request('POST', '/api/repos', { token: alice.apiKey, body: { namespace: alice.namespace, name: 'other-ds' } });
+      expect(other.status).toBe(201);
+      const read = (repo: string, fineTuneId: string, token = alice.apiKey) =>
+        gw.http.request<{ error: { message: string } }>('GET', `/api/repos/${alice.namespace}/${repo}/fine_tunes/${fineTuneId}`, { token });
+      const inOther = await read('other-ds', id);
+      expect([inOther.status, inOther.body.error.message]).toEqual([404, `Fine-tune not found: ${id}`]);
+      for (const unknown of ['00000000-0000-4000-8000-000000000000', 'not-an-id']) {
+        const res = await read('ds', unknown);
+        expect([res.status, res.body.error.message]).toEqual([404, `Fine-tune not found: ${unknown}`]);
+      }
+      const noRepo = await read('nope', id);
+      expect([noRepo.status, noRepo.body.error.message]).toEqual([404, `Repository not found: ${alice.namespace}/nope`]);
+      expect((await read('ds', id, bob.apiKey)).status).toBe(403);
+      // The list the same way: only its own repository's fine-tunes, 404 for a repository that does not exist.
+      const list = (repo: string) => gw.http.request<{ fine_tunes: unknown[]; total: number; error: { message: string } }>('GET', `/api/repos/${alice.namespace}/${repo}/fine_tunes`, { token: alice.apiKey });
+      const empty = await list('other-ds');
+      expect([empty.status, empty.body.fine_tunes, empty.body.total]).toEqual([200, [], 0]);
+      expect((await list('ds')).body.fine_tunes).toContainEqual(made.body.fine_tune);
+      const listNoRepo = await list('nope');
+      expect([listNoRepo.status, listNoRepo.body.error.message]).toEqual([404, `Repository not found: ${alice.namespace}/nope`]);
+    });
   });
 
   describe('list and delete', () => {
