@@ -4,7 +4,7 @@ import type { Pool } from 'pg';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma, PrismaService } from '@atelier/db';
-import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
+import { RepositoriesService, repositoryNotFound, type RepositoryRecord } from '@atelier/repos';
 import { JobQueues } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
 import { invalidFineTune, parseCreateFineTune } from './fine-tune-request';
@@ -82,7 +82,7 @@ export function missingColumns(scriptType: ScriptType, params: Record<string, un
     .map((c) => ({ field: c.field, message: `column '${c.column}' does not exist in ${resource}; its columns are: ${dataset.columns.join(', ')}` }));
 }
 
-/** A fine-tune as READ_FINE_TUNE and listStatement return it: the public object's own fields, times in Unix seconds. */
+/** A fine-tune as READ_FINE_TUNE and the list statements return it: the public object's own fields, times in Unix seconds. */
 type FineTuneJson = Omit<FineTuneView, 'namespace' | 'repo_name'>;
 
 /** The fine-tune row `f` as ONE json value (node-postgres then reads one column, not thirteen). */
@@ -110,43 +110,32 @@ const READ_FINE_TUNE = {
  * is no such repository). With and without the status filter are two prepared statements, so
  * each keeps a plan that uses its index.
  */
-function listStatement(namespaceId: string, repoName: string, status: string | undefined, limit: number, offset: number) {
-  const values: unknown[] = [namespaceId, repoName, ...(status ? [status] : [])];
-  const matching = `FROM fine_tunes f WHERE f.repository_id = r.id${status ? ' AND f.state = $3' : ''}`;
-  // json_agg keeps the page's order only when told: its input order is not the subquery's.
-  const text = `SELECT r.name AS repo, (SELECT count(*)::int ${matching}) AS total,
+function listStatement(byStatus: boolean) {
+  const matching = `FROM fine_tunes f WHERE f.repository_id = r.id${byStatus ? ' AND f.state = $3' : ''}`;
+  const [limit, offset] = byStatus ? ['$4', '$5'] : ['$3', '$4'];
+  return {
+    name: byStatus ? 'atelier_list_fine_tunes_by_status_v1' : 'atelier_list_fine_tunes_v1',
+    // json_agg keeps the page's order only when told: its input order is not the subquery's.
+    text: `SELECT r.name AS repo, (SELECT count(*)::int ${matching}) AS total,
     coalesce((SELECT json_agg(p.row ORDER BY p.created_at DESC, p.id DESC) FROM (
       SELECT ${FINE_TUNE_JSON} AS row, f.created_at, f.id ${matching}
-      ORDER BY f.created_at DESC, f.id DESC LIMIT $${values.length + 1} OFFSET $${values.length + 2}) p), '[]') AS rows
-    FROM repositories r WHERE r.namespace_id = $1::uuid AND r.name = $2`;
-  return { name: status ? 'atelier_list_fine_tunes_by_status_v1' : 'atelier_list_fine_tunes_v1', text, values: [...values, limit, offset] };
-}
-
-/** The public object of a fine-tune read as FineTuneJson, in toFineTuneView's field order. */
-function fromJson(ft: FineTuneJson, namespace: string, repo: string): FineTuneView {
-  return {
-    id: ft.id,
-    name: ft.name,
-    namespace,
-    repo_name: repo,
-    resource: ft.resource,
-    base_model: ft.base_model,
-    script_type: ft.script_type,
-    training_params: ft.training_params,
-    status: ft.status,
-    error: ft.error,
-    tokenization: ft.tokenization,
-    created_at: Number(ft.created_at),
-    updated_at: Number(ft.updated_at),
+      ORDER BY f.created_at DESC, f.id DESC LIMIT ${limit} OFFSET ${offset}) p), '[]') AS rows
+    FROM repositories r WHERE r.namespace_id = $1::uuid AND r.name = $2`,
   };
 }
 
-const repositoryNotFound = (namespace: string, repo: string) => ApiError.notFound(`Repository not found: ${namespace}/${repo}`);
+const LIST_FINE_TUNES = listStatement(false);
+const LIST_FINE_TUNES_BY_STATUS = listStatement(true);
+
+/** The public object of a fine-tune read as FineTuneJson (its keys already the public names, in order). */
+function fromJson({ id, name, ...fields }: FineTuneJson, namespace: string, repo: string): FineTuneView {
+  return { id, name, namespace, repo_name: repo, ...fields };
+}
 
 /** Create, read, list, delete and start tokenization of fine-tunes in a repository. */
 @Injectable()
 export class FineTunesService implements OnModuleDestroy {
-  /** For the reads (READ_FINE_TUNE, listStatement); opened on the first. */
+  /** For the reads (READ_FINE_TUNE, the list statements); opened on the first. */
   private reads?: Pool;
 
   constructor(
@@ -207,7 +196,8 @@ export class FineTunesService implements OnModuleDestroy {
     if (status !== undefined && !isFineTuneState(status)) throw ApiError.badRequest(`status must be one of ${FINE_TUNE_STATES.join(', ')}`);
     const limit = intParam(query.limit, 'limit', 20, 1, 100);
     const offset = intParam(query.offset, 'offset', 0, 0, 1_000_000);
-    const { rows } = await this.readPool().query<{ repo: string; total: number; rows: FineTuneJson[] }>(listStatement(namespace.id, repoName, status, limit, offset));
+    const statement = status ? { ...LIST_FINE_TUNES_BY_STATUS, values: [namespace.id, repoName, status, limit, offset] } : { ...LIST_FINE_TUNES, values: [namespace.id, repoName, limit, offset] };
+    const { rows } = await this.readPool().query<{ repo: string; total: number; rows: FineTuneJson[] }>(statement);
     if (rows.length === 0) throw repositoryNotFound(namespace.name, repoName);
     const [{ repo, total, rows: page }] = rows;
     return { fine_tunes: page.map((ft) => fromJson(ft, namespace.name, repo)), total, limit, offset };

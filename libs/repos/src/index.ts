@@ -1,5 +1,5 @@
 export { ReposGatewayModule } from './repos-gateway.module';
-export { RepositoriesService, type RepositoryActor } from './repositories.service';
+export { RepositoriesService, repositoryNotFound, type RepositoryActor } from './repositories.service';
 export { DEFAULT_BRANCH, REPO_NAME_PATTERN, BRANCH_NAME_PATTERN, assertBranchName, assertRepoName, pathSegments } from './repository-names';
 export type {
   BranchView,

@@ -33,6 +33,9 @@ function isUniqueViolation(err: unknown): boolean {
  * which path on which branch points at which blob. Authorization (namespace membership) is
  * the caller's job: every method takes an already-resolved namespace.
  */
+/** The 404 for a repository the namespace does not have (also read by the fine-tune routes' own statements). */
+export const repositoryNotFound = (namespace: string, name: string) => ApiError.notFound(`Repository not found: ${namespace}/${name}`);
+
 @Injectable()
 export class RepositoriesService {
   private readonly logger = new Logger(RepositoriesService.name);
@@ -63,7 +66,7 @@ export class RepositoriesService {
   /** The repository or a 404 naming it. */
   async find(namespaceId: string, namespace: string, name: string): Promise<RepositoryRecord> {
     const repo = await this.prisma.repository.findUnique({ where: { namespaceId_name: { namespaceId, name } } });
-    if (!repo) throw ApiError.notFound(`Repository not found: ${namespace}/${name}`);
+    if (!repo) throw repositoryNotFound(namespace, name);
     return { id: repo.id, namespaceId, namespace, name: repo.name, description: repo.description, createdAt: repo.createdAt };
   }
 
