@@ -6,7 +6,7 @@
 // prefix. The same requests are sent to the upstream directly and through the gateway (API-key
 // auth, validation, token counting, credit reservation and settlement, hand-off over a Redis
 // stream to the chat service, upstream call, usage record), and the difference is reported:
-//   0. one request at a time: the overhead itself, without any queueing;
+//   0. one request at a time: the overhead itself, without any queueing, and the floor's (below) right after;
 //   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming, and the floor's (below) at
 //      the same rate right after, which says how much of the tail the topology has on this machine;
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
@@ -402,13 +402,42 @@ async function withCpu(run, groups = cpuGroups) {
   return [result, cpuPerRequest(before, cpuSeconds(groups), result.ok)];
 }
 
+// The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
+const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
+// Interrupted (SIGINT, SIGTERM), cleanup's DROP DATABASE ... WITH (FORCE) ends this pool's idle
+// connection: unhandled, that error killed the bench before it removed the run's Redis keys.
+pool.on('error', () => undefined);
+
+/**
+ * The floor (bench:floor): the same topology built from the same libraries with nothing of
+ * atelier's on it but its credit ledger, measured beside the gateway one request at a time (phase 0), at a
+ * fixed rate (phase 1) and in the closed loop (phase 3). Started once, by the first phase that needs it, on a namespace of
+ * its own (the billing check counts the bench user's only), and stopped when the run ends.
+ */
+let floorStarted;
+function theFloor() {
+  floorStarted ??= (async () => {
+    const namespaceId = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId });
+    const target = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
+    await closedLoop(target, 8, 2);
+    return { skeleton, target, groups: { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker } };
+  })();
+  return floorStarted;
+}
+
 if (PHASES.includes('0')) {
   const n = 400;
+  // Started (and warmed) before anything is measured, so its start-up traffic falls in no run.
+  const floor = await theFloor();
   const [dp, cpuDp] = await withCpu(async () => ({ ...(await sequential(targets.direct, false, n)), ok: n }));
   // Scraping also resets the event-loop delay histograms, so the readings after cover this run only.
   const before = await scrapeAll();
   const [gp, cpuGp] = await withCpu(async () => ({ ...(await sequential(targets.gateway, false, n)), ok: n }));
   const after = await scrapeAll();
+  // The same requests one at a time through the floor (the topology with nothing of atelier's on
+  // it but its ledger): how much of the added tail six processes on these cores have by themselves.
+  const [fp, cpuFp] = await withCpu(async () => ({ ...(await sequential(floor.target, false, n)), ok: n }), floor.groups);
   const [ds, gs] = [await sequential(targets.direct, true, n), await sequential(targets.gateway, true, n)];
   // Idempotency-Key: a new key per request (claimed, run, answer stored), then retries of one key (replayed).
   const beforeKeyed = await scrapeAll();
@@ -417,13 +446,26 @@ if (PHASES.includes('0')) {
   const idemStage = (name) => meanOf(beforeKeyed, afterKeyed, 'atelier_stage_duration_seconds', name, 'gateway ');
   const replayed = await sequential(targets.gateway, false, n, () => ({ 'idempotency-key': `bench-${process.pid}-0` }));
   Object.assign(summary, {
-    sequential: { direct: dp.latency.p50, gateway: gp.latency.p50, addedP50: gp.latency.p50 - dp.latency.p50, addedP99: gp.latency.p99 - dp.latency.p99 },
+    sequential: {
+      direct: dp.latency.p50,
+      gateway: gp.latency.p50,
+      addedP50: gp.latency.p50 - dp.latency.p50,
+      addedP99: gp.latency.p99 - dp.latency.p99,
+      floorAddedP50: fp.latency.p50 - dp.latency.p50,
+      floorAddedP99: fp.latency.p99 - dp.latency.p99,
+    },
     sequentialStream: { direct: ds.ttfb.p50, gateway: gs.ttfb.p50, addedP50: gs.ttfb.p50 - ds.ttfb.p50 },
   });
   console.log(`\n0. One request at a time (${n} each): the overhead without queueing`);
   console.log(`   non-streaming  direct p50 ${ms(dp.latency.p50)} p99 ${ms(dp.latency.p99)}   gateway p50 ${ms(gp.latency.p50)} p99 ${ms(gp.latency.p99)}   added p50 ${ms(gp.latency.p50 - dp.latency.p50)}`);
   // One request in flight: a woken thread waits for a core only behind another process's slice or the machine's own work.
   console.log(`   CPU per request, non-streaming through the gateway: ${cpuGp.line}`);
+  console.log(
+    `   the floor (bench:floor's skeleton, after the gateway)  p50 ${ms(fp.latency.p50)} p99 ${ms(fp.latency.p99)}   added p50 ${ms(fp.latency.p50 - dp.latency.p50)} p99 ${ms(fp.latency.p99 - dp.latency.p99)}` +
+      `   (the gateway's added p99 ${ms(gp.latency.p99 - dp.latency.p99)})`,
+  );
+  console.log(`   CPU per request, the floor: ${cpuFp.line}`);
+  console.log(`   wake-ups per request, one at a time: through the gateway ${cpuGp.wakeupLine}  = ${cpuGp.wakeupTotal.toFixed(1)};  the floor ${cpuFp.wakeupLine}  = ${cpuFp.wakeupTotal.toFixed(1)}`);
   console.log(`   waiting for a CPU, non-streaming: direct ${cpuDp.runWaitTotal.toFixed(3)} ms per request; through the gateway ${cpuGp.runWaitLine}`);
   console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
   console.log(
@@ -473,11 +515,6 @@ if (PHASES.includes('0')) {
   breakdown(before, after);
 }
 
-// The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
-const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
-// Interrupted (SIGINT, SIGTERM), cleanup's DROP DATABASE ... WITH (FORCE) ends this pool's idle
-// connection: unhandled, that error killed the bench before it removed the run's Redis keys.
-pool.on('error', () => undefined);
 /** Postgres's own counts for the bench database (pg_stat_database; it reports up to a second late). */
 const pgStats = async () =>
   (await pool.query(`SELECT xact_commit::int AS commits, tup_inserted::int AS inserted, tup_updated::int AS updated, tup_fetched::int AS fetched FROM pg_stat_database WHERE datname = current_database()`)).rows[0];
@@ -507,23 +544,6 @@ function reportPerf() {
   if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
 }
 
-/**
- * The floor (bench:floor): the same topology built from the same libraries with nothing of
- * atelier's on it but its credit ledger, measured beside the gateway at a fixed rate (phase 1) and
- * in the closed loop (phase 3). Started once, by the first phase that needs it, on a namespace of
- * its own (the billing check counts the bench user's only), and stopped when the run ends.
- */
-let floorStarted;
-function theFloor() {
-  floorStarted ??= (async () => {
-    const namespaceId = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
-    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId });
-    const target = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
-    await closedLoop(target, 8, 2);
-    return { skeleton, target, groups: { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker } };
-  })();
-  return floorStarted;
-}
 
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
