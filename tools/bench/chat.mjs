@@ -410,9 +410,10 @@ pool.on('error', () => undefined);
 
 /**
  * The floor (bench:floor): the same topology built from the same libraries with nothing of
- * atelier's on it but its credit ledger, measured beside the gateway one request at a time (phase 0), at a
- * fixed rate (phase 1) and in the closed loop (phase 3). Started once, by the first phase that needs it, on a namespace of
- * its own (the billing check counts the bench user's only), and stopped when the run ends.
+ * atelier's on it but its credit ledger, measured beside the gateway one request at a time
+ * (phase 0), at a fixed rate (phase 1) and in the closed loop (phase 3). Started once, by the
+ * first phase that needs it, on a namespace of its own (the billing check counts the bench
+ * user's only), and stopped when the run ends.
  */
 let floorStarted;
 function theFloor() {
@@ -543,7 +544,6 @@ function reportPerf() {
   summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
   if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
 }
-
 
 if (PHASES.includes('1')) {
 const [directPlain, cpuDirect] = await withCpu(() => fixedRate(targets.direct, false, RATE, SECONDS));
