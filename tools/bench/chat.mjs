@@ -18,7 +18,7 @@
 //   4. pathological inputs (1 and 10 MiB messages), with a probe request sent meanwhile;
 //   5. one request at a time after several seconds idle (BENCH_IDLE_MS, default 6000; BENCH_IDLE_COUNT, default 6).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
-// BENCH_PHASES (default 0,1,2,3,4,5), BENCH_LOOP_ROUNDS (phase 3's turns, default 3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
+// BENCH_PHASES (default 0,1,2,3,4,5), BENCH_LOOP_ROUNDS (phase 3's turns, default 3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles, summarized at the end over the measured closed loop; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
 // `node tools/bench/gc-episodes.mjs <BENCH_TRACE file> <this dir>` then says which slow requests met a GC pause),
@@ -44,6 +44,7 @@ import pg from 'pg';
 import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
+import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 import { parseMemory, peakRss, podCgroup, sweepStalePods } from './pod-memory.mjs';
 
@@ -153,15 +154,26 @@ const PERF_PHASE = process.env.BENCH_PERF_PHASE ?? '3';
 if (PERF_FILE && !['1', '3'].includes(PERF_PHASE)) throw new Error('BENCH_PERF_PHASE: 1 or 3');
 const perfIn = (phase) => (PERF_FILE && PERF_PHASE === phase ? startPerf(PERF_FILE) : undefined);
 if (PERF_FILE && !perfAvailable()) throw new Error('BENCH_PERF: `perf record -a` does not run here (install linux-perf, or lower kernel.perf_event_paranoid)');
-// BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/.
+// BENCH_PROFILE=gateway|chat writes a V8 CPU profile of that process into var/profiles/, and the
+// bench ends with its summary over the gateway's measured runs (phase 3's turns, else phase 1's run).
+const PROFILED = process.env.BENCH_PROFILE;
+const profileDir = path.join(root, 'var/profiles');
+/** The measured runs, in the profile's clock (CLOCK_MONOTONIC µs). */
+const profileWindows = { 1: [], 3: [] };
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+/** Marks a measured run's start for the profile's summary; the function returned marks its end. */
+const profileWindow = (phase) => {
+  const from = monotonicUs();
+  return () => profileWindows[phase].push([from, monotonicUs()]);
+};
 const profile = (name) => [
   ...serviceFlags(),
   // perf names JavaScript frames from the map file this writes to /tmp.
   ...(PERF_FILE ? ['--perf-basic-prof'] : []),
   // Each log then starts with the process's time origin, which gc-episodes.mjs needs.
   ...(process.env.BENCH_SERVICE_LOGS ? [`--import=${pathToFileURL(path.join(root, 'tools/bench/time-origin.mjs')).href}`] : []),
-  ...(process.env.BENCH_PROFILE === name
-    ? ['--cpu-prof', `--cpu-prof-dir=${path.join(root, 'var/profiles')}`, ...(process.env.BENCH_PROFILE_INTERVAL ? [`--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL}`] : [])]
+  ...(PROFILED === name
+    ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, ...(process.env.BENCH_PROFILE_INTERVAL ? [`--cpu-prof-interval=${process.env.BENCH_PROFILE_INTERVAL}`] : [])]
     : []),
 ];
 const gatewayPort = await freePort();
@@ -554,7 +566,9 @@ const before = await scrapeAll();
 const [pg0, redis0] = [await pgStats(), await redisStats()];
 const stopPerf = await perfIn('1');
 let atOneSecond;
+const endWindow = profileWindow(1);
 const [gatewayPlain, cpuThrough] = await withCpu(() => fixedRate(targets.gateway, false, RATE, SECONDS, process.env.BENCH_FIRST_SECOND ? async () => (atOneSecond = await scrapeAll()) : undefined));
+endWindow();
 await stopPerf?.();
 const after = await scrapeAll();
 // The statistics collector reports with a delay of up to a second.
@@ -678,7 +692,9 @@ const aroundTurn = async (name) => {
   scraped ??= s0;
   const [pg0, redis0] = [await pgStats(), await redisStats()];
   const stopPerf = await perfIn('3');
+  const endWindow = profileWindow(3);
   return async () => {
+    endWindow();
     await stopPerf?.();
     scrapedAfter = await scrapeAll();
     await ledgerSettled();
@@ -840,3 +856,18 @@ agent.destroy();
 redis.disconnect();
 await pool.end();
 await cleanup();
+// Written as the profiled processes exited (in cleanup).
+if (PROFILED) {
+  const windows = profileWindows[3].length ? profileWindows[3] : profileWindows[1];
+  const phase = profileWindows[3].length ? "phase 3's gateway turns" : profileWindows[1].length ? "phase 1's gateway run" : 'the whole run';
+  for (const pid of pidsOf[PROFILED] ?? []) {
+    const file = fs.readdirSync(profileDir).find((f) => f.endsWith('.cpuprofile') && f.split('.')[3] === String(pid));
+    if (!file) {
+      console.log(`\nno CPU profile of ${PROFILED} (pid ${pid}) in ${profileDir}`);
+      continue;
+    }
+    console.log(`\nCPU profile of ${PROFILED} (pid ${pid}) over ${phase}: ${path.join('var/profiles', file)}`);
+    console.log(formatCpuProfileSummary(summarizeCpuProfile(JSON.parse(fs.readFileSync(path.join(profileDir, file), 'utf8')), windows)).join('\n'));
+    console.log(`   more lines: node tools/bench/cpu-profile-summary.mjs ${path.join('var/profiles', file)} ${windows.flat().join(' ')}`);
+  }
+}
