@@ -858,8 +858,11 @@ await pool.end();
 await cleanup();
 // Written as the profiled processes exited (in cleanup).
 if (PROFILED) {
-  const windows = profileWindows[3].length ? profileWindows[3] : profileWindows[1];
-  const phase = profileWindows[3].length ? "phase 3's gateway turns" : profileWindows[1].length ? "phase 1's gateway run" : 'the whole run';
+  const [phase, windows] = profileWindows[3].length
+    ? ["phase 3's gateway turns", profileWindows[3]]
+    : profileWindows[1].length
+      ? ["phase 1's gateway run", profileWindows[1]]
+      : ['the whole run', []];
   for (const pid of pidsOf[PROFILED] ?? []) {
     const file = fs.readdirSync(profileDir).find((f) => f.endsWith('.cpuprofile') && f.split('.')[3] === String(pid));
     if (!file) {

@@ -12,7 +12,7 @@
 // cores, a socket write that wakes its reader can lose the CPU to it before returning, so the
 // "socket writes" line counts that wait as well as the kernel's work: for CPU alone, use BENCH_PERF.
 import fs from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 
 /** Native functions through which Node writes to sockets; their samples are the system call. */
 const SOCKET_WRITES = new Set(['writev', 'writeBuffer', 'writeUtf8String', 'writeLatin1String', 'writeUcs2String', 'writeAsciiString']);
@@ -79,7 +79,7 @@ export function formatCpuProfileSummary(summary, top = 12, indent = '   ') {
   ];
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [file, ...bounds] = process.argv.slice(2);
   if (!file || bounds.length % 2 !== 0) {
     console.error('usage: node tools/bench/cpu-profile-summary.mjs <file.cpuprofile> [<from µs> <to µs> ...]');
