@@ -120,4 +120,20 @@ describe('CompactBpe on a vocabulary small enough to work out by hand', () => {
   it('holds raw byte tokens that are not UTF-8', () => {
     expect(bpe.decode([6])).toBe('\ufffd');
   });
+
+  it('splits the same text the same way on every call, and leaves the pattern it was given alone', () => {
+    const pattern = /\S+|\s+/gu;
+    const own = new CompactBpe(buildVocabulary(ranks), pattern);
+    pattern.lastIndex = 2;
+    expect(own.encode('abcab')).toEqual([5, 3]);
+    expect(own.encode('abcab')).toEqual([5, 3]);
+    expect(own.count('abc abc')).toBe(own.count('abc') * 2 + own.count(' '));
+    expect(pattern.lastIndex).toBe(2);
+  });
+
+  it('steps over the text a pre-tokenizer that can match nothing leaves between its pieces', () => {
+    const letters = new CompactBpe(buildVocabulary(ranks), /[abc]*/gu);
+    expect(letters.encode('ab  c')).toEqual([3, 2]);
+    expect(letters.encode('ab😀c')).toEqual([3, 2]);
+  });
 });

@@ -80,13 +80,32 @@ export class CompactBpe {
    * microseconds, and the entries would only add to what the collector traces.
    */
   private readonly longPieces = new Map<string, number[]>();
+  private readonly split: RegExp;
 
   constructor(
     private readonly vocabulary: BpeVocabulary,
     /** The pre-tokenizer: a global, unicode RegExp splitting text into pieces merged on their own. */
-    private readonly split: RegExp,
+    split: RegExp,
   ) {
     this.mask = vocabulary.slots.length - 1;
+    // A copy of its own: pieces() moves its lastIndex, which must not disturb whoever else holds the pattern.
+    this.split = new RegExp(split.source, split.flags.includes('g') ? split.flags : `${split.flags}g`);
+  }
+
+  /**
+   * Calls `each` with every piece of `text`, in order. Not matchAll: it copies the RegExp and
+   * makes an iterator on every call, which took half the time of counting a short chat message
+   * (a role and a sentence: 2.1 against 1.0 us per message). Never re-entered: `each` is ours
+   * and synchronous.
+   */
+  private pieces(text: string, each: (piece: string) => void): void {
+    const split = this.split;
+    split.lastIndex = 0;
+    for (let found = split.exec(text); found !== null; found = split.exec(text)) {
+      // A pattern that can match nothing would otherwise find the same empty piece forever.
+      if (found[0].length === 0) split.lastIndex += (text.codePointAt(split.lastIndex) ?? 0) > 0xffff ? 2 : 1;
+      else each(found[0]);
+    }
   }
 
   /** The rank of buf[start, end), or -1 when it is not a token. */
@@ -213,13 +232,13 @@ export class CompactBpe {
 
   count(text: string): number {
     let total = 0;
-    for (const [piece] of text.matchAll(this.split)) total += this.piece(piece);
+    this.pieces(text, (piece) => (total += this.piece(piece)));
     return total;
   }
 
   encode(text: string): number[] {
     const out: number[] = [];
-    for (const [piece] of text.matchAll(this.split)) this.piece(piece, out);
+    this.pieces(text, (piece) => this.piece(piece, out));
     return out;
   }
 

@@ -1,5 +1,5 @@
 import { countInSlices, o200k } from '@atelier/bpe';
-import type { ChatMessage, ChatTool, ChatToolCall } from './chat-types';
+import type { ChatMessage, ChatRole, ChatTool, ChatToolCall } from './chat-types';
 
 // Built when this module loads, so the first request does not pay for it.
 const tokenizer = o200k();
@@ -118,11 +118,14 @@ export function toolCallTokens(calls: readonly ChatToolCall[], stopAbove = Infin
 }
 
 /** `stopAbove`: as for countTextTokens, e.g. the model's context window. */
+/** Every message names one of these; counted once here rather than in every message of every request. */
+const ROLE_TOKENS = new Map<string, number>((['system', 'developer', 'user', 'assistant', 'tool'] satisfies ChatRole[]).map((role) => [role, countTextTokens(role)]));
+
 export function countPromptTokens(messages: readonly ChatMessage[], tools: readonly ChatTool[] = [], stopAbove = Infinity): number {
   let total = TOKENS_REPLY_PRIMING;
   for (const message of messages) {
     if (total > stopAbove) return total;
-    total += TOKENS_PER_MESSAGE + countTextTokens(message.role);
+    total += TOKENS_PER_MESSAGE + (ROLE_TOKENS.get(message.role) ?? countTextTokens(message.role));
     total += contentTokens(message.content, stopAbove - total);
     if (message.name) total += TOKENS_PER_NAME + countTextTokens(message.name);
     if (message.tool_calls) total += toolCallTokens(message.tool_calls, stopAbove - total);

@@ -6,13 +6,13 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { type INestApplication, type LoggerService, type LogLevel, type Type, type DynamicModule } from '@nestjs/common';
 import { ModulesContainer, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import multipart from '@fastify/multipart';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
 import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
 import { parseJsonBody } from './json-body';
+import { streamingMultipart } from './streaming-multipart';
 import { installProcessFaultPolicy } from './process-fault-policy';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
@@ -126,7 +126,7 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   adapter.useBodyParser('application/json', false, { bodyLimit: config.BODY_LIMIT_BYTES }, async (_req: unknown, body: Buffer) => parseJsonBody(body));
   // multipart/form-data is parsed lazily: handlers stream parts (repository uploads) straight
   // to storage, bounded per file; routes that never read the parts simply see no JSON body.
-  void fastify.register(multipart, {
+  void fastify.register(streamingMultipart, {
     limits: { fileSize: config.REPO_UPLOAD_MAX_FILE_BYTES, files: config.REPO_UPLOAD_MAX_FILES, fields: 20, fieldSize: 64 * 1024, parts: config.REPO_UPLOAD_MAX_FILES + 20 },
   });
   // Set when the request arrives (a synchronous hook), so every answer carries it, errors and
