@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// npm run bench:report — runs bench:chat, bench:queue and bench:media three times each (one
+// npm run bench:report — runs bench:chat, bench:queue and bench:media three times each (BENCH_ROUNDS; one
 // round after another, so each figure is measured beside its direct path in the same run) and
-// writes docs/benchmarks.md: the hot-path targets, the median of the three runs, every run, and
+// writes docs/benchmarks.md: the hot-path targets, the median of the runs, every run, and
 // the machine. Run it alone on the machine: anything beside it falsifies the figures.
 // Env: BENCH_ROUNDS (default 3), BENCH_REPORT (output file, default docs/benchmarks.md).
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -65,7 +65,7 @@ const lines = [
   '# Benchmarks',
   '',
   `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${commit}\` with \`npm run bench:report\`, which runs`,
-  '`npm run bench:chat`, `bench:queue` and `bench:media` three times each and writes this page. Every service runs as',
+  `\`npm run bench:chat\`, \`bench:queue\` and \`bench:media\` ${ROUNDS === 3 ? 'three' : ROUNDS} times each and writes this page. Every service runs as`,
   'compiled code with production settings, co-located on one machine with Postgres, Redis, a fake upstream and the load',
   'generator, with API-key auth, validation and credit reservation and settlement on.',
   '',
