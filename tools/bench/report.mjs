@@ -65,7 +65,7 @@ const lines = [
   '# Benchmarks',
   '',
   `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${commit}\` with \`npm run bench:report\`, which runs`,
-  `\`npm run bench:chat\`, \`bench:queue\` and \`bench:media\` ${['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'][ROUNDS - 1] ?? ROUNDS} times each and writes this page. Every service runs as`,
+  `\`npm run bench:chat\`, \`bench:queue\` and \`bench:media\` ${ROUNDS === 1 ? 'once' : `${['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'][ROUNDS - 2] ?? ROUNDS} times`} each and writes this page. Every service runs as`,
   'compiled code with production settings, co-located on one machine with Postgres, Redis, a fake upstream and the load',
   'generator, with API-key auth, validation and credit reservation and settlement on.',
   '',

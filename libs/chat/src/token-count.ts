@@ -117,10 +117,10 @@ export function toolCallTokens(calls: readonly ChatToolCall[], stopAbove = Infin
   return total;
 }
 
-/** `stopAbove`: as for countTextTokens, e.g. the model's context window. */
 /** Every message names one of these; counted once here rather than in every message of every request. */
 const ROLE_TOKENS = new Map<string, number>((['system', 'developer', 'user', 'assistant', 'tool'] satisfies ChatRole[]).map((role) => [role, countTextTokens(role)]));
 
+/** `stopAbove`: as for countTextTokens, e.g. the model's context window. */
 export function countPromptTokens(messages: readonly ChatMessage[], tools: readonly ChatTool[] = [], stopAbove = Infinity): number {
   let total = TOKENS_REPLY_PRIMING;
   for (const message of messages) {
