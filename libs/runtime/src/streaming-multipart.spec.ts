@@ -15,12 +15,11 @@ async function serve(register: (app: FastifyInstance) => void): Promise<{ url: s
     return { seen };
   });
   app.post('/save', async (req) => {
-    try {
-      await req.saveRequestFiles();
-      return { saved: true };
-    } catch (err) {
-      return { refused: (err as Error).message };
-    }
+    // Without await: the refusal must arrive as a rejection, as the plugin's own method fails.
+    return req.saveRequestFiles().then(
+      () => ({ saved: true }),
+      (err: Error) => ({ refused: err.message }),
+    );
   });
   app.get('/listeners', (_req, reply) => {
     void reply.send({ close: reply.raw.listenerCount('close') });

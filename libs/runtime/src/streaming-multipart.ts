@@ -24,7 +24,8 @@ export const streamingMultipart: FastifyPluginCallback<FastifyMultipartBaseOptio
           target.decorateRequest(
             name,
             name === 'saveRequestFiles'
-              ? () => {
+              ? // Async like the method it stands in for: a caller's .catch() sees the refusal.
+                async () => {
                   throw new Error('saveRequestFiles() is not available: stream the parts with req.parts() (streamingMultipart)');
                 }
               : value,
