@@ -61,6 +61,7 @@ try {
 }
 const billing = runs.chat.every((r) => r.throughput?.billingOk);
 const floorShare = median(runs.chat.map((r) => at(r, 'throughput.floorPercentOfDirect')));
+const floorRate = median(runs.chat.map((r) => at(r, 'throughput.floor')));
 const lines = [
   '# Benchmarks',
   '',
@@ -132,6 +133,9 @@ const lines = [
   '  80 % (set before the run that first reported it; the pages before measured 79.6 % and 83.7 %): what atelier\'s own',
   '  work costs, namely auth, validation, token counting, governance checks, metrics, Nest and Fastify, may take at most a',
   '  fifth of the throughput the bare topology reaches. The 30 % row stays, for comparison with earlier pages.',
+  `  The 2,500 req/s row is absolute, so it moves with the machine's speed too: the floor reached ${fmt(floorRate, 0)} req/s here${floorRate < 2500 ? ', below it' : ''};`,
+  '  on a slow stretch of a 2-vCPU AMD EPYC VM (2026-11-28, four runs at 0574cff) the floor reached 2,310-3,190 req/s',
+  '  and the direct path 10,670-13,434, where the page of 7d122d9, on the same kind of VM earlier that day, measured 7,184 and 30,127 (medians of five).',
   '  At 500 req/s the floor takes the same fixed rate right after the gateway: its added p99 is what the topology\'s',
   '  own tail is on this machine that minute. When the gateway misses the 15 ms row and the floor\'s figure is as high,',
   '  the tail belongs to six processes sharing two cores, not to atelier\'s work (at 3a09364, three runs on a 2-core',
