@@ -3,14 +3,16 @@
 //   1. local-image latency per size, engine + blob storage (MediaRenderer, local filesystem store);
 //   2. local-video encoding time per second of 720p output (ffmpeg, libx264 veryfast);
 //   3. the synchronous path's overhead beyond engine time: real HTTP to the gateway, auth,
-//      validation, credit reserve/settle, BullMQ job to the media service, reply channel, storage.
+//      validation, credit reserve/settle, the hand-off to the media service over Redis, reply, storage;
+//      split into the gateway's own part, the pick-up, the media service's handler beyond the engine
+//      (storage, the reply sent) and the relay back, from both processes' metrics.
 // BENCH_IMAGE_RUNS, BENCH_VIDEO_RUNS and BENCH_SYNC_RUNS scale it.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
 import { appEnvironment } from '../malloc-arenas.mjs';
-import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, histogramTotals, machine, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, freePort, histogramTotals, machine, meanMs, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -18,6 +20,7 @@ const storageDir = benchTempDir('media');
 const { ModelCatalog } = dist('libs/models/src/index.js');
 const { createBlobStore } = dist('libs/storage/src/index.js');
 const { EngineRegistry, MediaRenderer, engineEnvironment } = dist('libs/media/src/index.js');
+const IMAGE_QUEUE = dist('libs/contracts/src/index.js').IMAGE_RENDER_QUEUE.name;
 // Per-generation log lines would drown the table.
 require('@nestjs/common').Logger.overrideLogger(['error']);
 
@@ -69,6 +72,8 @@ console.log(`  ${(encode / videoRuns / seconds).toFixed(3)} s of encoding per se
 
 // 3. sync path overhead: gateway -> media service -> reply, beyond engine time
 // The media service runs in its own process, as deployed; the gateway (and this client) in this one.
+const mediaPort = await freePort();
+const mediaMetrics = async () => histogramTotals(await (await fetch(`http://127.0.0.1:${mediaPort}/metrics`)).text());
 const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/local/apps/media/src/main.js')], {
   cwd: root,
   stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
@@ -79,7 +84,7 @@ const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/lo
     REDIS_PREFIX: config.REDIS_PREFIX,
     URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
     STORAGE_DIR: storageDir,
-    MEDIA_PORT: '0',
+    MEDIA_PORT: String(mediaPort),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'error',
     NODE_ENV: 'production',
@@ -90,11 +95,15 @@ const syncRuns = Number(process.env.BENCH_SYNC_RUNS ?? 200);
 const { Metrics } = dist('libs/observability/src/index.js');
 const gatewayMetrics = gateway.get(Metrics);
 let stagesBefore;
+let mediaBefore;
 const overhead = [];
 const serverOverhead = [];
 const total = [];
 for (let i = 0; i < syncRuns + 20; i++) {
-  if (i === 20) stagesBefore = histogramTotals(await gatewayMetrics.registry.metrics());
+  if (i === 20) {
+    stagesBefore = histogramTotals(await gatewayMetrics.registry.metrics());
+    mediaBefore = await mediaMetrics();
+  }
   const t = performance.now();
   const res = await fetch(`${base}/api/ai/images/generate`, {
     method: 'POST',
@@ -127,8 +136,25 @@ console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(
 console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 3 ms)`);
 console.log(`  beside it, an authenticated GET of a model  p50 ${ms(percentile(floor, 0.5))}  p95 ${ms(percentile(floor, 0.95))}   (this client's HTTP floor)`);
 const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
+const mediaAfter = await mediaMetrics();
 console.log(`  gateway stages, means in ms (media.rpc includes the engine; a reservation runs before it or, once the namespace is known to have ample credits, beside it; settle runs after the answer is sent):`);
 console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.reserve_overlapped', 'media.rpc', 'media.settle'])}`);
+{
+  // Means over the same requests (the authenticated GETs after them hit neither histogram).
+  const gatewayMean = (metric, label) => meanMs(stagesBefore, stagesAfter, metric, label);
+  const mediaMean = (metric, label) => meanMs(mediaBefore, mediaAfter, metric, label);
+  const http = gatewayMean('atelier_http_request_duration_seconds', '/api/ai/images/generate');
+  const rpc = gatewayMean('atelier_stage_duration_seconds', 'media.rpc');
+  const pickUp = mediaMean('atelier_job_wait_seconds', IMAGE_QUEUE);
+  const handler = mediaMean('atelier_job_duration_seconds', IMAGE_QUEUE);
+  const engine = mediaMean('atelier_upstream_request_duration_seconds', '');
+  const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
+  console.log(`  where the time beyond the engine goes (means in ms):`);
+  console.log(
+    `    the gateway's own (auth, validation, signing, Nest/Fastify; settle is after the answer) ${f2(http - rpc)}  |  inside the hand-off: wait until the media service picks the job up ${f2(pickUp)},` +
+      ` handler beyond the engine (storage, the reply sent) ${f2(handler - engine)}, relay back ${f2(rpc - pickUp - handler)}  |  the engine ${f2(engine)}`,
+  );
+}
 
 if (process.env.BENCH_JSON)
   writeFileSync(
