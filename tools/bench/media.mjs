@@ -139,22 +139,26 @@ const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
 const mediaAfter = await mediaMetrics();
 console.log(`  gateway stages, means in ms (media.rpc includes the engine; a reservation runs before it or, once the namespace is known to have ample credits, beside it; settle runs after the answer is sent):`);
 console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.reserve_overlapped', 'media.rpc', 'media.settle'])}`);
-{
-  // Means over the same requests (the authenticated GETs after them hit neither histogram).
-  const gatewayMean = (metric, label) => meanMs(stagesBefore, stagesAfter, metric, label);
-  const mediaMean = (metric, label) => meanMs(mediaBefore, mediaAfter, metric, label);
-  const http = gatewayMean('atelier_http_request_duration_seconds', '/api/ai/images/generate');
-  const rpc = gatewayMean('atelier_stage_duration_seconds', 'media.rpc');
-  const pickUp = mediaMean('atelier_job_wait_seconds', IMAGE_QUEUE);
-  const handler = mediaMean('atelier_job_duration_seconds', IMAGE_QUEUE);
-  const engine = mediaMean('atelier_upstream_request_duration_seconds', '');
-  const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
-  console.log(`  where the time beyond the engine goes (means in ms):`);
-  console.log(
-    `    the gateway's own (auth, validation, signing, Nest/Fastify; settle is after the answer) ${f2(http - rpc)}  |  inside the hand-off: wait until the media service picks the job up ${f2(pickUp)},` +
-      ` handler beyond the engine (storage, the reply sent) ${f2(handler - engine)}, relay back ${f2(rpc - pickUp - handler)}  |  the engine ${f2(engine)}`,
-  );
-}
+// Means over the same requests (the authenticated GETs after them hit neither histogram).
+const gatewayMean = (metric, label) => meanMs(stagesBefore, stagesAfter, metric, label);
+const mediaMean = (metric, label) => meanMs(mediaBefore, mediaAfter, metric, label);
+const rpcMean = gatewayMean('atelier_stage_duration_seconds', 'media.rpc');
+const pickUp = mediaMean('atelier_job_wait_seconds', IMAGE_QUEUE);
+const handler = mediaMean('atelier_job_duration_seconds', IMAGE_QUEUE);
+const engine = mediaMean('atelier_upstream_request_duration_seconds', '');
+const split = {
+  gatewayOwn: gatewayMean('atelier_http_request_duration_seconds', '/api/ai/images/generate') - rpcMean,
+  pickUp,
+  handlerBeyondEngine: handler - engine,
+  relayBack: rpcMean - pickUp - handler,
+  engine,
+};
+const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
+console.log(`  where the time beyond the engine goes (means in ms):`);
+console.log(
+  `    the gateway's own (auth, validation, signing, Nest/Fastify; settle is after the answer) ${f2(split.gatewayOwn)}  |  inside the hand-off: wait until the media service picks the job up ${f2(split.pickUp)},` +
+    ` handler beyond the engine (storage, the reply sent) ${f2(split.handlerBeyondEngine)}, relay back ${f2(split.relayBack)}  |  the engine ${f2(split.engine)}`,
+);
 
 if (process.env.BENCH_JSON)
   writeFileSync(
@@ -169,6 +173,8 @@ if (process.env.BENCH_JSON)
           gatewayBeyondEngineP50: percentile(serverOverhead, 0.5),
           gatewayBeyondEngineP95: percentile(serverOverhead, 0.95),
           httpFloorP50: percentile(floor, 0.5),
+          /** Means in ms, as printed under "where the time beyond the engine goes". */
+          split,
         },
       },
       null,

@@ -106,6 +106,7 @@ const lines = [
   row('sync image hop beyond engine time, p50 (gateway request to reply)', '<= 3 ms', 'media', 'sync.gatewayBeyondEngineP50', { met: (v) => v <= 3 }),
   // Context for the row above, which the target is for (bench:media prints it there): this one adds the client's own HTTP stack.
   row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
+  row("... the media service's handler beyond the engine (storage, the reply sent), mean", '', 'media', 'sync.split.handlerBeyondEngine', { direct: 'sync.split.pickUp', directLabel: 'its wait to pick the job up, mean' }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
   row('chat with a scoped key and rpm (key and namespace), added p50 over an unlimited key', '<= 0.3 ms per check', 'chat', 'governance.levels.rpm.addedP50', { direct: 'governance.plainP50', directLabel: 'the unlimited key, p50' }),
