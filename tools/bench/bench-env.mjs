@@ -302,12 +302,16 @@ export function quantileMs(before, after, metric, label, p, prefix = '') {
 
 /** "name 0.12  name 0.34 ..." for the given stages of atelier_stage_duration_seconds. */
 export function stageLine(before, after, stages, prefix = '') {
-  return stages
-    .map((s) => {
-      const v = meanMs(before, after, 'atelier_stage_duration_seconds', s, prefix);
-      return `${s} ${Number.isFinite(v) ? v.toFixed(2) : '-'}`;
-    })
-    .join('  ');
+  const f2 = fixed(2);
+  return stages.map((s) => `${s} ${f2(meanMs(before, after, 'atelier_stage_duration_seconds', s, prefix))}`).join('  ');
+}
+
+/** A figure in ms to `digits` places, or '-' when there was nothing to average. */
+export const fixed = (digits) => (v) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
+
+/** histogramTotals of the service listening on `port`, read from its /metrics. */
+export async function scrapeHistograms(port, prefix = '', into = new Map()) {
+  return histogramTotals(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), prefix, into);
 }
 
 /**

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, freePort, growth, histogramTotals, machine, meanMs as meanOf, quantileMs, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
@@ -333,12 +333,10 @@ async function sequential(target, stream, count, headers = () => ({})) {
 async function scrapeAll() {
   const out = new Map();
   for (const [service, port] of [['gateway', gatewayPort], ...chatPorts.map((p) => ['chat', p])])
-    histogramTotals(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), `${service} `, out);
+    await scrapeHistograms(port, `${service} `, out);
   return out;
 }
 
-/** A figure in ms to `digits` places, or '-' when there was nothing to average. */
-const fixed = (digits) => (v) => (Number.isFinite(v) ? v.toFixed(digits) : '-');
 const f2 = fixed(2);
 const f3 = fixed(3);
 

@@ -12,7 +12,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
 import { appEnvironment } from '../malloc-arenas.mjs';
-import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, freePort, histogramTotals, machine, meanMs, percentile, require, stageLine, startBenchGateway } from './bench-env.mjs';
+import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, fixed, freePort, histogramTotals, machine, meanMs, percentile, require, scrapeHistograms, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
 const db = await benchDatabase();
@@ -73,7 +73,6 @@ console.log(`  ${(encode / videoRuns / seconds).toFixed(3)} s of encoding per se
 // 3. sync path overhead: gateway -> media service -> reply, beyond engine time
 // The media service runs in its own process, as deployed; the gateway (and this client) in this one.
 const mediaPort = await freePort();
-const mediaMetrics = async () => histogramTotals(await (await fetch(`http://127.0.0.1:${mediaPort}/metrics`)).text());
 const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/local/apps/media/src/main.js')], {
   cwd: root,
   stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
@@ -102,7 +101,7 @@ const total = [];
 for (let i = 0; i < syncRuns + 20; i++) {
   if (i === 20) {
     stagesBefore = histogramTotals(await gatewayMetrics.registry.metrics());
-    mediaBefore = await mediaMetrics();
+    mediaBefore = await scrapeHistograms(mediaPort);
   }
   const t = performance.now();
   const res = await fetch(`${base}/api/ai/images/generate`, {
@@ -136,7 +135,7 @@ console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(
 console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 3 ms)`);
 console.log(`  beside it, an authenticated GET of a model  p50 ${ms(percentile(floor, 0.5))}  p95 ${ms(percentile(floor, 0.95))}   (this client's HTTP floor)`);
 const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
-const mediaAfter = await mediaMetrics();
+const mediaAfter = await scrapeHistograms(mediaPort);
 console.log(`  gateway stages, means in ms (media.rpc includes the engine; a reservation runs before it or, once the namespace is known to have ample credits, beside it; settle runs after the answer is sent):`);
 console.log(`    ${stageLine(stagesBefore, stagesAfter, ['auth', 'media.validate', 'media.reserve', 'media.reserve_overlapped', 'media.rpc', 'media.settle'])}`);
 // Means over the same requests (the authenticated GETs after them hit neither histogram).
@@ -153,7 +152,7 @@ const split = {
   relayBack: rpcMean - pickUp - handler,
   engine,
 };
-const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
+const f2 = fixed(2);
 console.log(`  where the time beyond the engine goes (means in ms):`);
 console.log(
   `    the gateway's own (auth, validation, signing, Nest/Fastify; settle is after the answer) ${f2(split.gatewayOwn)}  |  inside the hand-off: wait until the media service picks the job up ${f2(split.pickUp)},` +
