@@ -15,6 +15,8 @@
 //   - the same fake upstream and closed-loop client as bench:chat phase 3;
 //   - V8's old-generation headroom in both skeleton processes set as the services set it
 //     (V8_HEAP_GROWING_PERCENT), so the garbage collector does the same work on both sides.
+// bench:media starts the same skeleton on the synchronous image hop (startSkeleton with a storage
+// folder: the worker stores a ready-made PNG through atelier's blob store instead of calling an upstream).
 // No auth, validation, token counting, metrics, governance, Nest or Fastify. The closed loop's
 // rate through it, as a share of the direct rate in the same run, is the ceiling for
 // bench:chat's "share of the direct rate" on this machine; CPU per request says where it goes.
@@ -51,16 +53,22 @@ const ready = (child) =>
 
 /**
  * Starts the skeleton (gateway and worker processes) in front of `upstreamUrl` (the chat
- * completions URL), with atelier's ledger on `databaseUrl`'s namespace `namespaceId` when given.
+ * completions URL), or, given `storageDir` instead, the synchronous image path's: a worker that
+ * stores an image the engine would have made in atelier's local blob store under that folder and
+ * replies with its key, and a gateway that answers with a signed URL to it (the engine's own
+ * time is what bench:media takes off atelier's figure, so the floor runs none). With atelier's
+ * ledger on `databaseUrl`'s namespace `namespaceId` when given. Every answer carries a
+ * `server-timing` total, from the request's headers read to the answer written, as atelier's does.
  * Resolves with its URL, its pids and a stop function.
  */
-export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, databaseUrl = '', namespaceId = '' }) {
+export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKey = '', storageDir = '', databaseUrl = '', namespaceId = '' }) {
   const self = fileURLToPath(import.meta.url);
   // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
   const flags = serviceFlags();
   const start = (args, env = {}) => spawn(process.execPath, [...dieWithBench, ...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId]);
-  const worker = start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
+  const work = storageDir ? 'image' : 'chat';
+  const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId, work]);
+  const worker = storageDir ? start(['image-worker', prefix, storageDir]) : start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
   const kill = () => [gateway, worker].forEach((c) => c.kill('SIGKILL'));
   process.once('exit', kill);
   await Promise.all([ready(gateway), ready(worker)]);
@@ -79,8 +87,16 @@ export async function startSkeleton({ port, prefix, upstreamUrl, upstreamKey, da
 
 // ---- skeleton gateway --------------------------------------------------------------------------
 if (role === 'gateway') {
-  const [, , , port, prefix, databaseUrl] = process.argv;
+  const [, , , port, prefix, databaseUrl, namespaceId, work] = process.argv;
   applyServiceHeapGrowth();
+  // What differs between the two paths the skeleton stands for: what is reserved, how the
+  // worker's reply becomes the answer, and what the settle records.
+  const image = work === 'image';
+  const { SignedUrls } = dist('libs/storage/src/index.js');
+  const urls = new SignedUrls('floor-signing-secret', `http://127.0.0.1:${port}`, 3600);
+  const kind = image
+    ? { amount: '0.010000', charge: '0.010000', tags: { model: 'bench-image', endpoint: '/api/ai/images/generate' }, answer: (reply) => ({ created: Math.floor(Date.now() / 1000), data: [{ url: urls.url(reply.key) }] }), usage: () => ({ images: 1 }) }
+    : { amount: '0.000272', charge: '0.00002', tags: { model: 'bench-remote', endpoint: '/api/ai/chat/completions' }, answer: (reply) => reply.completion, usage: (reply) => ({ inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens }) };
   const redis = new Redis(benchRedisUrl, { enableAutoPipelining: true });
   const sub = new Redis(benchRedisUrl);
   const instance = randomUUID().slice(0, 8);
@@ -100,17 +116,16 @@ if (role === 'gateway') {
     return p.exec().then((r) => r.map(([, id]) => id));
   });
   let ledger;
-  let namespaceId;
   if (databaseUrl) {
     // atelier's own ledger (group commit, the statements the gateway runs): the billing work
     // is part of the path's floor, only what surrounds it is left out.
     const { createPrismaClient } = dist('libs/db/src/index.js');
     const { CreditLedger, BatchedCreditLedger } = dist('libs/billing/src/index.js');
     ledger = new BatchedCreditLedger(new CreditLedger(createPrismaClient(databaseUrl, 4)), { DATABASE_URL: databaseUrl });
-    namespaceId = process.argv[6];
   }
   http
     .createServer((req, res) => {
+      const received = performance.now();
       let body = '';
       req.setEncoding('utf8');
       req.on('data', (d) => (body += d));
@@ -121,17 +136,17 @@ if (role === 'gateway') {
           // The reservation is taken beside the hand-off, as atelier's gateway does when the
           // namespace's credits cover it many times over; the answer waits for both.
           const started = performance.now();
-          const reserving = ledger?.reserve(namespaceId, '0.000272', `floor:${jobId}`, { model: 'bench-remote', endpoint: '/api/ai/chat/completions' });
+          const reserving = ledger?.reserve(namespaceId, kind.amount, `floor:${jobId}`, kind.tags);
           const answer = new Promise((resolve) => pending.set(`${prefix}:reply:${jobId}`, resolve));
           await addCall({ jobId, data: JSON.stringify({ model: parsed.model, body: parsed }) });
           const [reservation, raw] = await Promise.all([reserving, answer]);
           const reply = JSON.parse(raw);
-          const out = JSON.stringify(reply.completion);
-          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out) });
+          const out = JSON.stringify(kind.answer(reply));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(out), 'server-timing': `total;dur=${(performance.now() - received).toFixed(2)}` });
           res.end(out);
           // With the request's record, as atelier's settle writes it on the reservation.
           const request = { outcome: 'succeeded', userId: FLOOR_USER, provider: 'upstream', stream: false, requestId: jobId, errorMessage: null, durationMs: performance.now() - started };
-          if (ledger) await ledger.settle(reservation, '0.00002', { inputTokens: reply.usage.prompt_tokens, outputTokens: reply.usage.completion_tokens, request });
+          if (ledger) await ledger.settle(reservation, kind.charge, { ...kind.usage(reply), request });
         } catch (err) {
           res.writeHead(500);
           res.end(String(err));
@@ -141,13 +156,44 @@ if (role === 'gateway') {
     .listen(Number(port), '127.0.0.1', () => process.send?.('ready'));
 }
 
-// ---- skeleton chat worker ------------------------------------------------------------------------
-if (role === 'worker') {
-  const [, , , prefix, upstream] = process.argv;
-  applyServiceHeapGrowth();
+// ---- skeleton workers -----------------------------------------------------------------------------
+/** The chat worker's work: the upstream called with undici, its completion and usage the reply. */
+function chatWork(upstream) {
   const { Pool } = require('undici');
   const upstreamUrl = new URL(upstream);
   const agent = new Pool(upstreamUrl.origin, { connections: 128 });
+  return async (call) => {
+    const res = await agent.request({
+      method: 'POST',
+      path: upstreamUrl.pathname,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${process.env.FLOOR_UPSTREAM_KEY}` },
+      body: JSON.stringify({ ...call.body, model: 'fixed' }),
+    });
+    const completion = await res.body.json();
+    return { completion, usage: completion.usage };
+  };
+}
+
+/**
+ * The image worker's work without the engine: a 64x64 PNG (made once, by sharp, as the engine
+ * makes it) written through atelier's local blob store under a key shaped like its outputs'
+ * (namespace/outputs/yyyy/mm/dd/id.png), its key the reply.
+ */
+async function imageWork(storageDir) {
+  const { LocalBlobStore } = dist('libs/storage/src/index.js');
+  const store = new LocalBlobStore(storageDir);
+  const png = await require('sharp')({ create: { width: 64, height: 64, channels: 3, background: { r: 40, g: 90, b: 160 } } }).png().toBuffer();
+  return async () => {
+    const key = `floor/outputs/${new Date().toISOString().slice(0, 10).replaceAll('-', '/')}/${randomUUID()}.png`;
+    await store.put(key, png, 'image/png');
+    return { key };
+  };
+}
+
+if (role === 'worker' || role === 'image-worker') {
+  const [, , , prefix, target] = process.argv;
+  applyServiceHeapGrowth();
+  const work = role === 'worker' ? chatWork(target) : await imageWork(target);
   const redis = new Redis(benchRedisUrl);
   const blocking = new Redis(benchRedisUrl);
   const stream = `${prefix}:calls`;
@@ -168,15 +214,8 @@ if (role === 'worker') {
   const run = async (entryId, fields) => {
     running++;
     try {
-      const call = JSON.parse(fields[3]);
-      const res = await agent.request({
-        method: 'POST',
-        path: upstreamUrl.pathname,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${process.env.FLOOR_UPSTREAM_KEY}` },
-        body: JSON.stringify({ ...call.body, model: 'fixed' }),
-      });
-      const completion = await res.body.json();
-      await reply([`${prefix}:reply:${fields[1]}`, JSON.stringify({ completion, usage: completion.usage }), entryId]);
+      const result = await work(JSON.parse(fields[3]));
+      await reply([`${prefix}:reply:${fields[1]}`, JSON.stringify(result), entryId]);
     } finally {
       running--;
     }

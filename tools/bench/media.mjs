@@ -5,13 +5,15 @@
 //   3. the synchronous path's overhead beyond engine time: real HTTP to the gateway, auth,
 //      validation, credit reserve/settle, the hand-off to the media service over Redis, reply, storage;
 //      split into the gateway's own part, the pick-up, the media service's handler beyond the engine
-//      (storage, the reply sent) and the relay back, from both processes' metrics.
+//      (storage, the reply sent) and the relay back, from both processes' metrics; and beside it the
+//      same hop's floor, bench:floor's skeleton storing a ready-made image (floor.mjs, startSkeleton).
 // BENCH_IMAGE_RUNS, BENCH_VIDEO_RUNS and BENCH_SYNC_RUNS scale it.
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { root } from '../bootstrap.mjs';
 import { appEnvironment } from '../malloc-arenas.mjs';
+import { startSkeleton } from './floor.mjs';
 import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, fixed, freePort, histogramTotals, machine, meanMs, percentile, require, scrapeHistograms, stageLine, startBenchGateway } from './bench-env.mjs';
 
 buildAll();
@@ -129,10 +131,28 @@ for (let i = 0; i < syncRuns + 20; i++) {
   await res.json();
   if (i >= 20) floor.push(performance.now() - t);
 }
+// The floor of this hop in the same run: bench:floor's skeleton (node:http, the call added to a
+// Redis stream, a worker that stores a ready-made PNG through the same blob store and replies, the
+// answer a signed URL) with atelier's ledger, nothing else: what the topology itself costs here.
+const admin = new (require('pg').Client)({ connectionString: config.DATABASE_URL });
+await admin.connect();
+const skeletonNamespace = (await admin.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'media-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
+await admin.end();
+const skeleton = await startSkeleton({ port: await freePort(), prefix: `${config.REDIS_PREFIX}-floor`, storageDir: benchTempDir('media-floor'), databaseUrl: config.DATABASE_URL, namespaceId: skeletonNamespace });
+const floorServer = [];
+for (let i = 0; i < syncRuns + 20; i++) {
+  const res = await fetch(skeleton.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'local-image', prompt: 'tiny', width: 64, height: 64, num_inference_steps: 1, seed: i }) });
+  await res.json();
+  if (res.status !== 200) throw new Error(`skeleton request failed: ${res.status}`);
+  if (i >= 20) floorServer.push(Number(/total;dur=([\d.]+)/.exec(res.headers.get('server-timing') ?? '')?.[1]));
+}
+await skeleton.stop();
+
 console.log(`\nsync path POST /api/ai/images/generate (64x64 local-image, url response), ${syncRuns} sequential requests over HTTP`);
 console.log(`  end to end                                  p50 ${ms(percentile(total, 0.5))}  p95 ${ms(percentile(total, 0.95))}`);
 console.log(`  beyond engine, as the client sees it         p50 ${ms(percentile(overhead, 0.5))}  p95 ${ms(percentile(overhead, 0.95))}`);
 console.log(`  beyond engine, gateway request to reply     p50 ${ms(percentile(serverOverhead, 0.5))}  p95 ${ms(percentile(serverOverhead, 0.95))}   (target p50 <= 3 ms)`);
+console.log(`  the floor: skeleton, request to reply       p50 ${ms(percentile(floorServer, 0.5))}  p95 ${ms(percentile(floorServer, 0.95))}   (same hops, ledger and store, no engine; bench:floor)`);
 console.log(`  beside it, an authenticated GET of a model  p50 ${ms(percentile(floor, 0.5))}  p95 ${ms(percentile(floor, 0.95))}   (this client's HTTP floor)`);
 const stagesAfter = histogramTotals(await gatewayMetrics.registry.metrics());
 const mediaAfter = await scrapeHistograms(mediaPort);
@@ -172,6 +192,8 @@ if (process.env.BENCH_JSON)
           gatewayBeyondEngineP50: percentile(serverOverhead, 0.5),
           gatewayBeyondEngineP95: percentile(serverOverhead, 0.95),
           httpFloorP50: percentile(floor, 0.5),
+          /** The skeleton's request to reply p50 (no engine), beside gatewayBeyondEngineP50. */
+          skeletonP50: percentile(floorServer, 0.5),
           /** Means in ms, as printed under "where the time beyond the engine goes". */
           split,
         },

@@ -106,6 +106,7 @@ const lines = [
   row('sync image hop beyond engine time, p50 (gateway request to reply)', '<= 3 ms', 'media', 'sync.gatewayBeyondEngineP50', { met: (v) => v <= 3 }),
   // Context for the row above, which the target is for (bench:media prints it there): this one adds the client's own HTTP stack.
   row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
+  row("... the floor's request to reply (skeleton: same hops, ledger and store; see \"sync image hop\" below)", '', 'media', 'sync.skeletonP50'),
   row("... the media service's handler beyond the engine (storage, the reply sent), mean", '', 'media', 'sync.split.handlerBeyondEngine', { direct: 'sync.split.pickUp', directLabel: 'its wait to pick the job up, mean' }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
@@ -122,6 +123,9 @@ const lines = [
   '- **sync image hop**: the gateway\'s `server-timing` total minus the engine\'s own time, for a 64x64 `local-image`',
   '  (auth, validation, reservation, hand-off to the media service over Redis, settlement, signed URL). "As the client',
   '  sees it" adds the bench client\'s own `fetch`, which runs in the gateway\'s process; its floor is shown beside.',
+  '  The floor\'s figure is bench:floor\'s skeleton on this hop, right after the gateway in the same run: a node:http',
+  '  gateway that takes the reservation with atelier\'s ledger, adds the call to a Redis stream and answers with a signed',
+  '  URL, and a worker that stores a ready-made 64x64 PNG through atelier\'s local blob store and replies; no engine.',
   '- **floor**: bench:chat also runs the chat path\'s topology built from the same libraries with nothing of atelier\'s',
   '  on it but its credit ledger (`tools/bench/floor.mjs`, alone as `npm run bench:floor`): a node:http gateway that',
   '  takes the reservation, adds the call to a Redis stream and relays the reply, and a worker that reads it with',
