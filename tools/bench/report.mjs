@@ -104,9 +104,9 @@ const lines = [
   row('enqueue through the gateway (50 connections)', '>= 2,000/s', 'queue', 'enqueue.rps', { unit: '/s', digits: 0, met: (v) => v >= 2000, direct: 'enqueue.floorRps', directLabel: 'authenticated GET, same connections' }),
   row('enqueue p99', '<= 50 ms', 'queue', 'enqueue.p99', { digits: 0, met: (v) => v <= 50, direct: 'enqueue.floorP99', directLabel: 'authenticated GET p99' }),
   row('sync image hop beyond engine time, p50 (gateway request to reply)', '<= 3 ms', 'media', 'sync.gatewayBeyondEngineP50', { met: (v) => v <= 3 }),
-  // Context for the row above, which the target is for (bench:media prints it there): this one adds the client's own HTTP stack.
-  row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
   row("... the floor's request to reply (skeleton: same hops, ledger and store; see \"sync image hop\" below)", '', 'media', 'sync.skeletonP50'),
+  // Context for the sync image hop row, which the target is for (bench:media prints it there): this one adds the client's own HTTP stack.
+  row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
   row("... the media service's handler beyond the engine (storage, the reply sent), mean", '', 'media', 'sync.split.handlerBeyondEngine', { direct: 'sync.split.pickUp', directLabel: 'its wait to pick the job up, mean' }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
