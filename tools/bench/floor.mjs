@@ -176,15 +176,15 @@ function chatWork(upstream) {
 
 /**
  * The image worker's work without the engine: a 64x64 PNG (made once, by sharp, as the engine
- * makes it) written through atelier's local blob store under a key shaped like its outputs'
- * (namespace/outputs/yyyy/mm/dd/id.png), its key the reply.
+ * makes it) written through atelier's local blob store under a key made as the media service
+ * makes its outputs' (outputKey), its key the reply.
  */
 async function imageWork(storageDir) {
-  const { LocalBlobStore } = dist('libs/storage/src/index.js');
+  const { LocalBlobStore, outputKey } = dist('libs/storage/src/index.js');
   const store = new LocalBlobStore(storageDir);
   const png = await require('sharp')({ create: { width: 64, height: 64, channels: 3, background: { r: 40, g: 90, b: 160 } } }).png().toBuffer();
   return async () => {
-    const key = `floor/outputs/${new Date().toISOString().slice(0, 10).replaceAll('-', '/')}/${randomUUID()}.png`;
+    const key = outputKey({ namespace: 'floor' }, `${randomUUID()}.png`);
     await store.put(key, png, 'image/png');
     return { key };
   };
