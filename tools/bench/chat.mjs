@@ -428,8 +428,7 @@ pool.on('error', () => undefined);
 let floorStarted;
 function theFloor() {
   floorStarted ??= (async () => {
-    const namespaceId = (await pool.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'bench-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
-    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, namespaceId });
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl });
     const target = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
     await closedLoop(target, 8, 2);
     return { skeleton, target, groups: { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker } };

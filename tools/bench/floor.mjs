@@ -56,13 +56,22 @@ const ready = (child) =>
  * completions URL), or, given `storageDir` instead, the synchronous image path's: a worker that
  * stores an image the engine would have made in atelier's local blob store under that folder and
  * replies with its key, and a gateway that answers with a signed URL to it (the engine's own
- * time is what bench:media takes off atelier's figure, so the floor runs none). With atelier's
- * ledger on `databaseUrl`'s namespace `namespaceId` when given. Every answer carries a
+ * time is what bench:media takes off atelier's figure, so the floor runs none). Given
+ * `databaseUrl`, with atelier's ledger, on a namespace of the skeleton's own made there (so a
+ * bench's own checks of its user's credits never count the floor's). Every answer carries a
  * `server-timing` total, from the request's headers read to the answer written, as atelier's does.
  * Resolves with its URL, its pids and a stop function.
  */
-export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKey = '', storageDir = '', databaseUrl = '', namespaceId = '' }) {
+export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKey = '', storageDir = '', databaseUrl = '' }) {
   const self = fileURLToPath(import.meta.url);
+  let namespaceId = '';
+  if (databaseUrl) {
+    const admin = new pg.Client({ connectionString: databaseUrl });
+    await admin.connect();
+    const made = await admin.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), $1, 'org', 1000000) RETURNING id::text`, [`floor-${randomUUID().slice(0, 8)}`]);
+    namespaceId = made.rows[0].id;
+    await admin.end();
+  }
   // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
   const flags = serviceFlags();
   const start = (args, env = {}) => spawn(process.execPath, [...dieWithBench, ...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -252,7 +261,6 @@ if (role === 'main') {
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1/chat/completions`;
 
   const admin = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
-  const namespaceId = (await admin.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
 
   const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
   const payload = JSON.stringify({ model: 'fixed', messages: [{ role: 'user', content: 'Say hello in one short sentence.' }], max_tokens: 16 });
@@ -269,7 +277,7 @@ if (role === 'main') {
 
   console.log(`atelier floor benchmark — ${machine()}; ${SECONDS}s per run, ${CONNECTIONS} connections; the chat path's topology with nothing of atelier's on it`);
   for (const withPg of variants) {
-    const skeleton = await startSkeleton({ port: await freePort(), prefix: `atelier-floor-${randomUUID().slice(0, 8)}`, upstreamUrl, upstreamKey: API_KEY, ...(withPg ? { databaseUrl: db.databaseUrl, namespaceId } : {}) });
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `atelier-floor-${randomUUID().slice(0, 8)}`, upstreamUrl, upstreamKey: API_KEY, ...(withPg ? { databaseUrl: db.databaseUrl } : {}) });
     const groups = { ...skeleton.pids, upstream: [upstream.pid], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
     const gatewayUrl = skeleton.url;
     // Warm-up: JIT and connections.

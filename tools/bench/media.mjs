@@ -97,6 +97,10 @@ const { Metrics } = dist('libs/observability/src/index.js');
 const gatewayMetrics = gateway.get(Metrics);
 let stagesBefore;
 let mediaBefore;
+/** The same request, the i-th of a run, for the gateway and the skeleton. */
+const syncBody = (i) => JSON.stringify({ model: 'local-image', prompt: 'tiny', width: 64, height: 64, num_inference_steps: 1, seed: i });
+/** A server-timing entry's duration in ms (NaN when absent). */
+const timed = (res, name) => Number(new RegExp(`${name};dur=([\\d.]+)`).exec(res.headers.get('server-timing') ?? '')?.[1]);
 const overhead = [];
 const serverOverhead = [];
 const total = [];
@@ -109,14 +113,13 @@ for (let i = 0; i < syncRuns + 20; i++) {
   const res = await fetch(`${base}/api/ai/images/generate`, {
     method: 'POST',
     headers: { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'local-image', prompt: 'tiny', width: 64, height: 64, num_inference_steps: 1, seed: i }),
+    body: syncBody(i),
   });
   await res.json();
   const elapsed = performance.now() - t;
   if (res.status !== 200) throw new Error(`sync request failed: ${res.status}`);
-  const timing = res.headers.get('server-timing') ?? '';
-  const engine = Number(/engine;dur=([\d.]+)/.exec(timing)?.[1]);
-  const server = Number(/total;dur=([\d.]+)/.exec(timing)?.[1]);
+  const engine = timed(res, 'engine');
+  const server = timed(res, 'total');
   if (i >= 20) {
     total.push(elapsed);
     overhead.push(elapsed - engine);
@@ -134,17 +137,13 @@ for (let i = 0; i < syncRuns + 20; i++) {
 // The floor of this hop in the same run: bench:floor's skeleton (node:http, the call added to a
 // Redis stream, a worker that stores a ready-made PNG through the same blob store and replies, the
 // answer a signed URL) with atelier's ledger, nothing else: what the topology itself costs here.
-const admin = new (require('pg').Client)({ connectionString: config.DATABASE_URL });
-await admin.connect();
-const skeletonNamespace = (await admin.query(`INSERT INTO namespaces (id, name, type, credits) VALUES (gen_random_uuid(), 'media-floor', 'org', 1000000) RETURNING id::text`)).rows[0].id;
-await admin.end();
-const skeleton = await startSkeleton({ port: await freePort(), prefix: `${config.REDIS_PREFIX}-floor`, storageDir: benchTempDir('media-floor'), databaseUrl: config.DATABASE_URL, namespaceId: skeletonNamespace });
+const skeleton = await startSkeleton({ port: await freePort(), prefix: `${config.REDIS_PREFIX}-floor`, storageDir: benchTempDir('media-floor'), databaseUrl: config.DATABASE_URL });
 const floorServer = [];
 for (let i = 0; i < syncRuns + 20; i++) {
-  const res = await fetch(skeleton.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'local-image', prompt: 'tiny', width: 64, height: 64, num_inference_steps: 1, seed: i }) });
+  const res = await fetch(skeleton.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: syncBody(i) });
   await res.json();
   if (res.status !== 200) throw new Error(`skeleton request failed: ${res.status}`);
-  if (i >= 20) floorServer.push(Number(/total;dur=([\d.]+)/.exec(res.headers.get('server-timing') ?? '')?.[1]));
+  if (i >= 20) floorServer.push(timed(res, 'total'));
 }
 await skeleton.stop();
 
