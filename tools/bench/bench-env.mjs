@@ -354,7 +354,18 @@ export function cpuSeconds(groups) {
   const threads = (pid) => {
     let wakeups = 0;
     let runWait = 0;
+    let reads = 0;
+    let writes = 0;
     let tids = [];
+    try {
+      // read(2)/write(2)-family calls (recvmsg, writev, sendmsg too): on loopback a socket write
+      // runs the receiver's side of TCP and wakes it, so how many a request takes is a cost of its own.
+      const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+      reads = Number(/^syscr:\s*(\d+)/m.exec(io)?.[1] ?? 0);
+      writes = Number(/^syscw:\s*(\d+)/m.exec(io)?.[1] ?? 0);
+    } catch {
+      // the process ended, or another user's
+    }
     try {
       tids = fs.readdirSync(`/proc/${pid}/task`);
     } catch {
@@ -369,7 +380,7 @@ export function cpuSeconds(groups) {
         // the thread ended
       }
     }
-    return { wakeups, runWait };
+    return { wakeups, runWait, reads, writes };
   };
   /** A process that counts towards a group: its ticks and, read only now, its threads' figures (every /proc entry is read to match a command). */
   const counted = (pid, s) => s && { ...s, ...threads(pid) };
@@ -378,8 +389,10 @@ export function cpuSeconds(groups) {
     system: into.system + (s?.system ?? 0),
     wakeups: into.wakeups + (s?.wakeups ?? 0),
     runWait: into.runWait + (s?.runWait ?? 0),
+    reads: into.reads + (s?.reads ?? 0),
+    writes: into.writes + (s?.writes ?? 0),
   });
-  const zero = { all: 0, system: 0, wakeups: 0, runWait: 0 };
+  const zero = { all: 0, system: 0, wakeups: 0, runWait: 0, reads: 0, writes: 0 };
   const byComm = new Map();
   const wanted = new Set(Object.values(groups).filter((g) => typeof g === 'string'));
   if (wanted.size) {
@@ -397,7 +410,7 @@ export function cpuSeconds(groups) {
   const out = {};
   for (const [name, g] of Object.entries(groups)) {
     const ticks = typeof g === 'string' ? (byComm.get(g) ?? zero) : g.reduce((sum, pid) => add(sum, counted(pid, read(pid))), zero);
-    out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups, runWait: ticks.runWait };
+    out[name] = { all: ticks.all / 100, system: ticks.system / 100, wakeups: ticks.wakeups, runWait: ticks.runWait, reads: ticks.reads, writes: ticks.writes };
   }
   return out;
 }
@@ -405,7 +418,8 @@ export function cpuSeconds(groups) {
 /**
  * One line: CPU milliseconds per request of each group (and the kernel's part) between two
  * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request;
- * runWaitLine and runWaitTotal: the milliseconds its threads waited for a CPU per request.
+ * runWaitLine and runWaitTotal: the milliseconds its threads waited for a CPU per request;
+ * syscallLine: its read and write system calls per request.
  */
 export function cpuPerRequest(before, after, requests) {
   const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
@@ -425,6 +439,9 @@ export function cpuPerRequest(before, after, requests) {
     wakeupLine: wakeups.map(([k, n]) => `${k} ${n.toFixed(1)}`).join('  '),
     runWaitTotal,
     runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${runWaitTotal.toFixed(3)} ms per request`,
+    syscallLine: Object.keys(after)
+      .map((k) => `${k} ${((after[k].reads - before[k].reads) / requests).toFixed(1)}/${((after[k].writes - before[k].writes) / requests).toFixed(1)}`)
+      .join('  '),
   };
 }
 

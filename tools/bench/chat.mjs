@@ -594,6 +594,8 @@ console.log(`   wake-ups per request, through:  ${cpuThrough.wakeupLine}`);
 console.log(`   waiting for a CPU, direct:      ${cpuDirect.runWaitLine}`);
 console.log(`   waiting for a CPU, through:     ${cpuThrough.runWaitLine}`);
 console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
+console.log(`   reads/writes per request (system calls), through: ${cpuThrough.syscallLine}`);
+console.log(`   reads/writes per request (system calls), floor:   ${cpuFloor.syscallLine}`);
 console.log(`   waiting for a CPU, floor:       ${cpuFloor.runWaitLine}`);
 storeLines(pg0, pg1, redis0, redis1, gatewayPlain.ok);
 summary.rate = {
@@ -728,6 +730,8 @@ const floorPercentOfDirect = (100 * floor.rps) / direct.rps;
 console.log(`   the floor (bench:floor's skeleton: same hops and ledger, nothing else)  ${floor.rps.toFixed(0)} req/s = ${floorPercentOfDirect.toFixed(1)} % of direct; errors ${floor.errors}`);
 console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed(1)} %   (target >= 80 %: what atelier's own work costs on the same hops; docs/benchmarks.md, "floor")`);
 console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
+console.log(`   reads/writes per request (system calls), through: ${cpuThrough.syscallLine}`);
+console.log(`   reads/writes per request (system calls), floor:   ${cpuFloor.syscallLine}`);
 // The closed-loop rows are absolute (req/s, share of direct), so a slow or busy machine can put them
 // out of reach of the bare topology itself; say so rather than leave the miss to be read as atelier's.
 const outOfReach = [
