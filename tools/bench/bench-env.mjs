@@ -358,8 +358,10 @@ export function cpuSeconds(groups) {
     let writes = 0;
     let tids = [];
     try {
-      // read(2)/write(2)-family calls (recvmsg, writev, sendmsg too): on loopback a socket write
-      // runs the receiver's side of TCP and wakes it, so how many a request takes is a cost of its own.
+      // The kernel's count of read, readv, write and writev calls (and their p- forms): how Node
+      // (libuv) and Redis use their sockets. On loopback a socket write runs the receiver's side of
+      // TCP and wakes it, so how many a request takes is a cost of its own. Postgres's backends
+      // use send and recv on theirs, which this does not count: its figure is its file I/O (WAL).
       const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
       reads = Number(/^syscr:\s*(\d+)/m.exec(io)?.[1] ?? 0);
       writes = Number(/^syscw:\s*(\d+)/m.exec(io)?.[1] ?? 0);
@@ -419,7 +421,7 @@ export function cpuSeconds(groups) {
  * One line: CPU milliseconds per request of each group (and the kernel's part) between two
  * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request;
  * runWaitLine and runWaitTotal: the milliseconds its threads waited for a CPU per request;
- * syscallLine: its read and write system calls per request.
+ * syscallLine: its read and write system calls per request (not send/recv: see cpuSeconds).
  */
 export function cpuPerRequest(before, after, requests) {
   const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
