@@ -354,20 +354,7 @@ export function cpuSeconds(groups) {
   const threads = (pid) => {
     let wakeups = 0;
     let runWait = 0;
-    let reads = 0;
-    let writes = 0;
     let tids = [];
-    try {
-      // The kernel's count of read, readv, write and writev calls (and their p- forms): how Node
-      // (libuv) and Redis use their sockets. On loopback a socket write runs the receiver's side of
-      // TCP and wakes it, so how many a request takes is a cost of its own. Postgres's backends
-      // use send and recv on theirs, which this does not count: its figure is its file I/O (WAL).
-      const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
-      reads = Number(/^syscr:\s*(\d+)/m.exec(io)?.[1] ?? 0);
-      writes = Number(/^syscw:\s*(\d+)/m.exec(io)?.[1] ?? 0);
-    } catch {
-      // the process ended, or another user's
-    }
     try {
       tids = fs.readdirSync(`/proc/${pid}/task`);
     } catch {
@@ -382,10 +369,25 @@ export function cpuSeconds(groups) {
         // the thread ended
       }
     }
-    return { wakeups, runWait, reads, writes };
+    return { wakeups, runWait };
   };
-  /** A process that counts towards a group: its ticks and, read only now, its threads' figures (every /proc entry is read to match a command). */
-  const counted = (pid, s) => s && { ...s, ...threads(pid) };
+  /**
+   * The kernel's count of the process's read, readv, write and writev calls (and their p- forms):
+   * how Node (libuv) and Redis use their sockets. On loopback a socket write runs the receiver's
+   * side of TCP and wakes it, so how many a request takes is a cost of its own. Postgres's
+   * backends use send and recv on theirs, which this does not count: its figure is its file I/O (WAL).
+   */
+  const io = (pid) => {
+    try {
+      const text = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+      return { reads: Number(/^syscr:\s*(\d+)/m.exec(text)?.[1] ?? 0), writes: Number(/^syscw:\s*(\d+)/m.exec(text)?.[1] ?? 0) };
+    } catch {
+      // the process ended, or another user's
+      return { reads: 0, writes: 0 };
+    }
+  };
+  /** A process that counts towards a group: its ticks and, read only now, its threads' and I/O figures (every /proc entry is read to match a command). */
+  const counted = (pid, s) => s && { ...s, ...threads(pid), ...io(pid) };
   const add = (into, s) => ({
     all: into.all + (s?.all ?? 0),
     system: into.system + (s?.system ?? 0),
@@ -424,12 +426,14 @@ export function cpuSeconds(groups) {
  * syscallLine: its read and write system calls per request (not send/recv: see cpuSeconds).
  */
 export function cpuPerRequest(before, after, requests) {
-  const per = (k, part) => ((after[k][part] - before[k][part]) * 1000) / requests;
+  /** How much of `part` (a count, or seconds) group k spent per request between the snapshots. */
+  const each = (k, part) => (after[k][part] - before[k][part]) / requests;
+  const per = (k, part) => each(k, part) * 1000;
   const parts = Object.keys(after).map((k) => [k, per(k, 'all')]);
   const total = parts.reduce((s, [, v]) => s + v, 0);
   // On loopback, the kernel's part is mostly the sockets' send and receive paths.
   const kernel = Object.keys(after).reduce((s, k) => s + per(k, 'system'), 0);
-  const wakeups = Object.keys(after).map((k) => [k, (after[k].wakeups - before[k].wakeups) / requests]);
+  const wakeups = Object.keys(after).map((k) => [k, each(k, 'wakeups')]);
   const waits = Object.keys(after).map((k) => [k, per(k, 'runWait')]);
   const runWaitTotal = waits.reduce((sum, [, ms]) => sum + ms, 0);
   return {
@@ -442,7 +446,7 @@ export function cpuPerRequest(before, after, requests) {
     runWaitTotal,
     runWaitLine: `${waits.map(([k, ms]) => `${k} ${ms.toFixed(3)}`).join('  ')}  = ${runWaitTotal.toFixed(3)} ms per request`,
     syscallLine: Object.keys(after)
-      .map((k) => `${k} ${((after[k].reads - before[k].reads) / requests).toFixed(1)}/${((after[k].writes - before[k].writes) / requests).toFixed(1)}`)
+      .map((k) => `${k} ${each(k, 'reads').toFixed(1)}/${each(k, 'writes').toFixed(1)}`)
       .join('  '),
   };
 }
