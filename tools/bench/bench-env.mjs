@@ -420,6 +420,36 @@ export function cpuSeconds(groups) {
 }
 
 /**
+ * The machine's CPU time so far as the kernel counts it, in clock ticks over every vCPU (the
+ * first line of /proc/stat, or `stat` given as that file's text): `total`, and `steal`, the time a
+ * vCPU had work to run while the hypervisor ran something else (another guest on the host). A
+ * stolen stretch stalls whatever was on that vCPU, so it lands in a run's tail latencies and
+ * lowers its rate, on atelier's path and the floor's alike: printed beside each measured run so
+ * that a noisy run can be told from a slow path. Elsewhere than Linux both read 0.
+ */
+export function hostCpuTicks(stat) {
+  let text = stat;
+  if (text === undefined) {
+    try {
+      text = require('node:fs').readFileSync('/proc/stat', 'utf8');
+    } catch {
+      return { total: 0, steal: 0 };
+    }
+  }
+  const line = /^cpu\s+(.*)$/m.exec(text);
+  if (!line) return { total: 0, steal: 0 };
+  // user nice system idle iowait irq softirq steal; guest time is already counted in user and nice.
+  const f = line[1].trim().split(/\s+/).map(Number);
+  return { total: f.slice(0, 8).reduce((sum, v) => sum + (v || 0), 0), steal: f[7] || 0 };
+}
+
+/** The share of the machine's CPU time the hypervisor took between two hostCpuTicks readings, in %. */
+export function stealPercent(before, after) {
+  const total = after.total - before.total;
+  return total > 0 ? (100 * (after.steal - before.steal)) / total : 0;
+}
+
+/**
  * One line: CPU milliseconds per request of each group (and the kernel's part) between two
  * cpuSeconds() snapshots; wakeupLine and wakeupTotal: its threads' wake-ups per request;
  * runWaitLine and runWaitTotal: the milliseconds its threads waited for a CPU per request;
@@ -461,11 +491,12 @@ const zeroOf = (reading) => Object.fromEntries(Object.entries(reading).map(([gro
  * reports is a ratio of these rates, so each one is measured across the same stretch of time.
  * `around(name)`, if given, runs before each turn and returns what runs after it (the turn's own
  * statistics; also where to let the turn's after-effects settle before the next one). Resolves
- * with each loop's totals over its turns, as `closedLoop` gives them, and its CPU per request.
+ * with each loop's totals over its turns, as `closedLoop` gives them, its CPU per request and
+ * the share of the machine's CPU time the hypervisor took during its turns (`steal`, %).
  */
 export async function closedLoopsInTurns(loops, { connections, seconds, rounds, around }) {
   const names = Object.keys(loops);
-  const totals = Object.fromEntries(names.map((n) => [n, { ok: 0, errors: 0, lastError: undefined, ms: 0, latencies: [], cpu: undefined }]));
+  const totals = Object.fromEntries(names.map((n) => [n, { ok: 0, errors: 0, lastError: undefined, ms: 0, latencies: [], cpu: undefined, host: { total: 0, steal: 0 } }]));
   for (let round = 0; round < rounds; round++) {
     const shift = round % names.length;
     for (const name of [...names.slice(shift), ...names.slice(0, shift)]) {
@@ -473,10 +504,14 @@ export async function closedLoopsInTurns(loops, { connections, seconds, rounds, 
       const t = totals[name];
       const after = await around?.(name);
       const cpu0 = cpuSeconds(groups);
+      const host0 = hostCpuTicks();
       const started = performance.now();
       const r = await closedLoop(send, connections, seconds / rounds);
       t.ms += performance.now() - started;
+      const host1 = hostCpuTicks();
       const cpu1 = cpuSeconds(groups);
+      t.host.total += host1.total - host0.total;
+      t.host.steal += host1.steal - host0.steal;
       t.cpu ??= zeroOf(cpu0);
       for (const [k, v] of Object.entries(t.cpu)) for (const f of Object.keys(v)) v[f] += cpu1[k][f] - cpu0[k][f];
       t.ok += r.ok;
@@ -489,8 +524,8 @@ export async function closedLoopsInTurns(loops, { connections, seconds, rounds, 
   }
   return Object.fromEntries(
     names.map((n) => {
-      const { ms, cpu, ...t } = totals[n];
-      return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zeroOf(cpu), cpu, t.ok) }];
+      const { ms, cpu, host, ...t } = totals[n];
+      return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zeroOf(cpu), cpu, t.ok), steal: stealPercent({ total: 0, steal: 0 }, host) }];
     }),
   );
 }

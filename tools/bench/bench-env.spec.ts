@@ -264,3 +264,30 @@ describe("a bench's scratch directories", () => {
     }
   });
 });
+
+describe("the hypervisor's share of the machine's CPU time (steal)", () => {
+  type Ticks = { total: number; steal: number };
+  const host = () => env as unknown as { hostCpuTicks(stat?: string): Ticks; stealPercent(before: Ticks, after: Ticks): number };
+
+  it("is read from /proc/stat's cpu line and taken over the interval between two readings", () => {
+    // user nice system idle iowait irq softirq steal guest guest_nice: guest time is inside user, not added again.
+    const before = host().hostCpuTicks('cpu  1000 10 200 5000 50 0 40 100 700 0\ncpu0 500 5 100 2500 25 0 20 50 350 0\n');
+    const after = host().hostCpuTicks('cpu  1150 10 230 5100 50 0 45 120 800 0\ncpu0 575 5 115 2550 25 0 22 60 400 0\n');
+    expect(before).toEqual({ total: 6400, steal: 100 });
+    expect(host().stealPercent(before, after)).toBeCloseTo((100 * 20) / 305, 6);
+    expect(host().stealPercent(before, before)).toBe(0);
+  });
+
+  it("counts this machine's own clock: a busy stretch moves the total on", () => {
+    const before = host().hostCpuTicks();
+    const until = Date.now() + 120;
+    while (Date.now() < until);
+    const after = host().hostCpuTicks();
+    // USER_HZ is 100: 120 ms of one busy core is at least ~10 ticks of the machine's total.
+    expect(after.total - before.total).toBeGreaterThanOrEqual(8);
+    expect(after.steal).toBeGreaterThanOrEqual(before.steal);
+    const pct = host().stealPercent(before, after);
+    expect(pct).toBeGreaterThanOrEqual(0);
+    expect(pct).toBeLessThanOrEqual(100);
+  });
+});

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
+import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, hostCpuTicks, stealPercent, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
@@ -405,12 +405,20 @@ function breakdown(before, after) {
 // The load generator is this process; Postgres and Redis count every process of theirs.
 const cpuGroups = { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], postgres: 'postgres', redis: 'redis-server', client: [process.pid] };
 
-/** Runs one load, and says what CPU each process group (the gateway's, or `groups`) spent on it per answered request. */
+/**
+ * Runs one load, and says what CPU each process group (the gateway's, or `groups`) spent on it per
+ * answered request, and what share of the machine's CPU time the hypervisor took meanwhile (`steal`, %).
+ */
 async function withCpu(run, groups = cpuGroups) {
   const before = cpuSeconds(groups);
+  const host = hostCpuTicks();
   const result = await run();
-  return [result, cpuPerRequest(before, cpuSeconds(groups), result.ok)];
+  const steal = stealPercent(host, hostCpuTicks());
+  return [result, { ...cpuPerRequest(before, cpuSeconds(groups), result.ok), steal }];
 }
+
+/** "the hypervisor took ..." for the named runs' steal figures (withCpu, closedLoopsInTurns). */
+const stealLine = (runs) => `   steal (the machine's CPU time its hypervisor ran other guests in, a stall on every path alike): ${runs.map(([name, pct]) => `${name} ${pct.toFixed(1)} %`).join(', ')}`;
 
 // The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
 const pool = new pg.Pool({ connectionString: db.databaseUrl, max: 1 });
@@ -463,6 +471,8 @@ if (PHASES.includes('0')) {
       addedP99: gp.latency.p99 - dp.latency.p99,
       floorAddedP50: fp.latency.p50 - dp.latency.p50,
       floorAddedP99: fp.latency.p99 - dp.latency.p99,
+      stealPercent: cpuGp.steal,
+      floorStealPercent: cpuFp.steal,
     },
     sequentialStream: { direct: ds.ttfb.p50, gateway: gs.ttfb.p50, addedP50: gs.ttfb.p50 - ds.ttfb.p50 },
   });
@@ -477,6 +487,7 @@ if (PHASES.includes('0')) {
   console.log(`   CPU per request, the floor: ${cpuFp.line}`);
   console.log(`   wake-ups per request, one at a time: through the gateway ${cpuGp.wakeupLine}  = ${cpuGp.wakeupTotal.toFixed(1)};  the floor ${cpuFp.wakeupLine}  = ${cpuFp.wakeupTotal.toFixed(1)}`);
   console.log(`   waiting for a CPU, non-streaming: direct ${cpuDp.runWaitTotal.toFixed(3)} ms per request; through the gateway ${cpuGp.runWaitLine}`);
+  console.log(stealLine([['direct run', cpuDp.steal], ['gateway run', cpuGp.steal], ['floor run', cpuFp.steal]]));
   console.log(`   streaming TTFB direct p50 ${ms(ds.ttfb.p50)} p99 ${ms(ds.ttfb.p99)}   gateway p50 ${ms(gs.ttfb.p50)} p99 ${ms(gs.ttfb.p99)}   added p50 ${ms(gs.ttfb.p50 - ds.ttfb.p50)}`);
   console.log(
     `   with Idempotency-Key   new key each request p50 ${ms(keyed.latency.p50)} (added over no key ${ms(keyed.latency.p50 - gp.latency.p50)}; means: claim ${f2(idemStage('idempotency.claim'))}, answer stored ${f2(idemStage('idempotency.store'))})   replayed p50 ${ms(replayed.latency.p50)}`,
@@ -597,6 +608,7 @@ console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
 console.log(`   reads/writes per request (system calls), through: ${cpuThrough.syscallLine}`);
 console.log(`   reads/writes per request (system calls), floor:   ${cpuFloor.syscallLine}`);
 console.log(`   waiting for a CPU, floor:       ${cpuFloor.runWaitLine}`);
+console.log(stealLine([['direct run', cpuDirect.steal], ['gateway run', cpuThrough.steal], ['floor run', cpuFloor.steal]]));
 storeLines(pg0, pg1, redis0, redis1, gatewayPlain.ok);
 summary.rate = {
   rate: RATE,
@@ -614,6 +626,7 @@ summary.rate = {
   directWakeupsPerRequest: cpuDirect.wakeupTotal,
   runWaitPerRequest: cpuThrough.runWaitTotal,
   directRunWaitPerRequest: cpuDirect.runWaitTotal,
+  stealPercent: cpuThrough.steal,
   floor: {
     latency: floorPlain.latency,
     addedP50: floorPlain.latency.p50 - directPlain.latency.p50,
@@ -622,6 +635,7 @@ summary.rate = {
     errors: floorPlain.errors,
     cpuPerRequest: cpuFloor.total,
     runWaitPerRequest: cpuFloor.runWaitTotal,
+    stealPercent: cpuFloor.steal,
   },
 };
 if (atOneSecond) {
@@ -732,6 +746,7 @@ console.log(`   gateway / floor      ${((100 * through.rps) / floor.rps).toFixed
 console.log(`   CPU per request, floor:         ${cpuFloor.line}`);
 console.log(`   reads/writes per request (system calls), through: ${cpuThrough.syscallLine}`);
 console.log(`   reads/writes per request (system calls), floor:   ${cpuFloor.syscallLine}`);
+console.log(stealLine([['direct turns', direct.steal], ['gateway turns', through.steal], ['floor turns', floor.steal]]));
 // The closed-loop rows are absolute (req/s, share of direct), so a slow or busy machine can put them
 // out of reach of the bare topology itself; say so rather than leave the miss to be read as atelier's.
 const outOfReach = [
@@ -785,6 +800,7 @@ summary.throughput = {
   percentOfDirect: (100 * through.rps) / direct.rps,
   floorPercentOfDirect,
   percentOfFloor: (100 * through.rps) / floor.rps,
+  stealPercent: { direct: direct.steal, gateway: through.steal, floor: floor.steal },
   errors: through.errors,
   billingOk,
 };
