@@ -425,7 +425,8 @@ export function cpuSeconds(groups) {
  * vCPU had work to run while the hypervisor ran something else (another guest on the host). A
  * stolen stretch stalls whatever was on that vCPU, so it lands in a run's tail latencies and
  * lowers its rate, on atelier's path and the floor's alike: printed beside each measured run so
- * that a noisy run can be told from a slow path. Elsewhere than Linux both read 0.
+ * that a noisy run can be told from a slow path. Elsewhere than Linux both read 0, and so does
+ * `steal` under a hypervisor that does not report it to its guests (bare metal reads 0 too).
  */
 export function hostCpuTicks(stat) {
   let text = stat;

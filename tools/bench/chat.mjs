@@ -417,7 +417,7 @@ async function withCpu(run, groups = cpuGroups) {
   return [result, { ...cpuPerRequest(before, cpuSeconds(groups), result.ok), steal }];
 }
 
-/** "the hypervisor took ..." for the named runs' steal figures (withCpu, closedLoopsInTurns). */
+/** One line of the named runs' steal figures (withCpu, closedLoopsInTurns), each a share of the machine's CPU time. */
 const stealLine = (runs) => `   steal (the machine's CPU time its hypervisor ran other guests in, a stall on every path alike): ${runs.map(([name, pct]) => `${name} ${pct.toFixed(1)} %`).join(', ')}`;
 
 // The bench's own reads of its database (ledger checks, pg_stat_database), one connection.
