@@ -325,7 +325,6 @@ export async function scrapeHistograms(port, prefix = '', into = new Map()) {
  * requests per second go.
  */
 export function cpuSeconds(groups) {
-  const fs = require('node:fs');
   /** Clock ticks of one process (USER_HZ, 100 on Linux). */
   const read = (pid) => {
     try {
@@ -432,7 +431,7 @@ export function hostCpuTicks(stat) {
   let text = stat;
   if (text === undefined) {
     try {
-      text = require('node:fs').readFileSync('/proc/stat', 'utf8');
+      text = fs.readFileSync('/proc/stat', 'utf8');
     } catch {
       return { total: 0, steal: 0 };
     }
