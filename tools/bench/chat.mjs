@@ -16,7 +16,9 @@
 //      direct, gateway and floor take turns (BENCH_LOOP_ROUNDS rounds, default 3), so their ratios hold
 //      while the machine's speed drifts;
 //   4. pathological inputs (1 and 10 MiB messages), with a probe request sent meanwhile;
-//   5. one request at a time after several seconds idle (BENCH_IDLE_MS, default 6000; BENCH_IDLE_COUNT, default 6).
+//   5. one request at a time after several seconds idle (BENCH_IDLE_MS, default 6000; BENCH_IDLE_COUNT, default 6);
+//   6. (alone, not by default: BENCH_PHASES=6) instructions per request in the gateway and the chat service beside
+//      the floor's, counted by valgrind's callgrind: a figure machines and noise do not move (see the phase).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
 // BENCH_PHASES (default 0,1,2,3,4,5), BENCH_LOOP_ROUNDS (phase 3's turns, default 3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles, summarized at the end over the measured closed loop; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
@@ -47,11 +49,17 @@ import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 import { parseMemory, peakRss, podCgroup, sweepStalePods } from './pod-memory.mjs';
+import { callgrindAvailable, callgrindWrap, countFrom, instructionsDuring } from './callgrind.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3,4,5').split(',');
+// Phase 6 runs every service and skeleton process under callgrind (callgrind.mjs), 20 to 50 times
+// slower than without: every timed figure beside it would be false.
+const COUNTING = PHASES.includes('6');
+if (COUNTING && PHASES.length > 1) throw new Error('BENCH_PHASES=6 runs alone: under callgrind the services run 20-50x slower, which would falsify every timed phase');
+if (COUNTING && !callgrindAvailable()) throw new Error('BENCH_PHASES=6 needs valgrind (Debian package valgrind)');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
 const API_KEY = 'sk-bench-upstream-key';
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -78,13 +86,17 @@ for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanu
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
 // ---- processes -------------------------------------------------------------------------------
+const callgrindDir = COUNTING ? benchTempDir('callgrind') : undefined;
+/** Phase 6's wrapper (the services and the floor's processes under callgrind), else none. */
+const counted = COUNTING ? callgrindWrap(callgrindDir) : undefined;
 /** The pids of each kind of process, for the CPU each request costs it. */
 const pidsOf = {};
 /** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
 function startNode(name, args, env, ready) {
   const pod = POD_MEMORY && name !== 'fake upstream' ? podCgroup(`${name}-${pidsOf[name]?.length ?? 0}`, POD_MEMORY) : undefined;
   const nodeArgs = [...dieWithBench, ...args];
-  const [command, argv] = pod ? pod.wrap(process.execPath, nodeArgs) : [process.execPath, nodeArgs];
+  const program = counted && name !== 'fake upstream' ? counted(process.execPath, nodeArgs) : [process.execPath, nodeArgs];
+  const [command, argv] = pod ? pod.wrap(...program) : program;
   const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
@@ -436,7 +448,7 @@ pool.on('error', () => undefined);
 let floorStarted;
 function theFloor() {
   floorStarted ??= (async () => {
-    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl });
+    const skeleton = await startSkeleton({ port: await freePort(), prefix: `${db.prefix}-floor`, upstreamUrl: targets.direct.url.href, upstreamKey: API_KEY, databaseUrl: db.databaseUrl, wrap: counted });
     const target = { url: new URL(skeleton.url), auth: '', model: 'fixed' };
     await closedLoop(target, 8, 2);
     return { skeleton, target, groups: { ...cpuGroups, gateway: skeleton.pids.gateway, chat: skeleton.pids.worker } };
@@ -867,6 +879,64 @@ if (PHASES.includes('5')) {
   console.log(`   direct p50 ${ms(d.p50)} max ${ms(d.max)}   gateway p50 ${ms(g.p50)} max ${ms(g.max)}   added p50 ${ms(g.p50 - d.p50)}`);
   summary.afterIdle = { idleMs: IDLE_MS, direct: d.p50, gateway: g.p50, addedP50: g.p50 - d.p50 };
   breakdown(before, after);
+}
+
+// 6. Instructions per request (callgrind.mjs): what the gateway and the chat service execute per
+// request beside what the floor's two processes execute for the same requests. A count, not a time:
+// the same on every machine for the same build, so a change of a few per cent shows, where the timed
+// phases' spread hides it. One request at a time (no batching to vary with timing), in windows of
+// BENCH_COUNT_REQUESTS (default 200). Each window's count is split (dumpParts): V8's optimizing
+// compilers and its garbage collector swing a window's count by a quarter or more (compiling goes on
+// for thousands of requests; a major collection lands in one window in ten), so each path runs
+// windows until, in its last three, the rest (the requests' own work) agrees within
+// BENCH_COUNT_SPREAD per cent (default 3) in both processes, at most BENCH_COUNT_WINDOWS (default 40),
+// and reports those three: the median of the requests' work, the mean of the compilers' and the GC's.
+if (COUNTING) {
+  const WINDOW = Number(process.env.BENCH_COUNT_REQUESTS ?? 200);
+  const SPREAD = Number(process.env.BENCH_COUNT_SPREAD ?? 3) / 100;
+  const MAX_WINDOWS = Number(process.env.BENCH_COUNT_WINDOWS ?? 40);
+  const floor = await theFloor();
+  const paths = [
+    ['through the gateway', targets.gateway, { gateway: pidsOf.gateway, chat: pidsOf.chat }],
+    ['the floor', floor.target, { gateway: floor.skeleton.pids.gateway, chat: floor.skeleton.pids.worker }],
+  ];
+  const k = (n) => `${(n / 1000).toFixed(0)}k`;
+  const perRequest = (parts) => Object.fromEntries(Object.entries(parts).map(([part, n]) => [part, n / WINDOW]));
+  console.log(`\n6. Instructions per request (callgrind; one request at a time, windows of ${WINDOW}; the floor's gateway and worker stand beside the gateway and chat service)`);
+  const counts = {};
+  for (const [name, target, groups] of paths) {
+    countFrom(Object.values(groups).flat());
+    const windows = [];
+    let settled;
+    while (!settled && windows.length < MAX_WINDOWS) {
+      const began = performance.now();
+      const [, count] = await instructionsDuring(callgrindDir, groups, () => sequential(target, false, WINDOW));
+      const now = Object.fromEntries(Object.entries(count).map(([group, parts]) => [group, perRequest(parts)]));
+      windows.push(now);
+      // A window takes several seconds under callgrind: say each one as it ends.
+      const shown = (group) => `${group} ${k(now[group].requests)} (+ compilers ${k(now[group].compile)}, GC ${k(now[group].gc)})`;
+      console.log(`     ${name}, window ${windows.length}: ${Object.keys(groups).map(shown).join(', ')}  ${((performance.now() - began) / 1000).toFixed(0)} s`);
+      const last = windows.slice(-3);
+      const agree = (group) => {
+        const values = last.map((w) => w[group].requests).sort((a, b) => a - b);
+        return (values[2] - values[0]) / values[1] <= SPREAD;
+      };
+      if (last.length === 3 && Object.keys(groups).every(agree)) settled = last;
+    }
+    const three = settled ?? windows.slice(-3);
+    counts[name] = Object.fromEntries(
+      Object.keys(groups).map((group) => {
+        const of = (part) => three.map((w) => w[group][part]);
+        return [group, { requests: of('requests').sort((a, b) => a - b)[1], compile: of('compile').reduce((a, b) => a + b) / 3, gc: of('gc').reduce((a, b) => a + b) / 3 }];
+      }),
+    );
+    const line = (group) => `${group} ${k(counts[name][group].requests)} (${three.map((w) => k(w[group].requests)).join(' / ')}; compilers ${k(counts[name][group].compile)}, GC ${k(counts[name][group].gc)})`;
+    console.log(`   ${name.padEnd(20)} ${Object.keys(groups).map(line).join('   ')}   ${settled ? `settled after ${windows.length} windows` : `did NOT settle in ${windows.length} windows: the last three`}`);
+  }
+  const [g, f] = [counts['through the gateway'], counts['the floor']];
+  const beside = (group) => `${k(g[group].requests - f[group].requests)} more (${((g[group].requests / f[group].requests) * 100).toFixed(0)} % of the floor's)`;
+  console.log(`   the requests' own work: the gateway over the floor's gateway ${beside('gateway')};  the chat service over the floor's worker ${beside('chat')}`);
+  summary.instructions = { requestsPerWindow: WINDOW, gateway: g, floor: f };
 }
 
 if (pods.size) {

@@ -60,9 +60,10 @@ const ready = (child) =>
  * `databaseUrl`, with atelier's ledger, on a namespace of the skeleton's own made there (so a
  * bench's own checks of its user's credits never count the floor's). Every answer carries a
  * `server-timing` total, from the request's headers read to the answer written, as atelier's does.
- * Resolves with its URL, its pids and a stop function.
+ * `wrap(command, argv)` gives what starts each of its processes instead (bench:chat's phase 6: under
+ * callgrind). Resolves with its URL, its pids and a stop function.
  */
-export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKey = '', storageDir = '', databaseUrl = '' }) {
+export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKey = '', storageDir = '', databaseUrl = '', wrap = (command, argv) => [command, argv] }) {
   const self = fileURLToPath(import.meta.url);
   let namespaceId = '';
   if (databaseUrl) {
@@ -74,7 +75,7 @@ export async function startSkeleton({ port, prefix, upstreamUrl = '', upstreamKe
   }
   // BENCH_SERVICE_FLAGS reach the skeleton's processes too, so a V8 setting or trace compares like with like.
   const flags = serviceFlags();
-  const start = (args, env = {}) => spawn(process.execPath, [...dieWithBench, ...flags, self, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const start = (args, env = {}) => spawn(...wrap(process.execPath, [...dieWithBench, ...flags, self, ...args]), { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const work = storageDir ? 'image' : 'chat';
   const gateway = start(['gateway', String(port), prefix, databaseUrl, namespaceId, work]);
   const worker = storageDir ? start(['image-worker', prefix, storageDir]) : start(['worker', prefix, upstreamUrl], { FLOOR_UPSTREAM_KEY: upstreamKey });
