@@ -4,12 +4,14 @@
 //
 // Why beside the timed phases: these machines differ from each other by 2x and more and are shared
 // and noisy, so a difference of a few per cent between the gateway and the floor, or before and
-// after a change, is lost in the spread of timed runs. An instruction count is the same for the
-// same binary and the same requests, whatever else the machine is doing and however fast it is
+// after a change, is lost in the spread of timed runs. An instruction count is nearly the same for
+// the same binary and the same requests, whatever else the machine is doing and however fast it is
 // (checked here: windows of 2,000 requests to a warmed node:http server counted 143.5, 143.7 and
-// 142.7 million). Its limits: an instruction is not a unit of time (a cache miss, a system call's
-// wait and the kernel's own work cost nothing here), and counts only settle once V8 has compiled
-// the hot code: the first windows after start-up count its compiler threads too.
+// 142.7 million; two bench:chat runs side by side, window for window within a few per cent). Its
+// limits: an instruction is not a unit of time (a cache miss, a system call's wait and the kernel's
+// own work cost nothing here); work a timer does by the clock is counted per second, so a slower run
+// counts a little more of it per request; and V8 goes on optimizing for thousands of requests, so
+// only counts after the same number of requests compare.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -99,25 +101,63 @@ const PART_OF = [
   ['gc', /Marking|Marker|MarkBit|Sweep|Scaveng|MarkCompact|Evacuat|PointersUpdating|StringTableCleaner|FreeList|GCTracer|RememberedSet|SlotSet|IterateObjectCache|FlushedBytecode|heap::base::|cppgc::/],
 ];
 
+/** The part of a count a function's own instructions go in, by its name (PART_OF): compile, gc or requests. */
+export const partOf = (name) => PART_OF.find(([, pattern]) => pattern.test(name))?.[0] ?? 'requests';
+
 /**
- * One callgrind dump's instructions as { total, compile, gc, requests }: each function's own
- * (exclusive) count put in the part its name says (PART_OF), the rest under `requests`.
+ * Names for the machine code V8 generates, which callgrind can only call by its address: the map
+ * a process started with --perf-basic-prof writes (/tmp/perf-<pid>.map: start, size and name in
+ * hex, one region per line). Returns address => name, or undefined where no region holds it.
+ */
+export function jitNames(pid) {
+  let text;
+  try {
+    text = fs.readFileSync(`/tmp/perf-${pid}.map`, 'utf8');
+  } catch {
+    return () => undefined;
+  }
+  const regions = text
+    .split('\n')
+    .map((line) => /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line))
+    .filter(Boolean)
+    .map(([, start, size, name]) => [parseInt(start, 16), parseInt(size, 16), name])
+    .sort((a, b) => a[0] - b[0]);
+  return (address) => {
+    let [lo, hi] = [0, regions.length - 1];
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const [start, size, name] = regions[mid];
+      if (address < start) hi = mid - 1;
+      else if (address >= start + size) lo = mid + 1;
+      else return name;
+    }
+    return undefined;
+  };
+}
+
+/**
+ * One callgrind dump's instructions as { total, compile, gc, requests, functions }: each function's own
+ * (exclusive) count put in the part its name says (PART_OF), the rest under `requests`, and in
+ * `functions` by name (JIT code named by `jit`, jitNames', where callgrind has only its address).
  * The format: `fn=(id) name` opens a function (later only `fn=(id)`), `cfn=` names a callee the
  * same way, cost lines are `<position> <count>`, and the line after `calls=` is what a call cost
  * inclusively, which its callee counts as its own already.
  */
-export function dumpParts(text) {
+export function dumpParts(text, jit = () => undefined) {
   const names = new Map();
   const parts = { total: 0, compile: 0, gc: 0, requests: 0 };
+  const functions = new Map();
   let part = 'requests';
+  let fn = '';
   let afterCall = false;
   for (const line of text.split('\n')) {
     const named = /^c?fn=\((\d+)\)(?: (.*))?$/.exec(line);
     if (named) {
       if (named[2] !== undefined) names.set(named[1], named[2]);
       if (line.startsWith('fn=')) {
-        const name = names.get(named[1]) ?? '';
-        part = PART_OF.find(([, pattern]) => pattern.test(name))?.[0] ?? 'requests';
+        fn = names.get(named[1]) ?? '';
+        if (/^0x[0-9a-f]+$/.test(fn)) fn = jit(parseInt(fn, 16)) ?? fn;
+        part = partOf(fn);
       }
       continue;
     }
@@ -133,11 +173,12 @@ export function dumpParts(text) {
     }
     parts[part] += Number(cost[1]);
     parts.total += Number(cost[1]);
+    functions.set(fn, (functions.get(fn) ?? 0) + Number(cost[1]));
   }
   const stated = dumpTotal(text);
   // Every count is in one function or another: a total that does not add up is a format not understood.
   if (parts.total !== stated) throw new Error(`callgrind dump: its functions add up to ${parts.total}, its totals line says ${stated}`);
-  return parts;
+  return { ...parts, functions };
 }
 
 /** Numbered dumps callgrind has written for `pid` into `dir`, as [number, file]. */
@@ -174,13 +215,14 @@ export async function instructionsDuring(dir, groups, run) {
   const result = await run();
   const counts = {};
   for (const [name, list] of Object.entries(groups)) {
-    counts[name] = { total: 0, compile: 0, gc: 0, requests: 0 };
+    counts[name] = { total: 0, compile: 0, gc: 0, requests: 0, functions: new Map() };
     for (const pid of list) {
       const last = Math.max(0, ...dumpsOf(dir, pid).map(([n]) => n));
       control(pid, '--dump');
       const file = await written(() => dumpsOf(dir, pid).find(([n]) => n > last)?.[1], pid);
-      const parts = dumpParts(fs.readFileSync(file, 'utf8'));
+      const { functions, ...parts } = dumpParts(fs.readFileSync(file, 'utf8'), jitNames(pid));
       for (const key of Object.keys(parts)) counts[name][key] += parts[key];
+      for (const [fn, n] of functions) counts[name].functions.set(fn, (counts[name].functions.get(fn) ?? 0) + n);
       // Each dump holds every function's counts; only the total is used, and a run writes many.
       fs.rmSync(file);
     }

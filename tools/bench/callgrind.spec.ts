@@ -5,12 +5,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-type Parts = { total: number; compile: number; gc: number; requests: number };
+type Parts = { total: number; compile: number; gc: number; requests: number; functions: Map<string, number> };
 type Callgrind = {
   callgrindAvailable(): boolean;
   callgrindWrap(dir: string): (command: string, argv: string[]) => [string, string[]];
   countFrom(pids: number[]): void;
-  dumpParts(text: string): Parts;
+  dumpParts(text: string, jit?: (address: number) => string | undefined): Parts;
   instructionsDuring<T>(dir: string, groups: Record<string, number[]>, run: () => Promise<T>): Promise<[T, Record<string, Parts>]>;
 };
 
@@ -37,15 +37,27 @@ describe('a callgrind dump split into its parts', () => {
     '* 7',
     'fn=(1)',
     '-1 3',
-    'totals: 155',
+    'fn=(4) 0x0000000028271400',
+    '0 20',
+    'totals: 175',
   ].join('\n');
 
-  it("counts each function's own instructions once, in the part its name says", () => {
-    expect(cg.dumpParts(dump)).toEqual({ total: 155, compile: 40, gc: 7, requests: 108 });
+  it("counts each function's own instructions once, in the part its name says, and names V8's code by its address", () => {
+    const jit = (address: number) => (address >= 0x28271000 && address < 0x28272000 ? 'JS:*handler app.js:12:3' : undefined);
+    const { functions, ...parts } = cg.dumpParts(dump, jit);
+    expect(parts).toEqual({ total: 175, compile: 40, gc: 7, requests: 128 });
+    expect(Object.fromEntries(functions)).toEqual({
+      main: 108,
+      'v8::internal::compiler::GraphReducer::Reduce(v8::internal::compiler::Node*)': 40,
+      'v8::internal::Scavenger::ScavengeObject()': 7,
+      'JS:*handler app.js:12:3': 20,
+    });
+    // Without a map for it, machine code keeps the address callgrind gave it.
+    expect(cg.dumpParts(dump).functions.get('0x0000000028271400')).toBe(20);
   });
 
   it('refuses a dump whose functions do not add up to its totals line, and text that is no dump', () => {
-    expect(() => cg.dumpParts(dump.replace('totals: 155', 'totals: 195'))).toThrow('its totals line says 195');
+    expect(() => cg.dumpParts(dump.replace('totals: 175', 'totals: 195'))).toThrow('its totals line says 195');
     expect(() => cg.dumpParts('hello')).toThrow('no totals line');
   });
 });
@@ -76,7 +88,7 @@ const withValgrind = spawnSync('valgrind', ['--version']).status === 0;
   beforeAll(async () => {
     const program = `require('node:http').createServer((req, res) => { let b = ''; req.on('data', (d) => (b += d)); req.on('end', () => res.end(JSON.stringify({ n: JSON.parse(b).messages.length }))); }).listen(0, '127.0.0.1', function () { console.log(this.address().port); });`;
     // HOST as the services have it (the address they bind): callgrind_control must still find the process.
-    server = spawn(...cg.callgrindWrap(dir)(process.execPath, ['-e', program]), { env: { ...process.env, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    server = spawn(...cg.callgrindWrap(dir)(process.execPath, ['--perf-basic-prof', '-e', program]), { env: { ...process.env, HOST: '127.0.0.1' }, stdio: ['ignore', 'pipe', 'inherit'] });
     port = await new Promise<number>((resolve) => server.stdout!.once('data', (d) => resolve(Number(String(d).trim()))));
     cg.countFrom([server.pid!]);
   }, 120_000);
@@ -86,6 +98,7 @@ const withValgrind = spawnSync('valgrind', ['--version']).status === 0;
     server.kill();
     await new Promise((r) => server.once('exit', r));
     fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(`/tmp/perf-${server.pid}.map`, { force: true });
   });
 
   it('counts what each run of requests executed, from zero each time, and removes its dumps', async () => {
@@ -100,6 +113,9 @@ const withValgrind = spawnSync('valgrind', ['--version']).status === 0;
     expect(requests / 400).toBeGreaterThan(10_000);
     expect(none.server.total).toBeLessThan(total / 20);
     expect(fs.readdirSync(dir).filter((f) => /\.out\.\d+$/.test(f))).toEqual([]);
+    // The program's own JavaScript, named from the map --perf-basic-prof wrote (the handler is `[eval]`'s).
+    const js = [...many.server.functions].filter(([name]) => name.startsWith('JS:') && name.includes('[eval]'));
+    expect(js.length).toBeGreaterThan(0);
   }, 180_000);
 
   it('says so when a process is not under callgrind, or gone, instead of counting nothing', async () => {

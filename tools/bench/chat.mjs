@@ -49,7 +49,7 @@ import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
 import { perfAvailable, startPerf, summarizePerf } from './perf-profile.mjs';
 import { parseMemory, peakRss, podCgroup, sweepStalePods } from './pod-memory.mjs';
-import { callgrindAvailable, callgrindWrap, countFrom, instructionsDuring } from './callgrind.mjs';
+import { callgrindAvailable, callgrindWrap, countFrom, instructionsDuring, partOf } from './callgrind.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
@@ -58,6 +58,7 @@ const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3,4,5').split(',');
 // Phase 6 runs every service and skeleton process under callgrind (callgrind.mjs), 20 to 50 times
 // slower than without: every timed figure beside it would be false.
 const COUNTING = PHASES.includes('6');
+const COUNT_TOP = COUNTING ? Number(process.env.BENCH_COUNT_TOP ?? 0) : 0;
 if (COUNTING && PHASES.length > 1) throw new Error('BENCH_PHASES=6 runs alone: under callgrind the services run 20-50x slower, which would falsify every timed phase');
 if (COUNTING && !callgrindAvailable()) throw new Error('BENCH_PHASES=6 needs valgrind (Debian package valgrind)');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
@@ -180,8 +181,8 @@ const profileWindow = (phase) => {
 };
 const profile = (name) => [
   ...serviceFlags(),
-  // perf names JavaScript frames from the map file this writes to /tmp.
-  ...(PERF_FILE ? ['--perf-basic-prof'] : []),
+  // perf names JavaScript frames from the map file this writes to /tmp, and so does phase 6 with BENCH_COUNT_TOP (callgrind.mjs' jitNames).
+  ...(PERF_FILE || COUNT_TOP ? ['--perf-basic-prof'] : []),
   // Each log then starts with the process's time origin, which gc-episodes.mjs needs.
   ...(process.env.BENCH_SERVICE_LOGS ? [`--import=${pathToFileURL(path.join(root, 'tools/bench/time-origin.mjs')).href}`] : []),
   ...(PROFILED === name
@@ -885,30 +886,35 @@ if (PHASES.includes('5')) {
 // request beside what the floor's two processes execute for the same requests. A count, not a time:
 // the same on every machine for the same build, so a change of a few per cent shows, where the timed
 // phases' spread hides it. One request at a time (no batching to vary with timing), in windows of
-// BENCH_COUNT_REQUESTS (default 200). Each window's count is split (dumpParts): V8's optimizing
-// compilers and its garbage collector swing a window's count by a quarter or more (compiling goes on
-// for thousands of requests; a major collection lands in one window in ten), so each path runs
-// windows until, in its last three, the rest (the requests' own work) agrees within
-// BENCH_COUNT_SPREAD per cent (default 3) in both processes, at most BENCH_COUNT_WINDOWS (default 40),
-// and reports those three: the median of the requests' work, the mean of the compilers' and the GC's.
+// BENCH_COUNT_REQUESTS (default 200), BENCH_COUNT_WINDOWS of them (default 40) on each path. Each
+// window's count is split (dumpParts): V8's optimizing compilers and its garbage collector swing a
+// window's count by a quarter or more (a major collection lands in one window in ten). The requests'
+// own work is what is compared, and it is the median of the last three windows after the same number
+// of requests on every run, not after a settling test: it goes on shrinking while V8 optimizes (the
+// gateway's from 1,570k instructions per request in the first window to 655k in the 40th and 635k in
+// the 60th), slower and slower, so only the same schedule compares like with like. Two runs side by
+// side went window for window within a few per cent (at the 40th, the gateway 655k and 656k).
+// BENCH_COUNT_TOP=<n> also names the gateway's and chat service's n hottest functions, JavaScript
+// included: that starts them with --perf-basic-prof, whose map names V8's code, and which itself
+// moved the gateway's count (690k against 655k at the 40th window, one run each), so the figures are
+// taken without it by default.
 if (COUNTING) {
   const WINDOW = Number(process.env.BENCH_COUNT_REQUESTS ?? 200);
-  const SPREAD = Number(process.env.BENCH_COUNT_SPREAD ?? 3) / 100;
-  const MAX_WINDOWS = Number(process.env.BENCH_COUNT_WINDOWS ?? 40);
+  const WINDOWS = Number(process.env.BENCH_COUNT_WINDOWS ?? 40);
+  if (!(WINDOWS >= 3)) throw new Error('BENCH_COUNT_WINDOWS: at least 3');
   const floor = await theFloor();
   const paths = [
     ['through the gateway', targets.gateway, { gateway: pidsOf.gateway, chat: pidsOf.chat }],
     ['the floor', floor.target, { gateway: floor.skeleton.pids.gateway, chat: floor.skeleton.pids.worker }],
   ];
   const k = (n) => `${(n / 1000).toFixed(0)}k`;
-  const perRequest = (parts) => Object.fromEntries(Object.entries(parts).map(([part, n]) => [part, n / WINDOW]));
-  console.log(`\n6. Instructions per request (callgrind; one request at a time, windows of ${WINDOW}; the floor's gateway and worker stand beside the gateway and chat service)`);
+  const perRequest = ({ functions, ...parts }) => ({ ...Object.fromEntries(Object.entries(parts).map(([part, n]) => [part, n / WINDOW])), functions });
+  console.log(`\n6. Instructions per request (callgrind; one request at a time, ${WINDOWS} windows of ${WINDOW}; the floor's gateway and worker stand beside the gateway and chat service)`);
   const counts = {};
   for (const [name, target, groups] of paths) {
     countFrom(Object.values(groups).flat());
     const windows = [];
-    let settled;
-    while (!settled && windows.length < MAX_WINDOWS) {
+    while (windows.length < WINDOWS) {
       const began = performance.now();
       const [, count] = await instructionsDuring(callgrindDir, groups, () => sequential(target, false, WINDOW));
       const now = Object.fromEntries(Object.entries(count).map(([group, parts]) => [group, perRequest(parts)]));
@@ -916,14 +922,8 @@ if (COUNTING) {
       // A window takes several seconds under callgrind: say each one as it ends.
       const shown = (group) => `${group} ${k(now[group].requests)} (+ compilers ${k(now[group].compile)}, GC ${k(now[group].gc)})`;
       console.log(`     ${name}, window ${windows.length}: ${Object.keys(groups).map(shown).join(', ')}  ${((performance.now() - began) / 1000).toFixed(0)} s`);
-      const last = windows.slice(-3);
-      const agree = (group) => {
-        const values = last.map((w) => w[group].requests).sort((a, b) => a - b);
-        return (values[2] - values[0]) / values[1] <= SPREAD;
-      };
-      if (last.length === 3 && Object.keys(groups).every(agree)) settled = last;
     }
-    const three = settled ?? windows.slice(-3);
+    const three = windows.slice(-3);
     counts[name] = Object.fromEntries(
       Object.keys(groups).map((group) => {
         const of = (part) => three.map((w) => w[group][part]);
@@ -931,12 +931,28 @@ if (COUNTING) {
       }),
     );
     const line = (group) => `${group} ${k(counts[name][group].requests)} (${three.map((w) => k(w[group].requests)).join(' / ')}; compilers ${k(counts[name][group].compile)}, GC ${k(counts[name][group].gc)})`;
-    console.log(`   ${name.padEnd(20)} ${Object.keys(groups).map(line).join('   ')}   ${settled ? `settled after ${windows.length} windows` : `did NOT settle in ${windows.length} windows: the last three`}`);
+    console.log(`   ${name.padEnd(20)} ${Object.keys(groups).map(line).join('   ')}   (the last three windows)`);
+    if (name !== 'through the gateway' || !COUNT_TOP) continue;
+    // Where atelier's processes spend the requests' own work, over the same three windows: each
+    // function's own instructions, a JavaScript function's tiers (its perf map name's first character) added together.
+    for (const group of Object.keys(groups)) {
+      const byName = new Map();
+      for (const w of three) {
+        for (const [fn, n] of w[group].functions) {
+          if (partOf(fn) !== 'requests') continue;
+          const js = fn.replace(/^JS:[~^+*']/, 'JS:');
+          byName.set(js, (byName.get(js) ?? 0) + n / WINDOW / 3);
+        }
+      }
+      const top = [...byName].sort((a, b) => b[1] - a[1]).slice(0, COUNT_TOP);
+      console.log(`     the ${group}'s top ${COUNT_TOP} functions in the requests' own work (own instructions per request): ${top.map(([fn, n]) => `${fn.replace(/ \/.*\//, ' ').slice(0, 90)} ${k(n)}`).join(';  ')}`);
+    }
   }
+  for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) if (!process.env.KEEP_MAPS) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
   const [g, f] = [counts['through the gateway'], counts['the floor']];
   const beside = (group) => `${k(g[group].requests - f[group].requests)} more (${((g[group].requests / f[group].requests) * 100).toFixed(0)} % of the floor's)`;
   console.log(`   the requests' own work: the gateway over the floor's gateway ${beside('gateway')};  the chat service over the floor's worker ${beside('chat')}`);
-  summary.instructions = { requestsPerWindow: WINDOW, gateway: g, floor: f };
+  summary.instructions = { requestsPerWindow: WINDOW, windows: WINDOWS, gateway: g, floor: f };
 }
 
 if (pods.size) {
