@@ -55,11 +55,11 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const PHASES = (process.env.BENCH_PHASES ?? '0,1,2,3,4,5').split(',');
-// Phase 6 runs every service and skeleton process under callgrind (callgrind.mjs), 20 to 50 times
-// slower than without: every timed figure beside it would be false.
+// Phase 6 runs every service and skeleton process under callgrind (callgrind.mjs), about 30 times
+// slower than without (a request one at a time: ~30 ms against ~1): every timed figure beside it would be false.
 const COUNTING = PHASES.includes('6');
 const COUNT_TOP = COUNTING ? Number(process.env.BENCH_COUNT_TOP ?? 0) : 0;
-if (COUNTING && PHASES.length > 1) throw new Error('BENCH_PHASES=6 runs alone: under callgrind the services run 20-50x slower, which would falsify every timed phase');
+if (COUNTING && PHASES.length > 1) throw new Error('BENCH_PHASES=6 runs alone: under callgrind the services run about 30x slower, which would falsify every timed phase');
 if (COUNTING && !callgrindAvailable()) throw new Error('BENCH_PHASES=6 needs valgrind (Debian package valgrind)');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
 const API_KEY = 'sk-bench-upstream-key';
@@ -884,7 +884,7 @@ if (PHASES.includes('5')) {
 
 // 6. Instructions per request (callgrind.mjs): what the gateway and the chat service execute per
 // request beside what the floor's two processes execute for the same requests. A count, not a time:
-// the same on every machine for the same build, so a change of a few per cent shows, where the timed
+// nearly the same on every machine for the same build, so a change of a few per cent shows, where the timed
 // phases' spread hides it. One request at a time (no batching to vary with timing), in windows of
 // BENCH_COUNT_REQUESTS (default 200), BENCH_COUNT_WINDOWS of them (default 40) on each path. Each
 // window's count is split (dumpParts): V8's optimizing compilers and its garbage collector swing a
@@ -892,12 +892,13 @@ if (PHASES.includes('5')) {
 // own work is what is compared, and it is the median of the last three windows after the same number
 // of requests on every run, not after a settling test: it goes on shrinking while V8 optimizes (the
 // gateway's from 1,570k instructions per request in the first window to 655k in the 40th and 635k in
-// the 60th), slower and slower, so only the same schedule compares like with like. Two runs side by
-// side went window for window within a few per cent (at the 40th, the gateway 655k and 656k).
-// BENCH_COUNT_TOP=<n> also names the gateway's and chat service's n hottest functions, JavaScript
-// included: that starts them with --perf-basic-prof, whose map names V8's code, and which itself
-// moved the gateway's count (690k against 655k at the 40th window, one run each), so the figures are
-// taken without it by default.
+// the 60th), slower and slower, so only the same schedule compares like with like. At the 40th
+// window three runs gave the gateway 655k, 656k (two side by side, window for window within a few
+// per cent) and 706k, and the floor's gateway 523k and 524k: runs differ by up to 8 %, far less than
+// timed runs, so compare the gateway with the floor of the same run. BENCH_COUNT_TOP=<n> also names
+// the gateway's and chat service's n hottest functions, JavaScript included: that starts them with
+// --perf-basic-prof, whose map names V8's code (690k and 684k with it, within the spread above; off
+// by default so the figures are taken with the services' own flags).
 if (COUNTING) {
   const WINDOW = Number(process.env.BENCH_COUNT_REQUESTS ?? 200);
   const WINDOWS = Number(process.env.BENCH_COUNT_WINDOWS ?? 40);
