@@ -191,14 +191,15 @@ function dumpsOf(dir, pid) {
 }
 
 /**
- * The dump `find` names, once callgrind has finished writing it (its totals line comes last):
- * callgrind_control can return before the process has taken the command.
+ * The dump `find` names and its text, once callgrind has finished writing it (its totals line comes
+ * last): callgrind_control can return before the process has taken the command.
  */
 async function written(find, pid, timeoutMs = 60_000) {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const file = find();
-    if (file && /^totals:/m.test(fs.readFileSync(file, 'utf8'))) return file;
+    const text = file ? fs.readFileSync(file, 'utf8') : '';
+    if (/^totals:/m.test(text)) return [file, text];
     if (Date.now() > until) throw new Error(`callgrind wrote no dump for ${pid} within ${timeoutMs / 1000} s`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -219,11 +220,11 @@ export async function instructionsDuring(dir, groups, run) {
     for (const pid of list) {
       const last = Math.max(0, ...dumpsOf(dir, pid).map(([n]) => n));
       control(pid, '--dump');
-      const file = await written(() => dumpsOf(dir, pid).find(([n]) => n > last)?.[1], pid);
-      const { functions, ...parts } = dumpParts(fs.readFileSync(file, 'utf8'), jitNames(pid));
+      const [file, text] = await written(() => dumpsOf(dir, pid).find(([n]) => n > last)?.[1], pid);
+      const { functions, ...parts } = dumpParts(text, jitNames(pid));
       for (const key of Object.keys(parts)) counts[name][key] += parts[key];
       for (const [fn, n] of functions) counts[name].functions.set(fn, (counts[name].functions.get(fn) ?? 0) + n);
-      // Each dump holds every function's counts; only the total is used, and a run writes many.
+      // Read into the counts above, and a run writes 160 of them (40 windows, two paths, two processes).
       fs.rmSync(file);
     }
   }

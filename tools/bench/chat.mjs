@@ -570,12 +570,17 @@ function storeLines(pg0, pg1, redis0, redis1, answered) {
   );
 }
 
+/** The /tmp/perf-<pid>.map files --perf-basic-prof had the services write (BENCH_PERF, BENCH_COUNT_TOP), unless KEEP_MAPS. */
+function removePerfMaps() {
+  if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+}
+
 /** BENCH_PERF's summary, while the services still run (their threads are looked up in /proc). */
 function reportPerf() {
   if (!PERF_FILE) return;
   console.log('   pids', JSON.stringify(pidsOf));
   summarizePerf(PERF_FILE, { gateway: pidsOf.gateway, chat: pidsOf.chat, upstream: pidsOf['fake upstream'], client: [process.pid], postgres: 'postgres', redis: 'redis-server' });
-  if (!process.env.KEEP_MAPS) for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  removePerfMaps();
 }
 
 if (PHASES.includes('1')) {
@@ -949,7 +954,7 @@ if (COUNTING) {
       console.log(`     the ${group}'s top ${COUNT_TOP} functions in the requests' own work (own instructions per request): ${top.map(([fn, n]) => `${fn.replace(/ \/.*\//, ' ').slice(0, 90)} ${k(n)}`).join(';  ')}`);
     }
   }
-  for (const pid of [...pidsOf.gateway, ...pidsOf.chat]) if (!process.env.KEEP_MAPS) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  if (COUNT_TOP) removePerfMaps();
   const [g, f] = [counts['through the gateway'], counts['the floor']];
   const beside = (group) => `${k(g[group].requests - f[group].requests)} more (${((g[group].requests / f[group].requests) * 100).toFixed(0)} % of the floor's)`;
   console.log(`   the requests' own work: the gateway over the floor's gateway ${beside('gateway')};  the chat service over the floor's worker ${beside('chat')}`);
