@@ -108,6 +108,13 @@ export const partOf = (name) => PART_OF.find(([, pattern]) => pattern.test(name)
  * Names for the machine code V8 generates, which callgrind can only call by its address: the map
  * a process started with --perf-basic-prof writes (/tmp/perf-<pid>.map: start, size and name in
  * hex, one region per line). Returns address => name, or undefined where no region holds it.
+ *
+ * The map only grows: when V8 frees code (a function deoptimized, recompiled, collected) and puts
+ * new code where it was, the new region's line comes after the old one's, which stays. So the last
+ * line holding an address names it; taking any line that holds it named the gateway's calls after
+ * functions they never reached (a pg-protocol parser "calling" Node's module loader for 60k
+ * instructions per request, ajv compiling schemas in the middle of a chat request): 542 of one
+ * run's 18,775 regions overlapped an earlier one.
  */
 export function jitNames(pid) {
   let text;
@@ -116,22 +123,28 @@ export function jitNames(pid) {
   } catch {
     return () => undefined;
   }
+  // [start, size, name, line], by start.
   const regions = text
     .split('\n')
     .map((line) => /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line))
     .filter(Boolean)
-    .map(([, start, size, name]) => [parseInt(start, 16), parseInt(size, 16), name])
+    .map(([, start, size, name], line) => [parseInt(start, 16), parseInt(size, 16), name, line])
     .sort((a, b) => a[0] - b[0]);
+  const widest = Math.max(0, ...regions.map(([, size]) => size));
   return (address) => {
+    // The last region starting at or below the address, then back through every one that could still reach it.
     let [lo, hi] = [0, regions.length - 1];
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
-      const [start, size, name] = regions[mid];
-      if (address < start) hi = mid - 1;
-      else if (address >= start + size) lo = mid + 1;
-      else return name;
+      if (regions[mid][0] <= address) lo = mid + 1;
+      else hi = mid - 1;
     }
-    return undefined;
+    let found;
+    for (let i = hi; i >= 0 && regions[i][0] > address - widest; i--) {
+      const [start, size, name, line] = regions[i];
+      if (address < start + size && (!found || line > found[1])) found = [name, line];
+    }
+    return found?.[0];
   };
 }
 
@@ -208,9 +221,10 @@ async function written(find, pid, timeoutMs = 60_000) {
 /**
  * Runs `run` with each named process's counters zeroed just before and dumped just after, and
  * resolves with what `run` resolved and the instructions each group executed meanwhile (dumpParts).
- * `groups` maps a name to pids (a name's processes are added up).
+ * `groups` maps a name to pids (a name's processes are added up). Each dump is removed once read,
+ * or moved into the directory `keepIn` names.
  */
-export async function instructionsDuring(dir, groups, run) {
+export async function instructionsDuring(dir, groups, run, keepIn) {
   const pids = Object.values(groups).flat();
   for (const pid of pids) control(pid, '--zero');
   const result = await run();
@@ -224,7 +238,9 @@ export async function instructionsDuring(dir, groups, run) {
       const { functions, ...parts } = dumpParts(text, jitNames(pid));
       for (const key of Object.keys(parts)) counts[name][key] += parts[key];
       for (const [fn, n] of functions) counts[name].functions.set(fn, (counts[name].functions.get(fn) ?? 0) + n);
-      // Read into the counts above, and a run writes 160 of them (40 windows, two paths, two processes).
+      // Read into the counts above, and a run writes 160 of them (40 windows, two paths, two processes),
+      // unless they are wanted for callgrind_annotate or kcachegrind.
+      if (keepIn) fs.copyFileSync(file, path.join(keepIn, path.basename(file)));
       fs.rmSync(file);
     }
   }

@@ -11,6 +11,7 @@ type Callgrind = {
   callgrindWrap(dir: string): (command: string, argv: string[]) => [string, string[]];
   countFrom(pids: number[]): void;
   dumpParts(text: string, jit?: (address: number) => string | undefined): Parts;
+  jitNames(pid: number): (address: number) => string | undefined;
   instructionsDuring<T>(dir: string, groups: Record<string, number[]>, run: () => Promise<T>): Promise<[T, Record<string, Parts>]>;
 };
 
@@ -59,6 +60,32 @@ describe('a callgrind dump split into its parts', () => {
   it('refuses a dump whose functions do not add up to its totals line, and text that is no dump', () => {
     expect(() => cg.dumpParts(dump.replace('totals: 175', 'totals: 195'))).toThrow('its totals line says 195');
     expect(() => cg.dumpParts('hello')).toThrow('no totals line');
+  });
+});
+
+describe("V8's machine code named from a process's perf map", () => {
+  // No process has this pid (above Linux's largest), so no running program writes this map.
+  const pid = 2 ** 22 + 7;
+  const map = `/tmp/perf-${pid}.map`;
+  afterEach(() => fs.rmSync(map, { force: true }));
+
+  it('names an address after the last region that holds it, as V8 reuses the memory of code it freed', () => {
+    // As --perf-basic-prof appends them: a function, then another one put where part of it was once it was freed.
+    fs.writeFileSync(map, ['1000 200 JS:*parse parser.js:26:10', '3000 100 JS:~render view.js:4:1', '1100 80 JS:*removeListener node:events:680:28', '5000 40 JS:^handler app.js:1:1', '5000 40 JS:*handler app.js:1:1', ''].join('\n'));
+    const name = cg.jitNames(pid);
+    expect(name(0x1000)).toBe('JS:*parse parser.js:26:10');
+    expect(name(0x1120)).toBe('JS:*removeListener node:events:680:28');
+    // Past the newer region, only the older one holds the address.
+    expect(name(0x1190)).toBe('JS:*parse parser.js:26:10');
+    expect(name(0x30ff)).toBe('JS:~render view.js:4:1');
+    // Recompiled into the same place: the newer code's name.
+    expect(name(0x5010)).toBe('JS:*handler app.js:1:1');
+    expect(name(0x3100)).toBeUndefined();
+    expect(name(0xfff)).toBeUndefined();
+  });
+
+  it('names nothing without a map', () => {
+    expect(cg.jitNames(pid)(0x1000)).toBeUndefined();
   });
 });
 

@@ -903,10 +903,13 @@ if (PHASES.includes('5')) {
 // timed runs, so compare the gateway with the floor of the same run. BENCH_COUNT_TOP=<n> also names
 // the gateway's and chat service's n hottest functions, JavaScript included: that starts them with
 // --perf-basic-prof, whose map names V8's code (690k and 684k with it, within the spread above; off
-// by default so the figures are taken with the services' own flags).
+// by default so the figures are taken with the services' own flags). BENCH_KEEP_DUMPS=<dir> keeps each
+// window's dump there (callgrind.<pid>.out.<window>; with KEEP_MAPS=1 the perf maps that name its JavaScript stay too).
 if (COUNTING) {
   const WINDOW = Number(process.env.BENCH_COUNT_REQUESTS ?? 200);
   const WINDOWS = Number(process.env.BENCH_COUNT_WINDOWS ?? 40);
+  const KEEP_DUMPS = process.env.BENCH_KEEP_DUMPS;
+  if (KEEP_DUMPS) fs.mkdirSync(KEEP_DUMPS, { recursive: true });
   if (!(WINDOWS >= 3)) throw new Error('BENCH_COUNT_WINDOWS: at least 3');
   const floor = await theFloor();
   const paths = [
@@ -922,7 +925,7 @@ if (COUNTING) {
     const windows = [];
     while (windows.length < WINDOWS) {
       const began = performance.now();
-      const [, count] = await instructionsDuring(callgrindDir, groups, () => sequential(target, false, WINDOW));
+      const [, count] = await instructionsDuring(callgrindDir, groups, () => sequential(target, false, WINDOW), KEEP_DUMPS);
       const now = Object.fromEntries(Object.entries(count).map(([group, parts]) => [group, perRequest(parts)]));
       windows.push(now);
       // A window takes several seconds under callgrind: say each one as it ends.
