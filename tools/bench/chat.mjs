@@ -30,6 +30,7 @@
 // process's share of the CPU and its hottest functions; see perf-profile.mjs for why beside BENCH_PROFILE;
 // BENCH_PERF_PHASE=1 records phase 1's fixed rate through the gateway instead, where the batches are small;
 // KEEP_MAPS=1 keeps the services' /tmp/perf-<pid>.map files for `perf report` on that file afterwards),
+// BENCH_PROMPT_CHARS=<n> (a user message of n characters of prose instead of one short sentence),
 // BENCH_FIRST_SECOND=1 (phase 1's stage means for its first second apart from the rest: one more scrape at 1 s),
 // BENCH_WARM=<seconds> (phase 1 sends that much gateway traffic, at BENCH_WARM_RATE (default BENCH_RATE), before its
 // measured run, then pauses BENCH_WARM_IDLE ms; neither is measured: an experiment on the first second's tail),
@@ -220,7 +221,17 @@ const user = await (
 
 // ---- load generation -------------------------------------------------------------------------
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
-const messages = [{ role: 'user', content: 'Say hello in one short sentence.' }];
+/**
+ * BENCH_PROMPT_CHARS=<n>: a user message of n characters of English prose instead of one short
+ * sentence, as prompts with a system prompt, a document or a conversation are; the gateway counts
+ * every token of it before the hand-off. A fixed paragraph, so every run sends the same text.
+ */
+const PROSE =
+  "The committee met on Tuesday to review the quarterly figures. Revenue rose by 12 percent, driven mostly by the new subscription plans, while costs stayed flat. " +
+  "Several members asked whether the growth would last through the winter; the finance team's answer was cautious. They'll publish a detailed forecast next month, " +
+  'with three scenarios and the assumptions behind each. Meanwhile, support tickets fell to 1,840 (from 2,310), and the average reply time is now under four hours.\n\n';
+const PROMPT_CHARS = Number(process.env.BENCH_PROMPT_CHARS ?? 0);
+const messages = [{ role: 'user', content: PROMPT_CHARS > 0 ? PROSE.repeat(Math.ceil(PROMPT_CHARS / PROSE.length)).slice(0, PROMPT_CHARS) : 'Say hello in one short sentence.' }];
 const targets = {
   direct: { url: new URL(`${upstreamUrl}/chat/completions`), auth: `Bearer ${API_KEY}`, model: 'fixed' },
   gateway: { url: new URL(`${gatewayUrl}/api/ai/chat/completions`), auth: `Bearer ${user.api_key}`, model: 'bench-remote' },
@@ -326,6 +337,7 @@ const splitLine = (direct, gateway, figure) => {
 /** BENCH_JSON=<file>: the headline figures for tools/bench/report.mjs (docs/benchmarks.md). */
 const summary = {};
 console.log(`atelier chat benchmark — ${machine()}; ${SECONDS}s per phase; gateway, chat service and fake upstream as separate processes`);
+if (PROMPT_CHARS > 0) console.log(`   each request's user message: ${PROMPT_CHARS} characters of prose (BENCH_PROMPT_CHARS)`);
 // Warm-up: JIT, connection pools, the auth cache, BullMQ's worker loop.
 await closedLoop(targets.direct, 8, 2);
 await closedLoop(targets.gateway, 8, 3);

@@ -18,6 +18,33 @@ export interface BpeVocabulary {
   slots: Int32Array;
 }
 
+const utf8 = new TextEncoder();
+
+/**
+ * `text` as bytes for a hand-written pre-tokenizer (CompactBpe's `pieceEnd`): each character below
+ * U+0080 as itself, every other one as 0x80. Into `scratch` when it holds 3 bytes per character (what
+ * TextEncoder may need to read all of the text), else into a new array. Undefined when much of the
+ * text is not ASCII (its UTF-8 an eighth longer than it or more: Cyrillic, CJK), where such a
+ * pre-tokenizer would leave nearly every piece to the pattern, and reading it this way only costs.
+ */
+export function asciiCodes(text: string, scratch?: Uint8Array): Uint8Array | undefined {
+  // Its first and middle characters outside ASCII: most likely all of it, not worth encoding to find out.
+  if (text.charCodeAt(0) >= 0x80 && text.charCodeAt(text.length >> 1) >= 0x80) return undefined;
+  const codes = scratch !== undefined && scratch.length >= text.length * 3 ? scratch : new Uint8Array(text.length * 3);
+  // ASCII text, most prompts, is its own UTF-8, which TextEncoder writes at memory speed.
+  const { written } = utf8.encodeInto(text, codes);
+  if (written === text.length) return codes;
+  if (written - text.length >= text.length / 8) return undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    codes[i] = c < 0x80 ? c : 0x80;
+  }
+  return codes;
+}
+
+/** Texts up to this long have their asciiCodes written into scratch space kept between calls. */
+const KEPT_CODES_CHARS = 65_536;
+
 /** Pieces at least this long (UTF-16 units) are remembered; LONG_PIECES_KEPT of them at most. */
 const LONG_PIECE = 24;
 const LONG_PIECES_KEPT = 256;
@@ -73,6 +100,7 @@ export class CompactBpe {
   private buf = new Uint8Array(1024);
   private bounds = new Int32Array(1025);
   private pairRanks = new Float64Array(1025);
+  private codes: Uint8Array = new Uint8Array(3 * 4096);
   /**
    * Tokens of recent long pieces. The merge is quadratic in a piece's length, and a long piece
    * (a 128-character slice of a run without spaces) repeats in the inputs that have them: 1 MiB
@@ -86,6 +114,12 @@ export class CompactBpe {
     private readonly vocabulary: BpeVocabulary,
     /** The pre-tokenizer: a global, unicode RegExp splitting text into pieces merged on their own. */
     split: RegExp,
+    /**
+     * The same pre-tokenizer by hand for the text it can read (o200kAsciiPieceEnd): the end of the
+     * piece `split` finds at `start` of a text `length` long, read as its asciiCodes, or -1 to
+     * leave that piece to `split`. It only ever finds pieces of ASCII.
+     */
+    private readonly pieceEnd?: (codes: Uint8Array, start: number, length: number) => number,
   ) {
     this.mask = vocabulary.slots.length - 1;
     // A copy of its own: pieces() moves its lastIndex, which must not disturb whoever else holds the pattern.
@@ -93,18 +127,35 @@ export class CompactBpe {
   }
 
   /**
-   * Calls `each` with every piece of `text`, in order. Not matchAll: it copies the RegExp and
-   * makes an iterator on every call, which took half the time of counting short texts (a role, a
-   * sentence and a one-line system prompt: 2.1 against 1.0 us for the three). Never re-entered:
-   * `each` is ours and synchronous.
+   * Calls `each` with the bounds of every piece of `text`, in order: by `pieceEnd` where it can
+   * tell, else by the pattern, one match at a time (its match at a position depends only on the
+   * text from there on). Not matchAll: it copies the RegExp and makes an iterator on every call,
+   * which took half the time of counting short texts (a role, a sentence and a one-line system
+   * prompt: 2.1 against 1.0 us for the three). Bounds rather than strings: a piece is read where it
+   * lies, from `codes` when `pieceEnd` found it (so it is ASCII). Never re-entered: `each` is ours
+   * and synchronous.
    */
-  private pieces(text: string, each: (piece: string) => void): void {
+  private pieces(text: string, each: (start: number, end: number, codes?: Uint8Array) => void): void {
     const split = this.split;
-    split.lastIndex = 0;
-    for (let found = split.exec(text); found !== null; found = split.exec(text)) {
+    const pieceEnd = this.pieceEnd;
+    const codes = pieceEnd ? asciiCodes(text, this.codes) : undefined;
+    if (codes !== undefined && codes !== this.codes && text.length <= KEPT_CODES_CHARS) this.codes = codes;
+    for (let at = 0; at < text.length; ) {
+      const end = codes ? pieceEnd!(codes, at, text.length) : -1;
+      if (end > at) {
+        each(at, end, codes);
+        at = end;
+        continue;
+      }
+      split.lastIndex = at;
+      const found = split.exec(text);
+      if (found === null) return;
       // A pattern that can match nothing would otherwise find the same empty piece forever.
-      if (found[0].length === 0) split.lastIndex += (text.codePointAt(split.lastIndex) ?? 0) > 0xffff ? 2 : 1;
-      else each(found[0]);
+      if (found[0].length === 0) at = split.lastIndex + ((text.codePointAt(split.lastIndex) ?? 0) > 0xffff ? 2 : 1);
+      else {
+        each(found.index, found.index + found[0].length);
+        at = found.index + found[0].length;
+      }
     }
   }
 
@@ -128,27 +179,29 @@ export class CompactBpe {
     }
   }
 
-  /** Encodes one piece into scratch space; returns its byte length. */
-  private load(piece: string): number {
+  /** Encodes text[start, end) into scratch space; returns its byte length. */
+  private load(text: string, start: number, end: number): number {
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
-    if (this.buf.length < piece.length * 3) {
-      this.buf = new Uint8Array(piece.length * 3);
-      this.bounds = new Int32Array(piece.length * 3 + 1);
-      this.pairRanks = new Float64Array(piece.length * 3 + 1);
+    const length = end - start;
+    if (this.buf.length < length * 3) {
+      this.buf = new Uint8Array(length * 3);
+      this.bounds = new Int32Array(length * 3 + 1);
+      this.pairRanks = new Float64Array(length * 3 + 1);
     }
     // In JavaScript rather than TextEncoder.encodeInto: pieces are a few characters long, and the
     // native call cost more than the encoding (prose counted 5 times slower).
     const buf = this.buf;
     let n = 0;
-    for (let i = 0; i < piece.length; i++) {
-      let c = piece.charCodeAt(i);
+    for (let i = start; i < end; i++) {
+      let c = text.charCodeAt(i);
       if (c < 0x80) buf[n++] = c;
       else if (c < 0x800) {
         buf[n++] = 0xc0 | (c >> 6);
         buf[n++] = 0x80 | (c & 0x3f);
       } else {
         if (c >= 0xd800 && c <= 0xdfff) {
-          const next = piece.charCodeAt(i + 1);
+          // Read within the piece, as when each piece was a string of its own.
+          const next = i + 1 < end ? text.charCodeAt(i + 1) : 0;
           if (c <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
             c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
             i++;
@@ -202,28 +255,42 @@ export class CompactBpe {
     return parts;
   }
 
-  /** Adds the tokens of one piece to `out` (or only counts them); returns how many. */
-  private piece(piece: string, out?: number[]): number {
-    if (piece.length >= LONG_PIECE) {
+  /**
+   * Adds the tokens of the piece text[start, end) to `out` (or only counts them); returns how many.
+   * `codes`: the text's asciiCodes, when the piece is ASCII.
+   */
+  private piece(text: string, start: number, end: number, codes: Uint8Array | undefined, out?: number[]): number {
+    if (end - start >= LONG_PIECE) {
+      const piece = text.slice(start, end);
       let tokens = this.longPieces.get(piece);
       if (!tokens) {
         tokens = [];
-        this.mergePiece(piece, tokens);
+        this.mergePiece(piece, 0, piece.length, undefined, tokens);
         if (this.longPieces.size >= LONG_PIECES_KEPT) this.longPieces.delete(this.longPieces.keys().next().value as string);
         this.longPieces.set(piece, tokens);
       }
       if (out) for (const token of tokens) out.push(token);
       return tokens.length;
     }
-    return this.mergePiece(piece, out);
+    return this.mergePiece(text, start, end, codes, out);
   }
 
-  private mergePiece(piece: string, out?: number[]): number {
-    const n = this.load(piece);
-    const whole = this.rankOf(this.buf, 0, n);
-    if (whole >= 0) {
-      out?.push(whole);
-      return 1;
+  private mergePiece(text: string, start: number, end: number, codes: Uint8Array | undefined, out?: number[]): number {
+    // ASCII is its own UTF-8: most pieces are a token whole, looked up where they lie.
+    if (codes !== undefined) {
+      const whole = this.rankOf(codes, start, end);
+      if (whole >= 0) {
+        out?.push(whole);
+        return 1;
+      }
+    }
+    const n = this.load(text, start, end);
+    if (codes === undefined) {
+      const whole = this.rankOf(this.buf, 0, n);
+      if (whole >= 0) {
+        out?.push(whole);
+        return 1;
+      }
     }
     const parts = this.merge(n);
     if (out) for (let i = 0; i < parts; i++) out.push(this.rankOf(this.buf, this.bounds[i], this.bounds[i + 1]));
@@ -232,13 +299,13 @@ export class CompactBpe {
 
   count(text: string): number {
     let total = 0;
-    this.pieces(text, (piece) => (total += this.piece(piece)));
+    this.pieces(text, (start, end, codes) => (total += this.piece(text, start, end, codes)));
     return total;
   }
 
   encode(text: string): number[] {
     const out: number[] = [];
-    this.pieces(text, (piece) => this.piece(piece, out));
+    this.pieces(text, (start, end, codes) => this.piece(text, start, end, codes, out));
     return out;
   }
 

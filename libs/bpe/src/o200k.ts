@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { O200K_TOKEN_SPLIT_REGEX } from 'gpt-tokenizer/encodingParams/constants';
 import { buildVocabulary, CompactBpe } from './compact-bpe';
+import { o200kAsciiPieceEnd } from './o200k-ascii-split';
 
 let shared: CompactBpe | undefined;
 
@@ -40,6 +41,6 @@ export function parseRanks(source: string): (string | number[])[] {
  * gpt-tokenizer's ranks, in about the time gpt-tokenizer takes to load.
  */
 export function o200k(): CompactBpe {
-  shared ??= new CompactBpe(buildVocabulary(parseRanks(fs.readFileSync(o200kRanksFile(), 'utf8'))), O200K_TOKEN_SPLIT_REGEX);
+  shared ??= new CompactBpe(buildVocabulary(parseRanks(fs.readFileSync(o200kRanksFile(), 'utf8'))), O200K_TOKEN_SPLIT_REGEX, o200kAsciiPieceEnd);
   return shared;
 }
