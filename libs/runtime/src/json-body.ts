@@ -31,20 +31,34 @@ export function parseJsonBody(raw: Buffer | string): unknown {
   return value;
 }
 
-/** Deepest [ / { nesting outside strings; stops counting once past the limit. */
+/**
+ * Deepest [ / { nesting outside strings; stops counting once past the limit. A string is passed
+ * over with indexOf, to its closing quote past any escapes: a prompt is nearly all string, and
+ * looked at a character at a time it cost the gateway 33 instructions a character (267k of a
+ * request with an 8,000-character prompt).
+ */
 function nestingDepth(text: string): number {
   let depth = 0;
   let max = 0;
-  let inString = false;
+  // The next quote and backslash at or after where they were last looked for (text.length: none).
+  let quote = -1;
+  let backslash = -1;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-      continue;
-    }
-    if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
+    if (c === 0x22) {
+      for (let at = i + 1; ; at = backslash + 2) {
+        if (quote < at) quote = text.indexOf('"', at);
+        // Never closed: JSON.parse refuses the body.
+        if (quote < 0) return max;
+        if (backslash < at) {
+          backslash = text.indexOf('\\', at);
+          if (backslash < 0) backslash = text.length;
+        }
+        // The quote ends the string unless an escape comes first (which may be the quote's own).
+        if (backslash > quote) break;
+      }
+      i = quote;
+    } else if (c === 0x7b || c === 0x5b) {
       if (++depth > max) {
         max = depth;
         if (max > MAX_JSON_DEPTH) return max;
