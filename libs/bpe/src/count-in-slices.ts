@@ -13,9 +13,11 @@ export const MAX_RUN_CHARS = 128;
 const ASCII_SPACE = new Uint8Array(128);
 for (const c of [0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20]) ASCII_SPACE[c] = 1;
 
-/** Whether a UTF-16 unit from U+0080 on is in JavaScript's \s. */
-const isWideSpace = (c: number) =>
-  c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+/** Whether a UTF-16 unit is in JavaScript's \s. */
+const isSpace = (c: number) =>
+  c < 0x80
+    ? ASCII_SPACE[c] === 1
+    : c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
 
 /** Texts are read this many characters at a time, so that their asciiCodes need little memory. */
 const WINDOW_CHARS = 16_384;
@@ -40,8 +42,9 @@ function* longRuns(text: string): Generator<[number, number]> {
       // Undefined for text mostly outside ASCII, read a character at a time.
       const codes = asciiCodes(window, scratch);
       for (let j = 0; j < window.length; j++) {
-        const c = codes ? codes[j] : window.charCodeAt(j);
-        const space = c < 0x80 ? ASCII_SPACE[c] === 1 : isWideSpace(window.charCodeAt(j));
+        // 0x80: a character outside ASCII, or any character of such text, is read from the string.
+        const c = codes ? codes[j] : 0x80;
+        const space = c < 0x80 ? ASCII_SPACE[c] === 1 : isSpace(window.charCodeAt(j));
         if (space === inSpace) continue;
         const at = from + j;
         if (at - runStart > MAX_RUN_CHARS) yield [runStart, at];
