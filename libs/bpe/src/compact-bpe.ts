@@ -20,25 +20,32 @@ export interface BpeVocabulary {
 
 const utf8 = new TextEncoder();
 
+/** What asciiCodes writes after the text: no character's code in it (those are all below 0x81). */
+export const ASCII_CODES_END = 0xff;
+
 /**
  * `text` as bytes for a hand-written pre-tokenizer (CompactBpe's `pieceEnd`): each character below
- * U+0080 as itself, every other one as 0x80. Into `scratch` when it holds 3 bytes per character (what
- * TextEncoder may need to read all of the text), else into a new array. Undefined when much of the
- * text is not ASCII (its UTF-8 an eighth longer than it or more: Cyrillic, CJK), where such a
- * pre-tokenizer would leave nearly every piece to the pattern, and reading it this way only costs.
+ * U+0080 as itself, every other one as 0x80, and after the last one ASCII_CODES_END, so that a
+ * scanner stops at the end without testing every index against the length. Into `scratch` when it
+ * holds 3 bytes per character (what TextEncoder may need to read all of the text) and one more,
+ * else into a new array. Undefined when much of the text is not ASCII (its UTF-8 an eighth longer
+ * than it or more: Cyrillic, CJK), where such a pre-tokenizer would leave nearly every piece to the
+ * pattern, and reading it this way only costs.
  */
 export function asciiCodes(text: string, scratch?: Uint8Array): Uint8Array | undefined {
   // Its first and middle characters outside ASCII: most likely all of it, not worth encoding to find out.
   if (text.charCodeAt(0) >= 0x80 && text.charCodeAt(text.length >> 1) >= 0x80) return undefined;
-  const codes = scratch !== undefined && scratch.length >= text.length * 3 ? scratch : new Uint8Array(text.length * 3);
+  const codes = scratch !== undefined && scratch.length >= text.length * 3 + 1 ? scratch : new Uint8Array(text.length * 3 + 1);
   // ASCII text, most prompts, is its own UTF-8, which TextEncoder writes at memory speed.
   const { written } = utf8.encodeInto(text, codes);
-  if (written === text.length) return codes;
-  if (written - text.length >= text.length / 8) return undefined;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    codes[i] = c < 0x80 ? c : 0x80;
+  if (written !== text.length) {
+    if (written - text.length >= text.length / 8) return undefined;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      codes[i] = c < 0x80 ? c : 0x80;
+    }
   }
+  codes[text.length] = ASCII_CODES_END;
   return codes;
 }
 
@@ -100,7 +107,7 @@ export class CompactBpe {
   private buf = new Uint8Array(1024);
   private bounds = new Int32Array(1025);
   private pairRanks = new Float64Array(1025);
-  private codes: Uint8Array = new Uint8Array(3 * 4096);
+  private codes: Uint8Array = new Uint8Array(3 * 4096 + 1);
   /**
    * Tokens of recent long pieces. The merge is quadratic in a piece's length, and a long piece
    * (a 128-character slice of a run without spaces) repeats in the inputs that have them: 1 MiB

@@ -36,10 +36,16 @@ describe('o200kAsciiPieceEnd against the o200k pre-tokenizer pattern', () => {
     // Text mostly outside ASCII is left to the pattern whole.
     expect(asciiCodes('aé東😀\u0080z')).toBeUndefined();
     expect(asciiCodes('Комитет собрался во вторник')).toBeUndefined();
-    // Into the scratch space given when it is large enough (3 bytes a character), else a new array.
-    const scratch = new Uint8Array(9);
+    // Into the scratch space given when it is large enough (3 bytes a character and the end mark), else a new array.
+    const scratch = new Uint8Array(10);
     expect(asciiCodes('abc', scratch)).toBe(scratch);
     expect(asciiCodes('abcd', scratch)).not.toBe(scratch);
+    // Scratch space holds an earlier, longer text's bytes: a word still ends where the text does.
+    const reused = new Uint8Array(64);
+    asciiCodes('abcdefghijklmnop', reused);
+    expect(o200kAsciiPieceEnd(asciiCodes('ab', reused)!, 0, 2)).toBe(2);
+    asciiCodes("x'sss", reused);
+    expect(o200kAsciiPieceEnd(asciiCodes("x'", reused)!, 0, 2)).toBe(1);
   });
 
   it('finds every piece of ASCII text where the pattern finds it', () => {

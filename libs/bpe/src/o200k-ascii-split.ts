@@ -24,6 +24,8 @@
  * scan is array reads whatever the string's representation (a slice of a prompt, a flat string).
  */
 
+import { ASCII_CODES_END } from './compact-bpe';
+
 /** Each ASCII character has one class; a line break is whitespace too. */
 const UPPER = 1;
 const LOWER = 2;
@@ -38,7 +40,11 @@ const END = 0;
 /** A character outside ASCII, which may be a letter, a digit or a space: the piece is the pattern's to find. */
 const OUTSIDE = 64;
 
-/** By code: below 0x80 the character's class, above it OUTSIDE. */
+/**
+ * By code: below 0x80 the character's class, at ASCII_CODES_END (after the text) END, else
+ * OUTSIDE. Runs stop at the end by their class, so no loop tests its index against the length
+ * (those tests made the scan a third slower).
+ */
 const CLASS = new Uint8Array(256).fill(OUTSIDE);
 CLASS.fill(SYMBOL, 0, 128);
 CLASS.fill(UPPER, 0x41, 0x5b);
@@ -46,47 +52,43 @@ CLASS.fill(LOWER, 0x61, 0x7b);
 CLASS.fill(DIGIT, 0x30, 0x3a);
 for (const c of [0x09, 0x0b, 0x0c, 0x20]) CLASS[c] = SPACE;
 for (const c of [0x0a, 0x0d]) CLASS[c] = SPACE | LINE_BREAK;
-
-/** The class of the character at `i` of a text `length` long (END past its end). */
-const classAt = (codes: Uint8Array, i: number, length: number) => (i < length ? CLASS[codes[i]] : END);
-
-/** The character at `i` of a text `length` long, and past its end NaN (no character's code). */
-const codeAt = (codes: Uint8Array, i: number, length: number) => (i < length ? codes[i] : NaN);
+CLASS[ASCII_CODES_END] = END;
 
 /** After a word (alternatives 1 and 2): its contraction's end, or `at` when none follows. */
-function contractionEnd(codes: Uint8Array, at: number, length: number): number {
-  if (codeAt(codes, at, length) !== 0x27) return at;
-  // Lower-cased (NaN, past the end, becomes a space).
-  const first = codeAt(codes, at + 1, length) | 0x20;
+function contractionEnd(codes: Uint8Array, at: number): number {
+  if (codes[at] !== 0x27) return at;
+  // Lower-cased: ASCII_CODES_END stays itself, and nothing after it is read.
+  const first = codes[at + 1] | 0x20;
   if (first === 0x73 || first === 0x74 || first === 0x64 || first === 0x6d) return at + 2; // 's 't 'd 'm
-  const second = codeAt(codes, at + 2, length) | 0x20;
+  const second = first === ASCII_CODES_END ? 0 : codes[at + 2] | 0x20;
   if ((first === 0x6c && second === 0x6c) || (first === 0x76 && second === 0x65) || (first === 0x72 && second === 0x65)) return at + 3; // 'll 've 're
   return at;
 }
 
 /**
  * The end of the piece O200K_TOKEN_SPLIT_REGEX finds at `start` (a piece boundary, below
- * `length`) in the text whose `codes` these are, or -1 when a character outside ASCII bears on it.
+ * `length`) in the text whose asciiCodes these are (ASCII_CODES_END at `length`), or -1 when a
+ * character outside ASCII bears on it.
  */
 export function o200kAsciiPieceEnd(codes: Uint8Array, start: number, length: number): number {
-  const first = classAt(codes, start, length);
+  const first = CLASS[codes[start]];
   if (first === OUTSIDE) return -1;
   // 1 and 2: letters, after at most one character that is neither a line break, a letter nor a digit.
   if ((first & (LINE_BREAK | DIGIT)) === 0) {
     const lettersFrom = first & LETTER ? start : start + 1;
     let at = lettersFrom;
-    let cls = classAt(codes, at, length);
-    while (cls & UPPER) cls = classAt(codes, ++at, length);
-    while (cls & LOWER) cls = classAt(codes, ++at, length);
+    let cls = CLASS[codes[at]];
+    while (cls & UPPER) cls = CLASS[codes[++at]];
+    while (cls & LOWER) cls = CLASS[codes[++at]];
     if (cls === OUTSIDE) return -1;
     // Lower-case letters after any upper-case ones (1), or upper-case ones alone (2).
-    if (at > lettersFrom) return contractionEnd(codes, at, length);
+    if (at > lettersFrom) return contractionEnd(codes, at);
   }
   // 3: up to three digits.
   if (first & DIGIT) {
     let at = start + 1;
     for (; at < start + 3; at++) {
-      const cls = classAt(codes, at, length);
+      const cls = CLASS[codes[at]];
       if (cls === OUTSIDE) return -1;
       if (!(cls & DIGIT)) break;
     }
@@ -94,11 +96,11 @@ export function o200kAsciiPieceEnd(codes: Uint8Array, start: number, length: num
   }
   // 4: an optional space, symbols, then any line breaks and slashes.
   let at = codes[start] === 0x20 ? start + 1 : start;
-  let cls = classAt(codes, at, length);
+  let cls = CLASS[codes[at]];
   if (cls & SYMBOL) {
-    while (cls & SYMBOL) cls = classAt(codes, ++at, length);
+    while (cls & SYMBOL) cls = CLASS[codes[++at]];
     if (cls === OUTSIDE) return -1;
-    for (let c = codeAt(codes, at, length); c === 0x0a || c === 0x0d || c === 0x2f; c = codeAt(codes, ++at, length));
+    for (let c = codes[at]; c === 0x0a || c === 0x0d || c === 0x2f; c = codes[++at]);
     return at;
   }
   if (cls === OUTSIDE) return -1;
@@ -106,7 +108,7 @@ export function o200kAsciiPieceEnd(codes: Uint8Array, start: number, length: num
   // all of it but its last character when it is longer than one (6), or the one character (7).
   let end = start;
   let afterLineBreak = -1;
-  for (cls = first; cls & SPACE; cls = classAt(codes, ++end, length)) if (cls & LINE_BREAK) afterLineBreak = end + 1;
+  for (cls = first; cls & SPACE; cls = CLASS[codes[++end]]) if (cls & LINE_BREAK) afterLineBreak = end + 1;
   if (cls === OUTSIDE) return -1;
   if (afterLineBreak > 0) return afterLineBreak;
   if (end === length) return end;
