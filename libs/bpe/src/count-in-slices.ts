@@ -1,5 +1,3 @@
-import { asciiCodes } from './compact-bpe';
-
 /**
  * BPE tokenizers written in JavaScript (gpt-tokenizer) are quadratic in the length of one pre-tokenized piece, and a run without
  * whitespace (or of whitespace only, or CJK text, which has no spaces) is one piece: 64 KiB of
@@ -19,45 +17,30 @@ const isSpace = (c: number) =>
     ? ASCII_SPACE[c] === 1
     : c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
 
-/** Texts are read this many characters at a time, so that their asciiCodes need little memory. */
-const WINDOW_CHARS = 16_384;
-/** Scratch space for a window's asciiCodes; taken by the scan that uses it (a counter could count in slices too). */
-let spareCodes: Uint8Array | undefined = new Uint8Array(3 * WINDOW_CHARS + 1);
-
 /**
  * Calls `each` with [start, end) of each maximal run of more than MAX_RUN_CHARS non-space (or
- * space) characters (UTF-16 units), in order, until it returns true. One pass over the text's
- * asciiCodes, a window at a time: a pattern for the start of such a run (`\S{129}|\s{129}`) was
- * tried again at every character, and took as long as the tokenizer (1.0 against 0.9 ms for 20,000
- * characters of this README); an open-ended one (`\S{129,}`) keeps a backtracking entry per
- * character, and a 10 MiB prompt overflowed it. A plain loop, not a generator: as a generator
- * this scan cost the gateway 965k instructions of a request with an 8,000-character prompt (120 a
- * character), more than the tokenizer's own scan.
+ * space) characters (UTF-16 units), in order, until it returns true. Such a run holds one of every
+ * MAX_RUN_CHARS + 1 consecutive positions, so only the runs through those positions are read, out
+ * to their ends: in prose, a few characters of every 129. Reading every character (in a loop over
+ * the text's bytes) cost the gateway 336k instructions of a request with an 8,000-character
+ * prompt, 42 a character, and as a generator 965k; a pattern for the start of such a run
+ * (`\S{129}|\s{129}`) was tried again at every character, and took as long as the tokenizer; an
+ * open-ended one (`\S{129,}`) keeps a backtracking entry per character, and a 10 MiB prompt
+ * overflowed it.
  */
 function eachLongRun(text: string, each: (start: number, end: number) => boolean): void {
-  const scratch = spareCodes ?? new Uint8Array(3 * WINDOW_CHARS + 1);
-  spareCodes = undefined;
-  try {
-    let runStart = 0;
-    let inSpace = false;
-    for (let from = 0; from < text.length; from += WINDOW_CHARS) {
-      const window = text.length <= WINDOW_CHARS ? text : text.slice(from, from + WINDOW_CHARS);
-      // Undefined for text mostly outside ASCII, read a character at a time.
-      const codes = asciiCodes(window, scratch);
-      for (let j = 0; j < window.length; j++) {
-        // 0x80: a character outside ASCII, or any character of such text, is read from the string.
-        const c = codes ? codes[j] : 0x80;
-        const space = c < 0x80 ? ASCII_SPACE[c] === 1 : isSpace(window.charCodeAt(j));
-        if (space === inSpace) continue;
-        const at = from + j;
-        if (at - runStart > MAX_RUN_CHARS && each(runStart, at)) return;
-        runStart = at;
-        inSpace = space;
-      }
-    }
-    if (text.length - runStart > MAX_RUN_CHARS) each(runStart, text.length);
-  } finally {
-    spareCodes = scratch;
+  const step = MAX_RUN_CHARS + 1;
+  // The end of the last run read: the next run starts there at the earliest.
+  let readTo = 0;
+  for (let at = step - 1; at < text.length; at += step) {
+    if (at < readTo) continue;
+    const space = isSpace(text.charCodeAt(at));
+    let start = at;
+    while (start > readTo && isSpace(text.charCodeAt(start - 1)) === space) start--;
+    let end = at + 1;
+    while (end < text.length && isSpace(text.charCodeAt(end)) === space) end++;
+    readTo = end;
+    if (end - start > MAX_RUN_CHARS && each(start, end)) return;
   }
 }
 
