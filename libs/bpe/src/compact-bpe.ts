@@ -142,12 +142,10 @@ export class CompactBpe {
    * lies, from `codes` when `pieceEnd` found it (so it is ASCII). Never re-entered: `each` is ours
    * and synchronous.
    */
-  private pieces(text: string, each: (start: number, end: number, codes?: Uint8Array) => void): void {
+  private pieces(text: string, each: (start: number, end: number, codes?: Uint8Array) => void, from = 0, codes = this.codesOf(text)): void {
     const split = this.split;
     const pieceEnd = this.pieceEnd;
-    const codes = pieceEnd ? asciiCodes(text, this.codes) : undefined;
-    if (codes !== undefined && codes !== this.codes && text.length <= KEPT_CODES_CHARS) this.codes = codes;
-    for (let at = 0; at < text.length; ) {
+    for (let at = from; at < text.length; ) {
       const end = codes ? pieceEnd!(codes, at, text.length) : -1;
       if (end > at) {
         each(at, end, codes);
@@ -164,6 +162,14 @@ export class CompactBpe {
         at = found.index + found[0].length;
       }
     }
+  }
+
+  /** The text's asciiCodes when there is a `pieceEnd` to read them (in scratch space kept for the next call where it fits). */
+  private codesOf(text: string): Uint8Array | undefined {
+    if (this.pieceEnd === undefined) return undefined;
+    const codes = asciiCodes(text, this.codes);
+    if (codes !== undefined && codes !== this.codes && text.length <= KEPT_CODES_CHARS) this.codes = codes;
+    return codes;
   }
 
   /** The rank of buf[start, end), or -1 when it is not a token. */
@@ -305,8 +311,19 @@ export class CompactBpe {
   }
 
   count(text: string): number {
+    const codes = this.codesOf(text);
     let total = 0;
-    this.pieces(text, (start, end, codes) => (total += this.piece(text, start, end, codes)));
+    let at = 0;
+    // ASCII in a loop of its own, up to a piece that is the pattern's to find: most prompts end to
+    // end. Most of their pieces are a token whole, looked up where they lie.
+    if (codes !== undefined)
+      while (at < text.length) {
+        const end = this.pieceEnd!(codes, at, text.length);
+        if (end <= at) break;
+        total += end - at < LONG_PIECE && this.rankOf(codes, at, end) >= 0 ? 1 : this.piece(text, at, end, codes);
+        at = end;
+      }
+    if (at < text.length) this.pieces(text, (start, end, codes) => (total += this.piece(text, start, end, codes)), at, codes);
     return total;
   }
 
