@@ -134,13 +134,13 @@ export class CompactBpe {
   }
 
   /**
-   * Calls `each` with the bounds of every piece of `text`, in order: by `pieceEnd` where it can
-   * tell, else by the pattern, one match at a time (its match at a position depends only on the
-   * text from there on). Not matchAll: it copies the RegExp and makes an iterator on every call,
-   * which took half the time of counting short texts (a role, a sentence and a one-line system
-   * prompt: 2.1 against 1.0 us for the three). Bounds rather than strings: a piece is read where it
-   * lies, from `codes` when `pieceEnd` found it (so it is ASCII). Never re-entered: `each` is ours
-   * and synchronous.
+   * Calls `each` with the bounds of every piece of `text` from `from` (a piece boundary), in order:
+   * by `pieceEnd` reading `codes` (codesOf the text) where it can tell, else by the pattern, one
+   * match at a time (its match at a position depends only on the text from there on). Not
+   * matchAll: it copies the RegExp and makes an iterator on every call, which took half the time of
+   * counting short texts (a role, a sentence and a one-line system prompt: 2.1 against 1.0 us for
+   * the three). Bounds rather than strings: a piece is read where it lies, from `codes` when
+   * `pieceEnd` found it (so it is ASCII). Never re-entered: `each` is ours and synchronous.
    */
   private pieces(text: string, each: (start: number, end: number, codes?: Uint8Array) => void, from = 0, codes = this.codesOf(text)): void {
     const split = this.split;

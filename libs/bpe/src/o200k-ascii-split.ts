@@ -39,6 +39,8 @@ const LETTER = UPPER | LOWER;
 const END = 0;
 /** A character outside ASCII, which may be a letter, a digit or a space: the piece is the pattern's to find. */
 const OUTSIDE = 64;
+/** asciiCodes' mark after the text, copied: compiled to CommonJS, every read of an import calls a getter. */
+const TEXT_END = ASCII_CODES_END;
 
 /**
  * By code: below 0x80 the character's class, at ASCII_CODES_END (after the text) END, else
@@ -52,15 +54,15 @@ CLASS.fill(LOWER, 0x61, 0x7b);
 CLASS.fill(DIGIT, 0x30, 0x3a);
 for (const c of [0x09, 0x0b, 0x0c, 0x20]) CLASS[c] = SPACE;
 for (const c of [0x0a, 0x0d]) CLASS[c] = SPACE | LINE_BREAK;
-CLASS[ASCII_CODES_END] = END;
+CLASS[TEXT_END] = END;
 
 /** After a word (alternatives 1 and 2): its contraction's end, or `at` when none follows. */
 function contractionEnd(codes: Uint8Array, at: number): number {
   if (codes[at] !== 0x27) return at;
-  // Lower-cased: ASCII_CODES_END stays itself, and nothing after it is read.
+  // Lower-cased: TEXT_END stays itself, and nothing after it is read.
   const first = codes[at + 1] | 0x20;
   if (first === 0x73 || first === 0x74 || first === 0x64 || first === 0x6d) return at + 2; // 's 't 'd 'm
-  const second = first === ASCII_CODES_END ? 0 : codes[at + 2] | 0x20;
+  const second = first === TEXT_END ? 0 : codes[at + 2] | 0x20;
   if ((first === 0x6c && second === 0x6c) || (first === 0x76 && second === 0x65) || (first === 0x72 && second === 0x65)) return at + 3; // 'll 've 're
   return at;
 }
