@@ -1,5 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { countTokens, decode, encode } from 'gpt-tokenizer/encoding/o200k_base';
 import { fc } from '@atelier/testing';
 import { buildVocabulary, CompactBpe } from './compact-bpe';
@@ -18,6 +20,9 @@ const fragment = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 6 }),
   fc.string({ maxLength: 12 }),
 );
+/** A word of letters only, different for each number: a piece of its own that no vocabulary holds whole. */
+const lettersOf = (i: number) => i.toString(26).replace(/[0-9]/g, (d) => 'qrstuvwxyz'[Number(d)]);
+
 // Without U+FEFF, where gpt-tokenizer is wrong (see the last test of this block).
 const text = fc.array(fragment, { maxLength: 30 }).map((parts) => parts.join('').replaceAll('\ufeff', ''));
 
@@ -82,15 +87,30 @@ describe('CompactBpe (o200k) against gpt-tokenizer', () => {
     expect(bpe.count('a <|endoftext|> b')).toBeGreaterThan(3);
   });
 
-  it('gives a long piece the same tokens the first time, from memory, and after being forgotten', () => {
-    const run = (i: number) => `${'東京タワー'.repeat(6)}${i}xyz${'ab'.repeat(10)}`;
+  it('gives a piece that merges the same tokens the first time, from memory, and after its memory was cleared', () => {
+    const run = (i: number) => `${'東京タワー'.repeat(6)}${i}xyz${'ab'.repeat(10)} zq${lettersOf(i)}vx`;
     const first = bpe.encode(run(0));
     expect(first).toEqual(reference.encode(run(0)));
     expect(bpe.encode(run(0))).toEqual(first);
     expect(bpe.count(run(0))).toBe(first.length);
-    // More distinct long pieces than are kept, then the first again.
-    for (let i = 1; i < 600; i++) expect(bpe.count(run(i))).toBe(reference.count(run(i)));
+    // More distinct pieces that merge than are kept (8,192), then the first again.
+    for (let i = 1; i < 9_000; i++) expect(bpe.count(run(i))).toBe(reference.count(run(i)));
     expect(bpe.encode(run(0))).toEqual(first);
+  });
+
+  it('keeps none of the text it counted alive: what it remembers of a piece is a copy', () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 16; i++) {
+      // A piece that merges, unique to each text, in 512 KiB of prose, flat as JSON.parse leaves a request's strings.
+      const text = JSON.parse(JSON.stringify(`zq${lettersOf(i)}vx${'qj'.repeat(12)} ${'lorem ipsum dolor sit amet '.repeat(20_000)}`)) as string;
+      bpe.count(text);
+    }
+    gc();
+    // A slice of each text kept as the piece's key would keep 16 texts of 512 KiB alive.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(4 * 2 ** 20);
   });
 
   it('reads a byte-order mark as the one token tiktoken has for it', () => {

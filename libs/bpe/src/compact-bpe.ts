@@ -52,9 +52,11 @@ export function asciiCodes(text: string, scratch?: Uint8Array): Uint8Array | und
 /** Texts up to this long have their asciiCodes written into scratch space kept between calls. */
 const KEPT_CODES_CHARS = 65_536;
 
-/** Pieces at least this long (UTF-16 units) are remembered; LONG_PIECES_KEPT of them at most. */
-const LONG_PIECE = 24;
-const LONG_PIECES_KEPT = 256;
+/** Pieces kept with their tokens (CompactBpe.mergedPieces); when full, all are dropped at once. */
+const PIECES_KEPT = 8192;
+
+/** Above every rank: a pair that is not a token (merge never joins it). */
+const NO_PAIR = 0x7fffffff;
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
@@ -103,19 +105,30 @@ export function buildVocabulary(ranks: readonly (string | readonly number[] | un
 
 export class CompactBpe {
   private readonly mask: number;
-  /** Scratch space reused by every call (calls are synchronous, so never shared). */
-  private buf = new Uint8Array(1024);
+  /**
+   * Scratch space reused by every call (calls are synchronous, so never shared); `buf` a Buffer, so
+   * that a piece's bytes read as latin1 make a key of their own (mergedPieces).
+   */
+  private buf = Buffer.allocUnsafeSlow(1024);
   private bounds = new Int32Array(1025);
-  private pairRanks = new Float64Array(1025);
+  private pairRanks = new Int32Array(1025);
   private codes: Uint8Array = new Uint8Array(3 * 4096 + 1);
   /**
-   * Tokens of recent long pieces. The merge is quadratic in a piece's length, and a long piece
-   * (a 128-character slice of a run without spaces) repeats in the inputs that have them: 1 MiB
-   * of one CJK character took 0.8-1.3 s uncached. Short pieces are not kept: they merge in
-   * microseconds, and the entries would only add to what the collector traces.
+   * Tokens of the pieces that merged lately, by their UTF-8 bytes read as latin1. The merge is
+   * quadratic in a piece's length, and the pieces that merge (words not in the vocabulary whole,
+   * identifiers, slices of a long run without spaces) repeat, within a prompt and across prompts:
+   * Russian prose counted 1.8x faster, Japanese 1.9x, this README 1.3x with them kept (a word
+   * cache, as Hugging Face's tokenizers keep one). The key is a string of its own, made from the
+   * bytes: a slice of the text would be a view holding the whole prompt (32 MiB bodies) alive for
+   * as long as the entry lives.
    */
-  private readonly longPieces = new Map<string, number[]>();
+  private readonly mergedPieces = new Map<string, number[]>();
   private readonly split: RegExp;
+  /**
+   * The same pattern, sticky: tried first at each piece boundary with test(), which builds no match
+   * array nor matched string (exec's were a tenth of counting Japanese, and more garbage to collect).
+   */
+  private readonly splitHere: RegExp;
 
   constructor(
     private readonly vocabulary: BpeVocabulary,
@@ -131,6 +144,7 @@ export class CompactBpe {
     this.mask = vocabulary.slots.length - 1;
     // A copy of its own: pieces() moves its lastIndex, which must not disturb whoever else holds the pattern.
     this.split = new RegExp(split.source, split.flags.includes('g') ? split.flags : `${split.flags}g`);
+    this.splitHere = new RegExp(split.source, `${this.split.flags.replace('g', '')}y`);
   }
 
   /**
@@ -143,7 +157,7 @@ export class CompactBpe {
    * `pieceEnd` found it (so it is ASCII). Never re-entered: `each` is ours and synchronous.
    */
   private pieces(text: string, each: (start: number, end: number, codes?: Uint8Array) => void, from = 0, codes = this.codesOf(text)): void {
-    const split = this.split;
+    const { split, splitHere } = this;
     const pieceEnd = this.pieceEnd;
     for (let at = from; at < text.length; ) {
       const end = codes ? pieceEnd!(codes, at, text.length) : -1;
@@ -152,6 +166,13 @@ export class CompactBpe {
         at = end;
         continue;
       }
+      splitHere.lastIndex = at;
+      if (splitHere.test(text) && splitHere.lastIndex > at) {
+        each(at, splitHere.lastIndex);
+        at = splitHere.lastIndex;
+        continue;
+      }
+      // No piece starts here, or an empty one: the pattern finds where the next one does.
       split.lastIndex = at;
       const found = split.exec(text);
       if (found === null) return;
@@ -197,9 +218,9 @@ export class CompactBpe {
     // UTF-8 takes at most 3 bytes per UTF-16 unit.
     const length = end - start;
     if (this.buf.length < length * 3) {
-      this.buf = new Uint8Array(length * 3);
+      this.buf = Buffer.allocUnsafeSlow(length * 3);
       this.bounds = new Int32Array(length * 3 + 1);
-      this.pairRanks = new Float64Array(length * 3 + 1);
+      this.pairRanks = new Int32Array(length * 3 + 1);
     }
     // In JavaScript rather than TextEncoder.encodeInto: pieces are a few characters long, and the
     // native call cost more than the encoding (prose counted 5 times slower).
@@ -238,34 +259,37 @@ export class CompactBpe {
   /**
    * tiktoken's merge: repeatedly join the adjacent pair with the lowest rank (the leftmost on a
    * tie) until no pair is a token. Leaves the parts' boundaries in `bounds`; returns how many parts.
+   * Pieces are short (a word's bytes), so the arrays are shifted by plain loops: copyWithin's call
+   * cost more than the few elements it moved (half of counting Russian prose was this function).
    */
   private merge(n: number): number {
     const { buf, bounds, pairRanks } = this;
     let parts = n;
     for (let i = 0; i <= n; i++) bounds[i] = i;
-    const pairRank = (i: number): number => {
-      if (i + 2 > parts) return Infinity;
-      const rank = this.rankOf(buf, bounds[i], bounds[i + 2]);
-      return rank < 0 ? Infinity : rank;
-    };
-    for (let i = 0; i < parts; i++) pairRanks[i] = pairRank(i);
+    for (let i = 0; i + 1 < n; i++) pairRanks[i] = this.pairRank(buf, i, i + 2);
     while (parts > 1) {
-      let lowest = Infinity;
+      let lowest = NO_PAIR;
       let at = -1;
-      for (let i = 0; i < parts - 1; i++)
+      for (let i = 0; i + 1 < parts; i++)
         if (pairRanks[i] < lowest) {
           lowest = pairRanks[i];
           at = i;
         }
       if (at < 0) break;
       // Drop the boundary between parts at and at + 1.
-      bounds.copyWithin(at + 1, at + 2, parts + 1);
-      pairRanks.copyWithin(at + 1, at + 2, parts);
       parts--;
-      pairRanks[at] = pairRank(at);
-      if (at > 0) pairRanks[at - 1] = pairRank(at - 1);
+      for (let i = at + 1; i <= parts; i++) bounds[i] = bounds[i + 1];
+      for (let i = at + 1; i + 1 < parts; i++) pairRanks[i] = pairRanks[i + 1];
+      if (at + 1 < parts) pairRanks[at] = this.pairRank(buf, bounds[at], bounds[at + 2]);
+      if (at > 0) pairRanks[at - 1] = this.pairRank(buf, bounds[at - 1], bounds[at + 1]);
     }
     return parts;
+  }
+
+  /** The rank of the pair buf[start, end) as merge orders it: NO_PAIR when it is not a token. */
+  private pairRank(buf: Uint8Array, start: number, end: number): number {
+    const rank = this.rankOf(buf, start, end);
+    return rank < 0 ? NO_PAIR : rank;
   }
 
   /**
@@ -273,22 +297,6 @@ export class CompactBpe {
    * `codes`: the text's asciiCodes, when the piece is ASCII.
    */
   private piece(text: string, start: number, end: number, codes: Uint8Array | undefined, out?: number[]): number {
-    if (end - start >= LONG_PIECE) {
-      const piece = text.slice(start, end);
-      let tokens = this.longPieces.get(piece);
-      if (!tokens) {
-        tokens = [];
-        this.mergePiece(piece, 0, piece.length, undefined, tokens);
-        if (this.longPieces.size >= LONG_PIECES_KEPT) this.longPieces.delete(this.longPieces.keys().next().value as string);
-        this.longPieces.set(piece, tokens);
-      }
-      if (out) for (const token of tokens) out.push(token);
-      return tokens.length;
-    }
-    return this.mergePiece(text, start, end, codes, out);
-  }
-
-  private mergePiece(text: string, start: number, end: number, codes: Uint8Array | undefined, out?: number[]): number {
     // ASCII is its own UTF-8: most pieces are a token whole, looked up where they lie.
     if (codes !== undefined) {
       const whole = this.rankOf(codes, start, end);
@@ -305,9 +313,22 @@ export class CompactBpe {
         return 1;
       }
     }
-    const parts = this.merge(n);
-    if (out) for (let i = 0; i < parts; i++) out.push(this.rankOf(this.buf, this.bounds[i], this.bounds[i + 1]));
-    return parts;
+    return this.merged(n, out);
+  }
+
+  /** Adds the tokens of the piece in buf[0, n), which is not a token whole, to `out` (or only counts them). */
+  private merged(n: number, out?: number[]): number {
+    const key = this.buf.toString('latin1', 0, n);
+    let tokens = this.mergedPieces.get(key);
+    if (tokens === undefined) {
+      const parts = this.merge(n);
+      tokens = new Array<number>(parts);
+      for (let i = 0; i < parts; i++) tokens[i] = this.rankOf(this.buf, this.bounds[i], this.bounds[i + 1]);
+      if (this.mergedPieces.size >= PIECES_KEPT) this.mergedPieces.clear();
+      this.mergedPieces.set(key, tokens);
+    }
+    if (out) for (const token of tokens) out.push(token);
+    return tokens.length;
   }
 
   count(text: string): number {
@@ -320,7 +341,7 @@ export class CompactBpe {
       while (at < text.length) {
         const end = this.pieceEnd!(codes, at, text.length);
         if (end <= at) break;
-        total += end - at < LONG_PIECE && this.rankOf(codes, at, end) >= 0 ? 1 : this.piece(text, at, end, codes);
+        total += this.rankOf(codes, at, end) >= 0 ? 1 : this.merged(this.load(text, at, end));
         at = end;
       }
     if (at < text.length) this.pieces(text, (start, end, codes) => (total += this.piece(text, start, end, codes)), at, codes);
