@@ -93,9 +93,13 @@ describe('CompactBpe (o200k) against gpt-tokenizer', () => {
     expect(first).toEqual(reference.encode(run(0)));
     expect(bpe.encode(run(0))).toEqual(first);
     expect(bpe.count(run(0))).toBe(first.length);
-    // More distinct pieces that merge than are kept (8,192), then the first again.
+    // More distinct pieces that merge than there are places to keep them (8,192), then the first again.
     for (let i = 1; i < 9_000; i++) expect(bpe.count(run(i))).toBe(reference.count(run(i)));
     expect(bpe.encode(run(0))).toEqual(first);
+    // Counted first (a count keeps no tokens), then encoded.
+    expect(bpe.count(run(9_001))).toBe(reference.count(run(9_001)));
+    expect(bpe.encode(run(9_001))).toEqual(reference.encode(run(9_001)));
+    expect(bpe.encode(run(9_001))).toEqual(reference.encode(run(9_001)));
   });
 
   it('keeps none of the text it counted alive: what it remembers of a piece is a copy', () => {
@@ -104,8 +108,9 @@ describe('CompactBpe (o200k) against gpt-tokenizer', () => {
     gc();
     const before = process.memoryUsage().heapUsed;
     for (let i = 0; i < 16; i++) {
-      // A piece that merges, unique to each text, in 512 KiB of prose, flat as JSON.parse leaves a request's strings.
-      const text = JSON.parse(JSON.stringify(`zq${lettersOf(i)}vx${'qj'.repeat(12)} ${'lorem ipsum dolor sit amet '.repeat(20_000)}`)) as string;
+      // A long piece that merges (kept in a Map, by a key), unique to each text, in 512 KiB of prose,
+      // flat as JSON.parse leaves a request's strings.
+      const text = JSON.parse(JSON.stringify(`zq${lettersOf(i)}vx${'qj'.repeat(40)} ${'lorem ipsum dolor sit amet '.repeat(20_000)}`)) as string;
       bpe.count(text);
     }
     gc();

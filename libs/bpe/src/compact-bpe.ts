@@ -52,8 +52,15 @@ export function asciiCodes(text: string, scratch?: Uint8Array): Uint8Array | und
 /** Texts up to this long have their asciiCodes written into scratch space kept between calls. */
 const KEPT_CODES_CHARS = 65_536;
 
-/** Pieces kept with their tokens (CompactBpe.mergedPieces); when full, all are dropped at once. */
-const PIECES_KEPT = 8192;
+/**
+ * Pieces that merge, up to this many bytes, are remembered in typed arrays (CompactBpe's short*
+ * slots), one per slot of SHORT_PIECE_SLOTS (by hash: a newer piece takes an older one's slot),
+ * with up to SHORT_PIECE_TOKENS tokens each. Longer ones go to a Map, LONG_PIECES_KEPT at most.
+ */
+const SHORT_PIECE_BYTES = 64;
+const SHORT_PIECE_SLOTS = 8192;
+const SHORT_PIECE_TOKENS = 16;
+const LONG_PIECES_KEPT = 256;
 
 /** Above every rank: a pair that is not a token (merge never joins it). */
 const NO_PAIR = 0x7fffffff;
@@ -107,22 +114,29 @@ export class CompactBpe {
   private readonly mask: number;
   /**
    * Scratch space reused by every call (calls are synchronous, so never shared); `buf` a Buffer, so
-   * that a piece's bytes read as latin1 make a key of their own (mergedPieces).
+   * that a long piece's bytes read as latin1 make a key of their own (longPieces).
    */
   private buf = Buffer.allocUnsafeSlow(1024);
   private bounds = new Int32Array(1025);
   private pairRanks = new Int32Array(1025);
   private codes: Uint8Array = new Uint8Array(3 * 4096 + 1);
   /**
-   * Tokens of the pieces that merged lately, by their UTF-8 bytes read as latin1. The merge is
-   * quadratic in a piece's length, and the pieces that merge (words not in the vocabulary whole,
-   * identifiers, slices of a long run without spaces) repeat, within a prompt and across prompts:
-   * Russian prose counted 1.8x faster, Japanese 1.9x, this README 1.3x with them kept (a word
-   * cache, as Hugging Face's tokenizers keep one). The key is a string of its own, made from the
-   * bytes: a slice of the text would be a view holding the whole prompt (32 MiB bodies) alive for
-   * as long as the entry lives.
+   * The pieces that merged lately, with their tokens: the merge is quadratic in a piece's length,
+   * and the pieces that merge (words not in the vocabulary whole, identifiers, slices of a run
+   * without spaces) repeat, within a prompt and across prompts (Hugging Face's tokenizers keep a
+   * word cache for the same reason). A short piece's bytes, its token count and its tokens (once
+   * an encode asked for them, else shortTokensKnown is 0) sit in its slot: typed arrays, which
+   * the collector never traces, and no key to allocate. A long piece's key is its bytes read as
+   * latin1, a string of its own: a slice of the text would be a view holding the whole prompt
+   * (bodies up to 32 MiB) alive as long as the entry lives.
    */
-  private readonly mergedPieces = new Map<string, number[]>();
+  private readonly shortBytes = new Uint8Array(SHORT_PIECE_SLOTS * SHORT_PIECE_BYTES);
+  /** 0: an empty slot. */
+  private readonly shortLength = new Uint8Array(SHORT_PIECE_SLOTS);
+  private readonly shortCount = new Uint8Array(SHORT_PIECE_SLOTS);
+  private readonly shortTokensKnown = new Uint8Array(SHORT_PIECE_SLOTS);
+  private readonly shortTokens = new Int32Array(SHORT_PIECE_SLOTS * SHORT_PIECE_TOKENS);
+  private readonly longPieces = new Map<string, number[]>();
   private readonly split: RegExp;
   /**
    * The same pattern, sticky: tried first at each piece boundary with test(), which builds no match
@@ -318,14 +332,43 @@ export class CompactBpe {
 
   /** Adds the tokens of the piece in buf[0, n), which is not a token whole, to `out` (or only counts them). */
   private merged(n: number, out?: number[]): number {
+    if (n > SHORT_PIECE_BYTES) return this.mergedLong(n, out);
+    const { buf, shortBytes, shortTokens } = this;
+    const slot = hashBytes(buf, 0, n) & (SHORT_PIECE_SLOTS - 1);
+    const at = slot * SHORT_PIECE_BYTES;
+    let kept = this.shortLength[slot] === n && (out === undefined || this.shortTokensKnown[slot] === 1);
+    for (let i = 0; kept && i < n; i++) kept = shortBytes[at + i] === buf[i];
+    const tokensAt = slot * SHORT_PIECE_TOKENS;
+    if (kept) {
+      const count = this.shortCount[slot];
+      if (out) for (let i = 0; i < count; i++) out.push(shortTokens[tokensAt + i]);
+      return count;
+    }
+    const parts = this.merge(n);
+    for (let i = 0; i < n; i++) shortBytes[at + i] = buf[i];
+    this.shortLength[slot] = n;
+    this.shortCount[slot] = parts;
+    // Only an encode needs the tokens; a count saves looking them up.
+    const known = out !== undefined && parts <= SHORT_PIECE_TOKENS;
+    this.shortTokensKnown[slot] = known ? 1 : 0;
+    if (out)
+      for (let i = 0; i < parts; i++) {
+        const token = this.rankOf(buf, this.bounds[i], this.bounds[i + 1]);
+        if (known) shortTokens[tokensAt + i] = token;
+        out.push(token);
+      }
+    return parts;
+  }
+
+  private mergedLong(n: number, out?: number[]): number {
     const key = this.buf.toString('latin1', 0, n);
-    let tokens = this.mergedPieces.get(key);
+    let tokens = this.longPieces.get(key);
     if (tokens === undefined) {
       const parts = this.merge(n);
       tokens = new Array<number>(parts);
       for (let i = 0; i < parts; i++) tokens[i] = this.rankOf(this.buf, this.bounds[i], this.bounds[i + 1]);
-      if (this.mergedPieces.size >= PIECES_KEPT) this.mergedPieces.clear();
-      this.mergedPieces.set(key, tokens);
+      if (this.longPieces.size >= LONG_PIECES_KEPT) this.longPieces.delete(this.longPieces.keys().next().value as string);
+      this.longPieces.set(key, tokens);
     }
     if (out) for (const token of tokens) out.push(token);
     return tokens.length;
