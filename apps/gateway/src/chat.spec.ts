@@ -317,6 +317,31 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
       expect(res.body).toMatchObject({ status: 'error', error: { message } });
     });
 
+    it('refuses caller schemas Ajv could not compile, and ones too large to check, without compiling them', async () => {
+      const tool = (parameters: object) => ({ model: 'local-chat', messages: ask('hi'), tools: [{ type: 'function', function: { name: 'f', parameters } }] });
+      const wide = { type: 'object', properties: Object.fromEntries(Array.from({ length: 6_000 }, (_, i) => [`p${i}`, { type: 'string' }])) };
+      const cases: [object, string][] = [
+        [tool(wide), 'tools[0].function.parameters is too large: it holds more than 5000 objects and arrays'],
+        [tool({ type: 'string', pattern: '(' }), 'tools[0].function.parameters is not a valid JSON Schema: Invalid regular expression: /(/u: Unterminated group'],
+        [tool({ $ref: '#/$defs/address' }), "tools[0].function.parameters is not a valid JSON Schema: can't resolve reference #/$defs/address from id #"],
+        [
+          { model: 'local-chat', messages: ask('hi'), response_format: { type: 'json_schema', json_schema: { name: 'r', schema: { $ref: 'https://example.com/r.json' } } } },
+          "response_format.json_schema.schema is not a valid JSON Schema: can't resolve reference https://example.com/r.json from id #",
+        ],
+      ];
+      for (const [body, message] of cases) {
+        const res = await post(body);
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ status: 'error', error: { message } });
+      }
+      // A schema with references that resolve is taken, and local-chat calls the tool with arguments valid against it.
+      const tree = { $defs: { city: { type: 'string', enum: ['Paris', 'Oslo'] } }, type: 'object', properties: { city: { $ref: '#/$defs/city' } }, required: ['city'] };
+      const res = await post({ ...tool(tree), tool_choice: 'required' });
+      expect(res.status).toBe(200);
+      const call = (res.body as { choices: { message: { tool_calls: { function: { arguments: string } }[] } }[] }).choices[0].message.tool_calls[0];
+      expect(['Paris', 'Oslo']).toContain((JSON.parse(call.function.arguments) as { city: string }).city);
+    });
+
     it('shows the spec texts through the OpenAI SDK', async () => {
       expect(await apiError(client.chat.completions.create({ model: 'local-chat', messages: [] }))).toEqual({ status: 400, message: 'Messages array cannot be empty' });
       expect(await apiError(client.chat.completions.create({ model: 'nope', messages: ask('hi') }))).toEqual({ status: 404, message: 'Model not found: nope' });

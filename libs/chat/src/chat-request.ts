@@ -2,7 +2,7 @@ import { ApiError, type ChatTokenLimits } from '@atelier/contracts';
 import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ValidationIssue } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } from './chat-types';
 import { countPromptTokens } from './token-count';
-import { compileUserSchema, UserSchemaError } from './user-schema';
+import { checkUserSchema, UserSchemaError } from './user-schema';
 
 const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
   '/images/generate': 'POST /api/ai/images/generate',
@@ -41,7 +41,7 @@ export interface ParsedChatRequest {
  * Validates a chat body for a model: first against the model's json_request_schema (types,
  * ranges, roles, content parts, with the spec's texts), then the rules a schema cannot express:
  * tool messages answer an earlier tool call, tool_choice names a declared tool, caller-supplied
- * JSON Schemas compile, and the prompt plus the completion fit the context window.
+ * JSON Schemas would compile, and the prompt plus the completion fit the context window.
  */
 export function parseChatRequest(model: ChatModelDefinition, raw: unknown, options: { inPlace?: boolean } = {}): ParsedChatRequest {
   // Read before validation, which may fill in a default max_tokens.
@@ -57,7 +57,7 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown, optio
   resolveToolChoice(body.tool_choice as ToolChoice | undefined, tools);
   const responseFormat = (body.response_format as ResponseFormat | undefined) ?? { type: 'text' };
   if (responseFormat.type === 'json_schema' && responseFormat.json_schema.schema !== undefined)
-    compileOrThrow(responseFormat.json_schema.schema, 'response_format.json_schema.schema');
+    checkSchema(responseFormat.json_schema.schema, 'response_format.json_schema.schema');
   if (body.n !== undefined && body.n !== 1) throw fieldError('n', 'n must be 1: atelier returns one choice per request');
 
   // Counted only as far as the context window: past it, the request is refused whatever the rest holds.
@@ -137,11 +137,11 @@ function checkConversation(messages: ChatMessage[]): void {
   });
 }
 
-function compileOrThrow(schema: JsonSchemaObject, field: string): void {
+function checkSchema(schema: JsonSchemaObject, field: string): void {
   try {
-    compileUserSchema(schema);
+    checkUserSchema(schema);
   } catch (err) {
-    if (err instanceof UserSchemaError) throw fieldError(field, `${field} is not a valid JSON Schema: ${err.message}`);
+    if (err instanceof UserSchemaError) throw fieldError(field, err.tooLarge ? `${field} is too large: ${err.message}` : `${field} is not a valid JSON Schema: ${err.message}`);
     throw err;
   }
 }
@@ -152,7 +152,7 @@ function checkTools(tools: ChatTool[]): void {
     const name = tool.function.name;
     if (seen.has(name)) throw fieldError(`tools[${i}].function.name`, `tools[${i}].function.name '${name}' is declared twice`);
     seen.add(name);
-    if (tool.function.parameters !== undefined) compileOrThrow(tool.function.parameters, `tools[${i}].function.parameters`);
+    if (tool.function.parameters !== undefined) checkSchema(tool.function.parameters, `tools[${i}].function.parameters`);
   });
 }
 

@@ -1,0 +1,111 @@
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import type { JsonSchemaObject } from '@atelier/models';
+import { fc } from '@atelier/testing';
+import { checkUserSchema, compileUserSchema, MAX_SCHEMA_NODES, UserSchemaError } from './user-schema';
+
+/** What the gateway did before checkUserSchema: Ajv's compile, whose verdict the check must give. */
+const reference = new Ajv2020({ strict: false, allErrors: false, validateFormats: true, logger: false });
+addFormats(reference);
+const compiles = (schema: JsonSchemaObject) => {
+  try {
+    reference.compile(schema);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    // Ajv keeps every schema it compiled.
+    reference.removeSchema();
+  }
+};
+const refusal = (schema: JsonSchemaObject) => {
+  try {
+    checkUserSchema(schema);
+    return undefined;
+  } catch (err) {
+    expect(err).toBeInstanceOf(UserSchemaError);
+    return (err as UserSchemaError).message;
+  }
+};
+
+/** A caller's schema as sent, wrong types included. */
+const unchecked = (value: object) => value as JsonSchemaObject;
+
+/** Schemas built from what callers write and get wrong: types, patterns, references, data that looks like a schema. */
+const schemaOf = (depth: number): fc.Arbitrary<JsonSchemaObject> => {
+  const sub = depth > 0 ? schemaOf(depth - 1) : fc.constant<JsonSchemaObject>({ type: 'string' });
+  return fc
+    .record(
+      {
+        type: fc.constantFrom('string', 'object', 'integer', ['string', 'null'], 'strin', 7),
+        pattern: fc.constantFrom('^[a-z]+$', '(', '\\-', '\\p{L}+', '[', 'a{2,1}'),
+        $ref: fc.constantFrom('#', '#/$defs/a', '#/$defs/missing', '#/properties/x', '#node', '#/$defs/a/type', 'other.json', 'http://example.com/s.json', '#/$defs/b~1c'),
+        $anchor: fc.constantFrom('node', 'other'),
+        $defs: fc.dictionary(fc.constantFrom('a', 'b/c'), sub, { maxKeys: 2 }),
+        properties: fc.dictionary(fc.constantFrom('x', 'pattern', '$ref'), sub, { maxKeys: 2 }),
+        patternProperties: fc.dictionary(fc.constantFrom('^s_', '(', '\\d+'), sub, { maxKeys: 1 }),
+        items: sub,
+        anyOf: fc.array(sub, { minLength: 1, maxLength: 2 }),
+        enum: fc.constant([{ pattern: '(' }, { $ref: '#/nowhere' }, 'a']),
+        minLength: fc.constantFrom(1, -1, 'two'),
+        required: fc.constantFrom(['x'], 'x'),
+      },
+      { requiredKeys: [] },
+    )
+    .map(unchecked);
+};
+
+describe('checkUserSchema', () => {
+  it('refuses exactly the schemas Ajv could not compile, without compiling them', () => {
+    fc.assert(
+      fc.property(schemaOf(2), (schema) => {
+        expect(refusal(schema) === undefined).toBe(compiles(schema));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("says why, in Ajv's words", () => {
+    expect(refusal(unchecked({ type: 'object', properties: { a: { type: 'strin' } } }))).toMatch(/^schema is invalid: data\/properties\/a\/type must be equal to one of the allowed values/);
+    expect(refusal({ type: 'string', pattern: '(' })).toBe('Invalid regular expression: /(/u: Unterminated group');
+    expect(refusal({ patternProperties: { '\\-': {} } })).toBe('Invalid regular expression: /\\-/u: Invalid escape');
+    expect(refusal({ $ref: '#/$defs/missing' })).toBe("can't resolve reference #/$defs/missing from id #");
+    expect(refusal({ $ref: 'https://example.com/person.json' })).toBe("can't resolve reference https://example.com/person.json from id #");
+  });
+
+  it('takes references to the root, into $defs (escaped names too) and to anchors, and reads enum and const as data', () => {
+    const tree: JsonSchemaObject = {
+      $defs: { 'a/b': { type: 'string' }, node: { $anchor: 'node', type: 'object', properties: { next: { $ref: '#node' } } } },
+      type: 'object',
+      properties: { self: { $ref: '#' }, slash: { $ref: '#/$defs/a~1b' }, list: { $ref: '#/$defs/node' } },
+      enum: [{ pattern: '(', $ref: '#/nowhere' }],
+      const: { $ref: 'http://x' },
+    };
+    expect(refusal(tree)).toBeUndefined();
+    expect(compiles(tree)).toBe(true);
+  });
+
+  it('refuses a schema of more than MAX_SCHEMA_NODES objects and arrays as too large, before reading it further', () => {
+    const wide = (n: number): JsonSchemaObject => ({ type: 'object', properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string' }])) });
+    // The root, the properties object and one object per property.
+    expect(refusal(wide(MAX_SCHEMA_NODES - 2))).toBeUndefined();
+    let error: unknown;
+    try {
+      checkUserSchema(unchecked({ ...wide(MAX_SCHEMA_NODES - 1), type: 'strin' }));
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(UserSchemaError);
+    expect((error as UserSchemaError).tooLarge).toBe(true);
+    expect((error as UserSchemaError).message).toBe(`it holds more than ${MAX_SCHEMA_NODES} objects and arrays`);
+  });
+
+  it('compiles what it passed into a validator that reads values as the schema says', () => {
+    const schema: JsonSchemaObject = { type: 'object', properties: { city: { type: 'string', pattern: '^\\p{Lu}' } }, required: ['city'] };
+    checkUserSchema(schema);
+    const validate = compileUserSchema(schema);
+    expect(validate({ city: 'Zürich' })).toBe(true);
+    expect(validate({ city: 'zürich' })).toBe(false);
+    expect(validate({})).toBe(false);
+  });
+});
