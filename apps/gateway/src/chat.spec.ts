@@ -334,6 +334,10 @@ describe('POST /api/ai/chat/completions with local-chat (OpenAI SDK, real gatewa
         expect(res.status).toBe(400);
         expect(res.body).toMatchObject({ status: 'error', error: { message } });
       }
+      // Taken by the check (a reference into data is only data to it), refused where local-chat compiles it: still a 400.
+      const intoData = await post({ ...tool({ type: 'object', properties: { a: { $ref: '#/enum/0' } }, enum: [{ type: 'strin' }] }), tool_choice: 'required' });
+      expect(intoData.status).toBe(400);
+      expect(intoData.body).toMatchObject({ error: { message: 'tools[0].function.parameters is not a valid JSON Schema: type must be JSONType or JSONType[]: strin' } });
       // A schema with references that resolve is taken, and local-chat calls the tool with arguments valid against it.
       const tree = { $defs: { city: { type: 'string', enum: ['Paris', 'Oslo'] } }, type: 'object', properties: { city: { $ref: '#/$defs/city' } }, required: ['city'] };
       const res = await post({ ...tool(tree), tool_choice: 'required' });
