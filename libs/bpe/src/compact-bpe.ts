@@ -140,7 +140,7 @@ export class CompactBpe {
   private readonly split: RegExp;
   /**
    * The same pattern, sticky: tried first at each piece boundary with test(), which builds no match
-   * array nor matched string (exec's were a tenth of counting Japanese, and more garbage to collect).
+   * array nor matched string (Russian prose, one text counted over and over: 82 -> 68 ns a character).
    */
   private readonly splitHere: RegExp;
 
@@ -273,8 +273,8 @@ export class CompactBpe {
   /**
    * tiktoken's merge: repeatedly join the adjacent pair with the lowest rank (the leftmost on a
    * tie) until no pair is a token. Leaves the parts' boundaries in `bounds`; returns how many parts.
-   * Pieces are short (a word's bytes), so the arrays are shifted by plain loops: copyWithin's call
-   * cost more than the few elements it moved (half of counting Russian prose was this function).
+   * Most pieces are short (a word's bytes), so the arrays are shifted by plain loops: copyWithin's
+   * call cost more than the few elements it moved (this function was half of counting Russian prose).
    */
   private merge(n: number): number {
     const { buf, bounds, pairRanks } = this;
