@@ -12,13 +12,26 @@ addFormats(ajv);
 /**
  * What compiles the schemas that validate values (compileUserSchema), with Ajv's code optimizer
  * off: these are compiled far more often than the few values each checks, and it made compiling
- * 3-6 times slower.
+ * 3-6 times slower. An Ajv instance keeps every schema it compiled and its code for as long as it
+ * lives (its scope: about 4.5 KB a schema, removeSchema does not free it), so after MAX_CACHED
+ * compiles a new one takes over, and the validators the old one made are let go with it.
  */
-const compiler = new Ajv2020({ strict: false, allErrors: false, validateFormats: true, logger: false, code: { optimize: false } });
-addFormats(compiler);
+const newCompiler = () => {
+  const instance = new Ajv2020({ strict: false, allErrors: false, validateFormats: true, logger: false, code: { optimize: false } });
+  addFormats(instance);
+  return instance;
+};
+let compiler = newCompiler();
+let compiledByThisCompiler = 0;
 
 // Tool schemas repeat on every turn of a conversation; checking or compiling costs far more than a lookup.
 const MAX_CACHED = 500;
+/**
+ * Only schemas whose JSON is at most this long are remembered, so the memory stays under 8 MB
+ * (500 keys of a schema near MAX_SCHEMA_NODES, ~200 KB each, would hold 100 MB); tool schemas
+ * are a few KB. A larger one is checked (or compiled) again each time it comes.
+ */
+const MAX_CACHED_CHARS = 16_384;
 const compiled = new Map<string, ValidateFunction>();
 /** Schemas checkUserSchema passed, by their JSON. */
 const checked = new Set<string>();
@@ -65,6 +78,7 @@ export function checkUserSchema(schema: JsonSchemaObject): void {
   const { $schema: _ignored, ...rest } = schema;
   if (!ajv.validateSchema(rest)) throw new UserSchemaError(`schema is invalid: ${ajv.errorsText(ajv.errors)}`);
   checkReachable(schema, anchors);
+  if (key.length > MAX_CACHED_CHARS) return;
   if (checked.size >= MAX_CACHED) checked.delete(checked.values().next().value as string);
   checked.add(key);
 }
@@ -187,6 +201,12 @@ export function compileUserSchema(schema: JsonSchemaObject): ValidateFunction {
   const key = JSON.stringify(schema);
   const hit = compiled.get(key);
   if (hit) return hit;
+  if (compiledByThisCompiler >= MAX_CACHED) {
+    compiler = newCompiler();
+    compiledByThisCompiler = 0;
+    compiled.clear();
+  }
+  compiledByThisCompiler++;
   let validate: ValidateFunction;
   try {
     // $schema of another draft would make Ajv look for a meta-schema it does not have.
@@ -195,6 +215,7 @@ export function compileUserSchema(schema: JsonSchemaObject): ValidateFunction {
   } catch (err) {
     throw new UserSchemaError((err as Error).message);
   }
+  if (key.length > MAX_CACHED_CHARS) return validate;
   if (compiled.size >= MAX_CACHED) compiled.delete(compiled.keys().next().value as string);
   compiled.set(key, validate);
   return validate;
