@@ -9,6 +9,19 @@ import type { JsonSchemaObject } from '@atelier/models';
  */
 const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true, logger: false });
 addFormats(ajv);
+
+// Tool schemas repeat on every turn of a conversation; checking or compiling costs far more than a lookup.
+const MAX_CACHED = 500;
+/**
+ * Only schemas whose JSON is at most this long are remembered, so the memory stays under 8 MB
+ * (500 keys of a schema near MAX_SCHEMA_NODES, ~200 KB each, would hold 100 MB); tool schemas
+ * are a few KB. A larger one is checked (or compiled) again each time it comes.
+ */
+const MAX_CACHED_CHARS = 16_384;
+const compiled = new Map<string, ValidateFunction>();
+/** Schemas checkUserSchema passed, by their JSON. */
+const checked = new Set<string>();
+
 /**
  * What compiles the schemas that validate values (compileUserSchema), with Ajv's code optimizer
  * off: these are compiled far more often than the few values each checks, and it made compiling
@@ -23,18 +36,6 @@ const newCompiler = () => {
 };
 let compiler = newCompiler();
 let compiledByThisCompiler = 0;
-
-// Tool schemas repeat on every turn of a conversation; checking or compiling costs far more than a lookup.
-const MAX_CACHED = 500;
-/**
- * Only schemas whose JSON is at most this long are remembered, so the memory stays under 8 MB
- * (500 keys of a schema near MAX_SCHEMA_NODES, ~200 KB each, would hold 100 MB); tool schemas
- * are a few KB. A larger one is checked (or compiled) again each time it comes.
- */
-const MAX_CACHED_CHARS = 16_384;
-const compiled = new Map<string, ValidateFunction>();
-/** Schemas checkUserSchema passed, by their JSON. */
-const checked = new Set<string>();
 
 /**
  * The most objects and arrays one schema may hold: what checking it costs the gateway, and
