@@ -85,6 +85,10 @@ describe('checkUserSchema', () => {
     };
     expect(refusal(tree)).toBeUndefined();
     expect(compiles(tree)).toBe(true);
+    // An anchor's name found in data too: the reference leads to the schema that declares it, not to the data.
+    const shadowed = unchecked({ $defs: { a: { $anchor: 'x', type: 'string' } }, properties: { p: { $ref: '#x' } }, enum: [{ $anchor: 'x', pattern: '(' }] });
+    expect(refusal(shadowed)).toBeUndefined();
+    expect(compiles(shadowed)).toBe(true);
   });
 
   it('refuses a schema of more than MAX_SCHEMA_NODES objects and arrays as too large, before reading it further', () => {

@@ -88,11 +88,12 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 
 /**
  * Counts the schema's objects and arrays (refusing it past MAX_SCHEMA_NODES, before anything
- * reads it whole), and returns the names of its anchors. Data (enum, const, default, examples,
- * unknown keywords) is counted, never read as a schema. Ajv resolves no anchor of the root itself.
+ * reads it whole), and returns its anchors, each name with the schema that declares it. Data
+ * (enum, const, default, examples, unknown keywords) is counted, never read as a schema. Ajv
+ * resolves no anchor of the root itself.
  */
-function sizeAndAnchors(schema: JsonSchemaObject): Set<string> {
-  const anchors = new Set<string>();
+function sizeAndAnchors(schema: JsonSchemaObject): Map<string, object> {
+  const anchors = new Map<string, object>();
   let nodes = 0;
   const count = () => {
     if (++nodes > MAX_SCHEMA_NODES) throw new UserSchemaError(`it holds more than ${MAX_SCHEMA_NODES} objects and arrays`, true);
@@ -107,7 +108,7 @@ function sizeAndAnchors(schema: JsonSchemaObject): Set<string> {
     for (const [keyword, child] of Object.entries(value)) {
       if (!asSchema) visit(child, false);
       else if ((keyword === '$anchor' || keyword === '$dynamicAnchor') && typeof child === 'string') {
-        if (!root) anchors.add(child);
+        if (!root && !anchors.has(child)) anchors.set(child, value);
       } else if (SUBSCHEMA_MAPS.has(keyword) && isObject(child)) {
         count();
         for (const sub of Object.values(child)) visit(sub, true);
@@ -119,7 +120,7 @@ function sizeAndAnchors(schema: JsonSchemaObject): Set<string> {
 }
 
 /** The patterns and references of every schema compile would reach from the root (checkUserSchema). */
-function checkReachable(root: JsonSchemaObject, anchors: ReadonlySet<string>): void {
+function checkReachable(root: JsonSchemaObject, anchors: ReadonlyMap<string, object>): void {
   const regex = (source: string) => {
     try {
       new RegExp(source, 'u');
@@ -163,7 +164,7 @@ const isPureReference = (value: unknown): value is { $ref: string } =>
   isObject(value) && typeof value.$ref === 'string' && Object.keys(value).length === 1;
 
 /** The schema a reference points at in `root` (`#`, `#` and a JSON pointer, or `#` and an anchor's name), or undefined. */
-function resolve(root: JsonSchemaObject, ref: string, anchors: ReadonlySet<string>): unknown {
+function resolve(root: JsonSchemaObject, ref: string, anchors: ReadonlyMap<string, object>): unknown {
   if (!ref.startsWith('#')) return undefined;
   let fragment: string;
   try {
@@ -172,7 +173,7 @@ function resolve(root: JsonSchemaObject, ref: string, anchors: ReadonlySet<strin
     return undefined;
   }
   if (fragment === '') return root;
-  if (!fragment.startsWith('/')) return anchors.has(fragment) ? anchorNamed(root, fragment) : undefined;
+  if (!fragment.startsWith('/')) return anchors.get(fragment);
   let at: unknown = root;
   for (const token of fragment.slice(1).split('/')) {
     const name = token.replaceAll('~1', '/').replaceAll('~0', '~');
@@ -180,18 +181,6 @@ function resolve(root: JsonSchemaObject, ref: string, anchors: ReadonlySet<strin
     at = (at as Record<string, unknown>)[name];
   }
   return typeof at === 'boolean' || isObject(at) ? at : undefined;
-}
-
-/** The schema below the root that declares the anchor (sizeAndAnchors found it there). */
-function anchorNamed(root: JsonSchemaObject, name: string): unknown {
-  const pending: unknown[] = Object.values(root);
-  while (pending.length > 0) {
-    const node = pending.pop();
-    if (typeof node !== 'object' || node === null) continue;
-    if (isObject(node) && (node.$anchor === name || node.$dynamicAnchor === name)) return node;
-    pending.push(...Object.values(node));
-  }
-  return undefined;
 }
 
 /**
