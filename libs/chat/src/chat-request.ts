@@ -2,7 +2,7 @@ import { ApiError, type ChatTokenLimits } from '@atelier/contracts';
 import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ValidationIssue } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } from './chat-types';
 import { countPromptTokens } from './token-count';
-import { checkUserSchema, UserSchemaError } from './user-schema';
+import { checkUserSchema, schemaRefusal, UserSchemaError } from './user-schema';
 
 const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
   '/images/generate': 'POST /api/ai/images/generate',
@@ -141,7 +141,7 @@ function checkSchema(schema: JsonSchemaObject, field: string): void {
   try {
     checkUserSchema(schema);
   } catch (err) {
-    if (err instanceof UserSchemaError) throw fieldError(field, err.tooLarge ? `${field} is too large: ${err.message}` : `${field} is not a valid JSON Schema: ${err.message}`);
+    if (err instanceof UserSchemaError) throw fieldError(field, schemaRefusal(field, err));
     throw err;
   }
 }

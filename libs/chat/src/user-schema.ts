@@ -54,6 +54,11 @@ export class UserSchemaError extends Error {
   }
 }
 
+/** The 400's text for a caller schema refused at `field` (by the gateway's check, or by local-chat's compile). */
+export function schemaRefusal(field: string, err: UserSchemaError): string {
+  return err.tooLarge ? `${field} is too large: ${err.message}` : `${field} is not a valid JSON Schema: ${err.message}`;
+}
+
 /** Keywords whose value is a schema or an array of schemas. */
 const SUBSCHEMA = new Set(['additionalProperties', 'items', 'prefixItems', 'contains', 'propertyNames', 'not', 'if', 'then', 'else', 'allOf', 'anyOf', 'oneOf', 'unevaluatedItems', 'unevaluatedProperties', 'additionalItems', 'contentSchema']);
 /** Keywords whose value is an object of schemas by name. */
@@ -143,7 +148,7 @@ function checkReachable(root: JsonSchemaObject, anchors: ReadonlyMap<string, obj
       if ((keyword === '$ref' || keyword === '$dynamicRef') && typeof child === 'string') {
         let next = target(child);
         // A schema that is a reference and nothing else stands for its target: a ring of them never reaches a schema.
-        for (const ring = new Set<unknown>([node]); isPureReference(next); next = target(next.$ref as string)) {
+        for (const ring = new Set<unknown>([node]); isPureReference(next); next = target(next.$ref)) {
           if (ring.has(next)) throw new UserSchemaError(`reference ${child} leads round in references that never reach a schema`);
           ring.add(next);
         }

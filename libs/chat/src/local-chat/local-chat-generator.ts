@@ -6,7 +6,7 @@ import { countTextTokens, toolCallTokens } from '../token-count';
 import { isSentenceEnd, joinWords, localChatModel, tokenizeWords, wordPiece, type SamplingOptions } from './markov-model';
 import { requestRng, type Rng } from './rng';
 import { sampleSchemaValue, SchemaSamplingError, type SamplerContext } from './schema-sampler';
-import { UserSchemaError } from '../user-schema';
+import { schemaRefusal, UserSchemaError } from '../user-schema';
 
 /** What the gateway's fetcher learned about a media part (the model "sees" only this). */
 export interface MediaDescription {
@@ -171,7 +171,7 @@ function sampleOrThrow(schema: JsonSchemaObject, ctx: SamplerContext, field: str
     if (err instanceof SchemaSamplingError)
       throw new ApiError('unprocessable_entity', `local-chat could not produce a value valid against ${field}: ${err.message}`);
     // The gateway's check passed a schema Ajv cannot compile after all (a reference into data, say).
-    if (err instanceof UserSchemaError) throw ApiError.badRequest(`${field} is not a valid JSON Schema: ${err.message}`);
+    if (err instanceof UserSchemaError) throw ApiError.badRequest(schemaRefusal(field, err));
     throw err;
   }
 }
