@@ -50,6 +50,18 @@ export class AdminController {
     return this.accounts.createOrg(req.name, req.members, req.credits);
   }
 
+  /** Adds the user to the org; idempotent. */
+  @Put('orgs/:org/members/:username')
+  addMember(@Param('org') org: string, @Param('username') username: string) {
+    return this.accounts.addMember(org, username);
+  }
+
+  /** Removes the user and revokes their keys bound to the org, on every replica. */
+  @Delete('orgs/:org/members/:username')
+  removeMember(@Param('org') org: string, @Param('username') username: string) {
+    return this.accounts.removeMember(org, username);
+  }
+
   @Post('namespaces/:namespace/credits')
   @HttpCode(200)
   adjustCredits(@Param('namespace') namespace: string, @Body() body: unknown) {

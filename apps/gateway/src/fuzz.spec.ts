@@ -10,6 +10,9 @@ import {
   queryOnce,
   envelopeProblem,
   fc,
+  multipartArbitrary,
+  multipartPieces,
+  streamedRequest,
   requestArbitrary,
   SERVICE_APPS, startAppProcess,
   uniqueName,
@@ -35,6 +38,16 @@ import {
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 4000);
 const SECONDS = Number(process.env.FUZZ_SECONDS ?? 0);
+/** Requests of the multipart mode (many parts, big parts) and of the slow-body mode. */
+const MULTIPART_RUNS = Number(process.env.FUZZ_MULTIPART_RUNS ?? 30);
+const SLOW_RUNS = Number(process.env.FUZZ_SLOW_RUNS ?? 8);
+const SLOW_REQUEST_TIMEOUT_MS = 3000;
+
+/** Resident memory of a process, read from outside it (bytes). */
+function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
 
 describe('fuzzing every route (real processes)', () => {
   let env: TestEnvironment;
@@ -74,7 +87,9 @@ describe('fuzzing every route (real processes)', () => {
     // Each kept as soon as it runs, so a sibling that fails to start does not leave it behind.
     const started = await Promise.all(
       SERVICE_APPS.map(async ([name, v]) => {
-        const proc = await startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage') }, (child) => procs.push(child));
+        // The gateway's request timeout short, so the slow-body mode sees it end slow requests.
+        const extra: Record<string, string> = name === 'gateway' ? { HTTP_HEADERS_TIMEOUT_MS: '2000', HTTP_REQUEST_TIMEOUT_MS: String(SLOW_REQUEST_TIMEOUT_MS) } : {};
+        const proc = await startAppProcess(build, env, name, v, { STORAGE_DIR: path.join(sandbox, 'storage'), ...extra }, (child) => procs.push(child));
         return proc;
       }),
     );
@@ -261,4 +276,79 @@ describe('fuzzing every route (real processes)', () => {
     expect(readdirSync(sandbox).sort()).toEqual(['secret.txt', 'storage']);
     expect(readFileSync(path.join(sandbox, 'secret.txt'), 'utf8')).toBe(secret);
   }, Math.max(600, SECONDS + 400) * 1000);
+
+  it('multipart mode: many parts and big parts get a 4xx in the envelope or are taken, and the gateway stays small', async () => {
+    const gateway = apps.find((a) => a.name === 'gateway')!;
+    const before = rssOf(gateway.child.pid!);
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssOf(gateway.child.pid!))), 20);
+    const targets = [
+      { method: 'POST', path: '/api/ai/images/edits' },
+      { method: 'PUT', path: `/api/repos/${namespace}/fz/file/main/fuzzed/` },
+      { method: 'POST', path: '/api/ai/chat/completions' },
+    ];
+    const seen: Record<string, number> = {};
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...targets), multipartArbitrary(40 << 20), fc.constantFrom('fzb', 'x'.repeat(70)), async (target, shape, boundary) => {
+          const res = await streamedRequest(`${base}${target.path}`, {
+            method: target.method,
+            headers: { authorization: `Bearer ${ctx.apiKey}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+            body: multipartPieces(shape, boundary),
+          });
+          const key = `${target.method} ${target.path.split('/').slice(0, 4).join('/')} ${res.status}`;
+          seen[key] = (seen[key] ?? 0) + 1;
+          // A refusal may close the connection while the client is still writing; any answer that came must be proper.
+          if (res.status === 0) return;
+          if (res.status >= 500) throw new Error(`${res.status} for ${target.method} ${target.path} (${shape.parts.length} parts): ${res.text.slice(0, 300)}`);
+          const problem = envelopeProblem(res.status, res.contentType, res.text);
+          if (problem) throw new Error(`${problem}: ${res.status} ${target.method} ${target.path}: ${res.text.slice(0, 200)}`);
+        }),
+        { seed: SEED, numRuns: MULTIPART_RUNS, endOnFailure: true },
+      );
+    } finally {
+      clearInterval(sampler);
+      process.stdout.write(`\nfuzz multipart: ${JSON.stringify(seen)}; gateway RSS ${Math.round(before / 2 ** 20)} -> peak ${Math.round(peak / 2 ** 20)} MB\n`);
+    }
+    // One request at a time: the gateway holds at most one edit's images (EDIT_MAX_TOTAL_BYTES, as base64) and a few MB of buffers.
+    expect(peak - before).toBeLessThan(200 * 2 ** 20);
+    expect(apps.filter((p) => !p.alive()).map((p) => p.name)).toEqual([]);
+  }, 300_000);
+
+  it('slow-body mode: a body trickled in is answered, or ended with a 408 at the request timeout, never left open', async () => {
+    const jsonRoutes = routes.filter((r) => !r.multipart && (r.method === 'POST' || r.method === 'PUT') && r.auth === 'key' && !r.path.includes('{'));
+    const outcomes: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...jsonRoutes),
+        fc.integer({ min: 1, max: 16 }),
+        fc.integer({ min: 20, max: 600 }),
+        async (route, pieceBytes, pauseMs) => {
+          const body = JSON.stringify({ model: 'local-chat', messages: [{ role: 'user', content: 'slowly'.repeat(8) }], name: 'slow' });
+          const pieces = Array.from({ length: Math.ceil(body.length / pieceBytes) }, (_, i) => body.slice(i * pieceBytes, (i + 1) * pieceBytes));
+          const started = performance.now();
+          const res = await streamedRequest(`${base}${route.path}`, {
+            method: route.method,
+            headers: { authorization: `Bearer ${ctx.apiKey}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+            body: pieces,
+            pauseMs,
+            timeoutMs: SLOW_REQUEST_TIMEOUT_MS + 10_000,
+          });
+          const took = performance.now() - started;
+          outcomes.push(`${route.method} ${route.path} ${pieces.length}x${pauseMs}ms: ${res.status} in ${Math.round(took)} ms`);
+          if (res.status === 0) throw new Error(`${route.method} ${route.path}: closed without an answer after ${Math.round(took)} ms`);
+          if (res.status >= 500) throw new Error(`${res.status} for ${route.method} ${route.path}: ${res.text.slice(0, 300)}`);
+          const problem = envelopeProblem(res.status, res.contentType, res.text);
+          if (problem) throw new Error(`${problem}: ${res.status} ${route.method} ${route.path}: ${res.text.slice(0, 200)}`);
+          // A body still arriving at the timeout is ended then, with a 408; one that arrived in time is answered as usual.
+          if (res.status === 408 && took < SLOW_REQUEST_TIMEOUT_MS - 100) throw new Error(`408 before the request timeout (${Math.round(took)} ms)`);
+          const expectedEnd = pieces.length * pauseMs;
+          if (expectedEnd > SLOW_REQUEST_TIMEOUT_MS + 1500 && res.status !== 408) throw new Error(`a body taking ${expectedEnd} ms got ${res.status}, not 408`);
+        },
+      ),
+      { seed: SEED, numRuns: SLOW_RUNS, endOnFailure: true },
+    );
+    process.stdout.write(`\nfuzz slow bodies:\n  ${outcomes.join('\n  ')}\n`);
+    expect(apps.filter((p) => !p.alive()).map((p) => p.name)).toEqual([]);
+  }, 300_000);
 });

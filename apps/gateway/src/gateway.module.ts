@@ -28,6 +28,7 @@ import { WebhooksController } from './webhooks.controller';
 import { ApiKeysController } from './api-keys.controller';
 import { UsageController } from './usage.controller';
 import { FineTuneCatalogController } from './fine-tune-catalog.controller';
+import { MembershipsController } from './memberships.controller';
 
 /** The only public HTTP edge: authenticates, validates, and hands work to the services. */
 @Module({})
@@ -43,7 +44,7 @@ export class GatewayModule {
         ChatGatewayModule,
         MediaGatewayModule,
         IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController, UsageController],
+      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController, UsageController, MembershipsController],
       providers: [QueueBoard],
     };
   }

@@ -31,6 +31,14 @@ async function createFundedNamespace(
 }
 
 /** Users, organizations, namespaces and API keys: what the operator interface manages. */
+/** A membership change: whether the user is now a member, and the keys of theirs it revoked. */
+export interface OrgMembership {
+  org: string;
+  username: string;
+  member: boolean;
+  revoked_keys: string[];
+}
+
 @Injectable()
 export class AccountsService {
   constructor(
@@ -70,6 +78,46 @@ export class AccountsService {
     const revokedAt = key.revokedAt ?? (await this.prisma.apiKey.update({ where: { prefix }, data: { revokedAt: new Date() } })).revokedAt!;
     await this.bus.publish(API_KEY_REVOKED_CHANNEL, { prefix });
     return { prefix, revoked_at: Math.floor(revokedAt.getTime() / 1000) };
+  }
+
+  /** Adds a user to an org (a member already: unchanged). */
+  async addMember(org: string, username: string): Promise<OrgMembership> {
+    const { orgId, userId } = await this.orgAndUser(org, username);
+    await this.prisma.membership.upsert({ where: { orgId_userId: { orgId, userId } }, create: { orgId, userId }, update: {} });
+    return { org, username, member: true, revoked_keys: [] };
+  }
+
+  /**
+   * Takes a user out of an org, and revokes their keys that bill to it, in one transaction: the
+   * revocation broadcast drops them from every replica's cache at once, and the membership check
+   * in each key's lookup refuses a key bound to the org within AUTH_CACHE_MS in any case. A user
+   * who is not a member: unchanged, or with `onlyMember` (a member leaving) 404, as if the org
+   * did not exist, so the route tells nobody which orgs exist.
+   */
+  async removeMember(org: string, username: string, onlyMember = false): Promise<OrgMembership> {
+    const { orgId, userId } = await this.orgAndUser(org, username).catch((err: unknown) => {
+      throw onlyMember ? ApiError.notFound(`You are not a member of an organization named ${org}`) : err;
+    });
+    const revoked = await this.prisma.$transaction(async (tx) => {
+      const { count } = await tx.membership.deleteMany({ where: { orgId, userId } });
+      if (count === 0 && onlyMember) throw ApiError.notFound(`You are not a member of an organization named ${org}`);
+      return tx.$queryRaw<{ prefix: string }[]>`
+        UPDATE api_keys k SET revoked_at = now() FROM namespaces n
+        WHERE n.org_id = ${orgId}::uuid AND k.namespace_id = n.id AND k.user_id = ${userId}::uuid AND k.revoked_at IS NULL
+        RETURNING k.prefix`;
+    });
+    for (const { prefix } of revoked) await this.bus.publish(API_KEY_REVOKED_CHANNEL, { prefix });
+    return { org, username, member: false, revoked_keys: revoked.map((r) => r.prefix).sort() };
+  }
+
+  private async orgAndUser(org: string, username: string): Promise<{ orgId: string; userId: string }> {
+    const [found, user] = await Promise.all([
+      this.prisma.organization.findUnique({ where: { name: org }, select: { id: true } }),
+      this.prisma.user.findUnique({ where: { username }, select: { id: true } }),
+    ]);
+    if (!found) throw ApiError.notFound(`Organization not found: ${org}`);
+    if (!user) throw ApiError.notFound(`User not found: ${username}`);
+    return { orgId: found.id, userId: user.id };
   }
 
   async createOrg(name: string, members: string[], credits?: string): Promise<CreatedOrgResponse> {

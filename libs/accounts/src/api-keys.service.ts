@@ -41,7 +41,7 @@ export class ApiKeys {
 
   /** POST /api/api_keys: a key of the caller's own. */
   create(caller: Caller, rawBody: unknown): Promise<ApiKeyView & { api_key: string }> {
-    return this.createFor(caller, rawBody, true);
+    return this.createFor(caller, rawBody, true, caller);
   }
 
   /**
@@ -55,7 +55,8 @@ export class ApiKeys {
     return this.createFor(owner, rawBody ?? {}, false);
   }
 
-  private async createFor(owner: Caller, rawBody: unknown, nameRequired: boolean): Promise<ApiKeyView & { api_key: string }> {
+  /** `maker`: the key this one is made with (self-service); it may only make a key at or below its own limits, budget, scopes and expiry. */
+  private async createFor(owner: Caller, rawBody: unknown, nameRequired: boolean, maker?: Caller): Promise<ApiKeyView & { api_key: string }> {
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
     const problems: Problems = [];
@@ -74,6 +75,12 @@ export class ApiKeys {
       else scopes = [...new Set(body.scopes as string[])];
     }
     if (problems.length) throw ApiError.badRequest(problems.map((p) => `${p.field} ${p.message}`).join('; '), { fields: problems });
+    const inherited = maker ? withinMaker(maker, { limits, scopes, expiresAt }) : undefined;
+    if (inherited) {
+      Object.assign(limits, inherited.limits);
+      scopes = inherited.scopes;
+    }
+    const keyExpiry = inherited ? inherited.expiresAt : expiresAt;
     const scope = await this.access.resolve(owner, body.namespace ?? owner.namespace);
     const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, tpm: true, maxConcurrent: true } });
     const caps = { rpm: own?.rpm ?? null, tpm: own?.tpm ?? null, max_concurrent: own?.maxConcurrent ?? null };
@@ -83,22 +90,28 @@ export class ApiKeys {
         throw ApiError.badRequest(`limits.${k} must not exceed the namespace's own limit of ${cap}`, { fields: [{ field: `limits.${k}`, message: `must be at most ${cap}` }] });
     }
     const key = generateApiKey();
-    const row = await this.prisma.apiKey.create({
-      data: {
-        userId: owner.userId,
-        prefix: key.prefix,
-        hash: key.hash,
-        name: typeof body.name === 'string' ? body.name.trim() : null,
-        namespaceId: scope.id,
-        scopes,
-        expiresAt,
-        rpm: limits.rpm,
-        tpm: limits.tpm,
-        maxConcurrent: limits.max_concurrent,
-        budgetMaxSpend: budget?.max_spend ?? null,
-        budgetPeriod: budget?.period ?? null,
-      },
-    });
+    const data = {
+      userId: owner.userId,
+      prefix: key.prefix,
+      hash: key.hash,
+      name: typeof body.name === 'string' ? body.name.trim() : null,
+      namespaceId: scope.id,
+      scopes,
+      expiresAt: keyExpiry,
+      rpm: limits.rpm,
+      tpm: limits.tpm,
+      maxConcurrent: limits.max_concurrent,
+      budgetMaxSpend: budget?.max_spend ?? null,
+      budgetPeriod: budget?.period ?? null,
+      ...(maker?.keyId && { parentId: maker.keyId, limitChain: limitChainOf(maker) }),
+    };
+    const row =
+      maker?.hasBudget && maker.keyId
+        ? await this.prisma.$transaction(async (tx) => {
+            await carveBudget(tx, maker, budget);
+            return tx.apiKey.create({ data });
+          })
+        : await this.prisma.apiKey.create({ data });
     return { api_key: key.key, ...view(row, scope.name) };
   }
 
@@ -117,6 +130,69 @@ export class ApiKeys {
     if (!key || key.userId !== caller.userId) throw ApiError.notFound(`API key not found: ${prefix}`);
     return this.accounts.revokeApiKey(prefix);
   }
+}
+
+type KeyLimits = { rpm: number | null; tpm: number | null; max_concurrent: number | null };
+
+/**
+ * What a key made with `maker` gets: each limit, its scopes and its expiry at or below the
+ * maker's (an omitted one is the maker's own), or 403 naming what would exceed it.
+ */
+function withinMaker(maker: Caller, asked: { limits: KeyLimits; scopes: string[]; expiresAt: Date | null }): { limits: KeyLimits; scopes: string[]; expiresAt: Date | null } {
+  const own: KeyLimits = { rpm: maker.rpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null };
+  const limits = { ...asked.limits };
+  for (const k of ['rpm', 'tpm', 'max_concurrent'] as const) {
+    const cap = own[k];
+    if (cap === null) continue;
+    if (limits[k] === null) limits[k] = cap;
+    else if (limits[k] > cap) throw ApiError.forbidden(`limits.${k} must not exceed ${cap}, the limit of the key making it (${maker.keyPrefix})`);
+  }
+  let scopes = asked.scopes;
+  const makerScopes = maker.scopes ?? [];
+  if (makerScopes.length > 0) {
+    if (scopes.length === 0) scopes = [...makerScopes];
+    const beyond = scopes.filter((s) => !makerScopes.includes(s));
+    if (beyond.length) throw ApiError.forbidden(`scopes ${beyond.join(', ')} are beyond the key making it (${maker.keyPrefix}), which has ${makerScopes.join(', ')}`);
+  }
+  let expiresAt = asked.expiresAt;
+  if (maker.expiresAt !== undefined) {
+    if (expiresAt === null) expiresAt = new Date(maker.expiresAt);
+    else if (expiresAt.getTime() > maker.expiresAt)
+      throw ApiError.forbidden(`expires_at must not be later than ${new Date(maker.expiresAt).toISOString()}, when the key making it (${maker.keyPrefix}) expires`);
+  }
+  return { limits, scopes, expiresAt };
+}
+
+/** The maker's own limits, then those of the keys above it: a new key's requests count against all of them. */
+function limitChainOf(maker: Caller): Prisma.InputJsonValue | typeof Prisma.DbNull {
+  const chain = [
+    { prefix: maker.keyPrefix, rpm: maker.rpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null },
+    ...(maker.makerLimits ?? []).map((m) => ({ prefix: m.keyPrefix, rpm: m.rpm ?? null, tpm: m.tpm ?? null, max_concurrent: m.maxConcurrent ?? null })),
+  ].filter((l) => l.rpm !== null || l.tpm !== null || l.max_concurrent !== null);
+  return chain.length > 0 ? chain : Prisma.DbNull;
+}
+
+/**
+ * A key with a budget hands part of it to a key it makes: the new key's max_spend comes off the
+ * maker's, and must fit what the maker has left in its current period (max_spend - spent -
+ * held), in the same period. Together the two can then never spend more than the maker could
+ * alone. Under the maker's row lock, so concurrent makes (and its own spending, which takes
+ * the same lock) cannot both take the same credits.
+ */
+async function carveBudget(tx: Prisma.TransactionClient, maker: Caller, budget: { max_spend: string; period: BudgetPeriod } | null): Promise<void> {
+  const [row] = await tx.$queryRaw<{ max_spend: string | null; period: BudgetPeriod | null; left: string | null }[]>`
+    SELECT budget_max_spend::text AS max_spend, budget_period AS period,
+           (budget_max_spend - budget_reserved - CASE WHEN budget_window = to_char(now() AT TIME ZONE 'UTC',
+              CASE budget_period WHEN 'day' THEN 'YYYY-MM-DD' WHEN 'month' THEN 'YYYY-MM' ELSE '"total"' END) THEN budget_spent ELSE 0 END)::text AS left
+    FROM api_keys WHERE id = ${maker.keyId}::uuid FOR UPDATE`;
+  if (!row?.max_spend || !row.period) return;
+  const left = Prisma.Decimal.max(new Prisma.Decimal(row.left ?? 0), 0);
+  if (!budget)
+    throw ApiError.forbidden(`The key making it (${maker.keyPrefix}) has a budget: give the new key a budget of its own, at most ${left.toFixed()} per ${row.period} (what it has left)`);
+  if (budget.period !== row.period) throw ApiError.forbidden(`budget.period must be '${row.period}', the period of the budget of the key making it (${maker.keyPrefix})`);
+  if (new Prisma.Decimal(budget.max_spend).gt(left))
+    throw ApiError.forbidden(`budget.max_spend must not exceed ${left.toFixed()}, what the key making it (${maker.keyPrefix}) has left of its budget this ${row.period === 'total' ? 'lifetime' : row.period}`);
+  await tx.$executeRaw`UPDATE api_keys SET budget_max_spend = budget_max_spend - ${budget.max_spend}::numeric WHERE id = ${maker.keyId}::uuid`;
 }
 
 /** `limits`: `rpm` (requests per minute), `tpm` (chat tokens per minute), `max_concurrent` (in flight plus active generations). */

@@ -1,3 +1,3 @@
-export { AccountsService } from './accounts.service';
+export { AccountsService, type OrgMembership } from './accounts.service';
 export { AccountsModule } from './accounts.module';
 export { ApiKeys, type ApiKeyView } from './api-keys.service';

@@ -19,7 +19,8 @@ const keyLookup = (prefixes: string[]) => Prisma.sql`
   SELECT k.prefix, k.id::text, k.user_id::text, k.hash, k.revoked_at IS NOT NULL AS revoked, k.namespace_id::text, k.scopes,
          k.expires_at, k.rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
          u.username, own.id::text AS own_id, home.id::text AS home_id, home.name AS home_name,
-         home.rpm AS home_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent
+         home.rpm AS home_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent, k.limit_chain,
+         home.org_id IS NULL OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = home.org_id AND m.user_id = k.user_id) AS member
   FROM api_keys k
   JOIN users u ON u.id = k.user_id
   LEFT JOIN namespaces own ON own.user_id = k.user_id
@@ -55,6 +56,9 @@ interface KeyRow {
   home_rpm: number | null;
   home_tpm: number | null;
   home_max_concurrent: number | null;
+  limit_chain: { prefix: string; rpm?: number | null; tpm?: number | null; max_concurrent?: number | null }[] | null;
+  /** The key bills to the owner's own namespace, or to an org the owner still belongs to. */
+  member: boolean;
 }
 
 /** The prefix and hash of the API key in a "Bearer <key>" header; 401 for anything else. */
@@ -213,6 +217,8 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
 function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
   if (!row || !hashesEqual(row.hash, hash) || row.revoked || row.own_id === null) return ApiError.unauthorized('Invalid API key');
   if (row.home_id === null || row.home_name === null) return ApiError.unauthorized('Invalid API key: its namespace no longer exists');
+  // Leaving an org revokes the member's keys for it; this holds even for a key that revocation missed.
+  if (!row.member) return ApiError.unauthorized(`Invalid API key: its owner is no longer a member of ${row.home_name}`);
   return {
     userId: row.user_id,
     username: row.username,
@@ -230,6 +236,14 @@ function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
     ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
     ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
     ...(row.home_max_concurrent !== null && { namespaceMaxConcurrent: row.home_max_concurrent }),
+    ...(row.limit_chain?.length && {
+      makerLimits: row.limit_chain.map((l) => ({
+        keyPrefix: l.prefix,
+        ...(typeof l.rpm === 'number' && { rpm: l.rpm }),
+        ...(typeof l.tpm === 'number' && { tpm: l.tpm }),
+        ...(typeof l.max_concurrent === 'number' && { maxConcurrent: l.max_concurrent }),
+      })),
+    }),
   };
 }
 

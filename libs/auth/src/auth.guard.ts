@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
-import { ACCESS_METADATA, RateLimiter, type RouteAccess } from '@atelier/runtime';
+import { ACCESS_METADATA, ANSWER_AFTER_ACCESS, AnsweredBeforeHandler, RateLimiter, type AnswerAfterAccess, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
 import { callerRateLimits, takeRateLimits } from './caller-rate-limits';
@@ -12,7 +12,7 @@ import { secretsEqual } from './api-key';
 import type { Caller } from './caller';
 
 
-type RequestWithCaller = FastifyRequest & { caller?: Caller };
+type RequestWithCaller = FastifyRequest & { caller?: Caller; [ANSWER_AFTER_ACCESS]?: AnswerAfterAccess };
 
 /** What a route (its handler, or else its controller) declares: who may call it, and the scope a key needs. */
 interface RouteRules {
@@ -86,6 +86,11 @@ export class AccessGuard implements CanActivate {
     if (limits.length > 0) {
       const reply = context.switchToHttp().getResponse<FastifyReply>();
       await timedStage(this.metrics, 'rate_limit.requests', () => takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value)));
+    }
+    const decided = req[ANSWER_AFTER_ACCESS];
+    if (decided) {
+      await decided(context.switchToHttp().getResponse<FastifyReply>());
+      throw new AnsweredBeforeHandler();
     }
     return true;
   }

@@ -14,6 +14,11 @@ export function callerRateLimits(caller: Caller, unit: RateUnit, cost = 1): Name
   const limits: NamedRateLimit[] = [];
   if (own !== undefined) limits.push({ key: `${prefix}key:${caller.keyPrefix}`, limit: own, periodMs: 60_000, cost, name: `API key ${caller.keyPrefix}` });
   if (namespace !== undefined) limits.push({ key: `${prefix}ns:${caller.namespaceId}`, limit: namespace, periodMs: 60_000, cost, name: `namespace ${caller.namespace}` });
+  if (caller.makerLimits)
+    for (const maker of caller.makerLimits) {
+      const limit = unit === 'requests' ? maker.rpm : maker.tpm;
+      if (limit !== undefined) limits.push({ key: `${prefix}key:${maker.keyPrefix}`, limit, periodMs: 60_000, cost, name: `API key ${maker.keyPrefix}, which made this key` });
+    }
   return limits;
 }
 

@@ -25,6 +25,18 @@ export interface Caller {
   /** Chat tokens per minute: the key's own limit and its namespace's, when there are. */
   tpm?: number;
   namespaceTpm?: number;
+  /**
+   * The limits of the keys that made this one (its maker first, then the maker's maker): its
+   * requests, tokens and work in flight count against each of those keys' limits too.
+   */
+  makerLimits?: readonly MakerLimits[];
+}
+
+export interface MakerLimits {
+  keyPrefix: string;
+  rpm?: number;
+  tpm?: number;
+  maxConcurrent?: number;
 }
 
 /** A namespace the caller has been allowed to bill and write to. */

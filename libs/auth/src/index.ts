@@ -1,5 +1,5 @@
 export { generateApiKey, hashApiKey, apiKeyPrefix, secretsEqual, type GeneratedApiKey } from './api-key';
-export type { Caller, NamespaceScope } from './caller';
+export type { Caller, MakerLimits, NamespaceScope } from './caller';
 export { ApiKeyAuthenticator } from './api-key-authenticator.service';
 export { NamespaceAccess } from './namespace-access.service';
 export { AccessGuard, CurrentCaller } from './auth.guard';

@@ -26,6 +26,9 @@ export function chargeTags(payer: Payer, model: string, endpoint: string): Charg
   if (payer.maxConcurrent !== undefined) concurrency.push({ key: `key:${payer.keyPrefix}`, limit: payer.maxConcurrent, name: `API key ${payer.keyPrefix}` });
   if (payer.namespaceMaxConcurrent !== undefined)
     concurrency.push({ key: `ns:${payer.namespaceId}`, limit: payer.namespaceMaxConcurrent, name: `namespace ${payer.namespace}` });
+  if (payer.makerLimits)
+    for (const maker of payer.makerLimits)
+      if (maker.maxConcurrent !== undefined) concurrency.push({ key: `key:${maker.keyPrefix}`, limit: maker.maxConcurrent, name: `API key ${maker.keyPrefix}, which made this key` });
   return {
     apiKeyId: payer.keyId,
     ...(payer.hasBudget && payer.keyId && { budgetOf: payer.keyPrefix }),
@@ -44,6 +47,8 @@ export interface Payer {
   namespace: string;
   maxConcurrent?: number;
   namespaceMaxConcurrent?: number;
+  /** The max_concurrent limits of the keys that made this one: its work counts against them too. */
+  makerLimits?: readonly { keyPrefix: string; maxConcurrent?: number }[];
 }
 
 /** How long a queued generation's slot lasts if its release is lost and nobody checks it (ConcurrencyLimiter). */

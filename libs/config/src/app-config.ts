@@ -62,6 +62,8 @@ const schema = z.object({
   EVENTS_REPLAY_SECONDS: positiveInt.default(600),
   /** Unsent bytes a slow SSE client may accumulate before it is disconnected. */
   EVENTS_MAX_BUFFER_BYTES: positiveInt.default(256 * 1024),
+  /** Event streams one API key may hold open at once on one gateway replica; one more gets 429. */
+  EVENTS_MAX_STREAMS_PER_KEY: positiveInt.default(16),
   /**
    * Hosts (or host:port) that input-media fetches may reach even though they resolve to loopback,
    * private, link-local or metadata addresses (an in-cluster asset server, test fixtures).
@@ -95,6 +97,18 @@ const schema = z.object({
   /** ffmpeg binary of the local-video engine; defaults to the one shipped by @ffmpeg-installer/ffmpeg. */
   FFMPEG_PATH: z.string().optional(),
   BODY_LIMIT_BYTES: positiveInt.default(32 * 1024 * 1024),
+  /** How long a client may take to send a request's headers (from its first byte); then 408 and the connection closes. */
+  HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(30_000),
+  /** How long a client may take to send a whole request, headers and body; then 408. Never counts the wait for the answer. */
+  HTTP_REQUEST_TIMEOUT_MS: positiveInt.default(300_000),
+  /** How long an idle keep-alive connection is kept between requests. */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(72_000),
+  /** Connections at once (per process) that have not yet delivered a whole request; new ones past it are closed. */
+  HTTP_MAX_INCOMPLETE_REQUESTS: positiveInt.default(1024),
+  /** Most image parts one multipart edit (`POST /api/ai/images/edits`) may carry; the next is refused unread. */
+  EDIT_MAX_IMAGES: positiveInt.default(16),
+  /** Bytes all image parts of one multipart edit may total (each also at most MEDIA_FETCH_MAX_BYTES); counted as they stream in. */
+  EDIT_MAX_TOTAL_BYTES: positiveInt.default(32 * 1024 * 1024),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */
@@ -125,6 +139,14 @@ const schema = z.object({
   REPO_UPLOAD_MAX_FILE_BYTES: positiveInt.default(2 * 1024 * 1024 * 1024),
   /** Most files one repository upload may carry. */
   REPO_UPLOAD_MAX_FILES: positiveInt.default(100),
+  /** Largest Parquet footer (metadata) a fine-tune dataset may have: it is decoded whole, into objects. */
+  DATASET_MAX_FOOTER_BYTES: positiveInt.default(4 * 1024 * 1024),
+  /** Most rows a fine-tune dataset may have. */
+  DATASET_MAX_ROWS: positiveInt.default(10_000_000),
+  /** Most rows decoded at once (a row group without a page index is decoded whole). */
+  DATASET_MAX_WINDOW_ROWS: positiveInt.default(1_048_576),
+  /** Most uncompressed bytes (as the file declares them) of the columns read, decoded at once. */
+  DATASET_MAX_WINDOW_BYTES: positiveInt.default(512 * 1024 * 1024),
   /** How many invalid dataset rows a tokenization reports with row number and reason. */
   TOKENIZE_INVALID_EXAMPLES: positiveInt.default(100),
   PRETTY_LOGS: bool.optional(),
@@ -135,6 +157,8 @@ const schema = z.object({
 const checked = schema.superRefine((c, ctx) => {
   if (c.NODE_ENV === 'production' && !c.URL_SIGNING_SECRET)
     ctx.addIssue({ code: 'custom', path: ['URL_SIGNING_SECRET'], message: 'is required in production' });
+  if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS)
+    ctx.addIssue({ code: 'custom', path: ['HTTP_HEADERS_TIMEOUT_MS'], message: 'must not exceed HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)' });
   if (c.STORAGE_DRIVER === 's3' && !c.S3_ENDPOINT && !c.S3_REGION)
     ctx.addIssue({ code: 'custom', path: ['S3_ENDPOINT'], message: 'S3 storage needs S3_ENDPOINT or S3_REGION' });
 });

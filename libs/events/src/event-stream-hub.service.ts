@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModu
 import { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { ApiError, GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
 import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
@@ -42,6 +42,8 @@ export function eventPayload(event: GenerationCompletedEvent, url: (key: string)
 export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EventStreamHub.name);
   private readonly byUser = new Map<string, Set<Connection>>();
+  /** Open streams of each API key on this replica (EVENTS_MAX_STREAMS_PER_KEY). */
+  private readonly perKey = new Map<string, number>();
   /**
    * Every connection in order of its last write (a write moves it to the end), so the ones due
    * a keep-alive are always at the front: one timer, armed for the oldest connection's due time,
@@ -79,11 +81,24 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
+   * 429 when the key already holds EVENTS_MAX_STREAMS_PER_KEY streams on this replica: each open
+   * stream holds a socket and its write buffer for as long as the client likes.
+   */
+  admit(keyPrefix: string): void {
+    const max = this.config.EVENTS_MAX_STREAMS_PER_KEY;
+    if ((this.perKey.get(keyPrefix) ?? 0) >= max)
+      throw new ApiError('rate_limited', `Too many open event streams: at most ${max} per API key at once (EVENTS_MAX_STREAMS_PER_KEY); close one first`, {
+        limit: 'event_streams',
+        max_streams: max,
+      });
+  }
+
+  /**
    * Takes over a raw response as an SSE stream for `userId` until the client goes away. With a
    * `lastEventId` (the Last-Event-ID header of a reconnecting EventSource) the retained events
    * after it are sent first.
    */
-  open(userId: string, res: ServerResponse, lastEventId?: string): void {
+  open(userId: string, res: ServerResponse, lastEventId?: string, keyPrefix?: string): void {
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',
@@ -99,10 +114,16 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     this.byAge.add(conn);
     this.armKeepAlive();
     this.metrics?.sseConnections.inc();
+    if (keyPrefix !== undefined) this.perKey.set(keyPrefix, (this.perKey.get(keyPrefix) ?? 0) + 1);
     let closed = false;
     const close = () => {
       if (closed) return;
       closed = true;
+      if (keyPrefix !== undefined) {
+        const left = (this.perKey.get(keyPrefix) ?? 1) - 1;
+        if (left > 0) this.perKey.set(keyPrefix, left);
+        else this.perKey.delete(keyPrefix);
+      }
       this.metrics?.sseConnections.dec();
       this.byAge.delete(conn);
       const current = this.byUser.get(userId);

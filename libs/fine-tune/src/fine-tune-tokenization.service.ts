@@ -6,7 +6,7 @@ import { BlobStore } from '@atelier/storage';
 import { baseModelSpec, isScriptType } from './base-models';
 import { parseResource } from './fine-tune-request';
 import type { FineTuneState } from './fine-tune-states';
-import { missingColumns, openResource } from './fine-tunes.service';
+import { datasetLimits, missingColumns, openResource } from './fine-tunes.service';
 import { ParquetReadError } from './parquet-dataset';
 import { tokenizeDataset, type TokenizationStats } from './tokenize-dataset';
 import { TokenizerRegistry } from './tokenizers';
@@ -73,7 +73,7 @@ export class FineTuneTokenization {
     if (!model || !isScriptType(ft.scriptType) || typeof resource === 'string')
       throw new DatasetUnusableError(`The fine-tune's base model, script type or resource is no longer supported`);
     const repo = { id: ft.repository.id, name: ft.repository.name, namespace: ft.repository.namespace.name };
-    const dataset = await openResource(this.repos, this.blobs, repo, resource);
+    const dataset = await openResource(this.repos, this.blobs, repo, resource, datasetLimits(this.config));
     if (typeof dataset === 'string') throw new DatasetUnusableError(`The dataset cannot be read: ${dataset}`);
     const params = ft.trainingParams as Record<string, unknown>;
     const missing = missingColumns(ft.scriptType, params, dataset, ft.resource);

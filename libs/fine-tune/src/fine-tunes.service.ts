@@ -9,7 +9,7 @@ import { JobQueues } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
 import { invalidFineTune, parseCreateFineTune } from './fine-tune-request';
 import { FINE_TUNE_STATES, isFineTuneState, RUNNING_STATES, type FineTuneState } from './fine-tune-states';
-import { blobAsyncBuffer, openParquet, ParquetReadError, type ParquetDataset } from './parquet-dataset';
+import { blobAsyncBuffer, openParquet, ParquetReadError, type DatasetLimits, type ParquetDataset } from './parquet-dataset';
 import type { TokenizationStats } from './tokenize-dataset';
 import { referencedColumns, type FieldProblem } from './training-params';
 import type { ScriptType } from './base-models';
@@ -64,15 +64,26 @@ export async function openResource(
   blobs: BlobStore,
   repo: { id: string; namespace: string; name: string },
   resource: { branch: string; path: string },
+  limits: DatasetLimits,
 ): Promise<ParquetDataset | string> {
   const file = await repos.findFile(repo.id, resource.branch, resource.path);
   if (!file) return `'${resource.branch}/${resource.path}' does not exist in repository ${repo.namespace}/${repo.name}`;
   try {
-    return await openParquet(blobAsyncBuffer(blobs, file.blobKey, Number(file.size)));
+    return await openParquet(blobAsyncBuffer(blobs, file.blobKey, Number(file.size)), limits);
   } catch (err) {
     if (err instanceof ParquetReadError) return `'${resource.branch}/${resource.path}' is not a readable Parquet file: ${err.message}`;
     throw err;
   }
+}
+
+/** The DATASET_* settings as the Parquet reader takes them. */
+export function datasetLimits(config: Pick<AppConfig, 'DATASET_MAX_FOOTER_BYTES' | 'DATASET_MAX_ROWS' | 'DATASET_MAX_WINDOW_ROWS' | 'DATASET_MAX_WINDOW_BYTES'>): DatasetLimits {
+  return {
+    maxFooterBytes: config.DATASET_MAX_FOOTER_BYTES,
+    maxRows: config.DATASET_MAX_ROWS,
+    maxWindowRows: config.DATASET_MAX_WINDOW_ROWS,
+    maxWindowBytes: config.DATASET_MAX_WINDOW_BYTES,
+  };
 }
 
 /** Problems of every column a script type's params name that the dataset lacks. */
@@ -154,7 +165,7 @@ export class FineTunesService implements OnModuleDestroy {
     const parsed = parseCreateFineTune(body);
     const problems = [...parsed.problems];
     if (parsed.resource) {
-      const dataset = await openResource(this.repos, this.blobs, repo, parsed.resource);
+      const dataset = await openResource(this.repos, this.blobs, repo, parsed.resource, datasetLimits(this.config));
       if (typeof dataset === 'string') problems.push({ field: 'resource', message: dataset });
       else if (parsed.scriptType) problems.push(...missingColumns(parsed.scriptType, parsed.params, dataset, `${parsed.resource.branch}/${parsed.resource.path}`));
     }

@@ -1,4 +1,4 @@
-import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type FileMetaData } from 'hyparquet';
+import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type ColumnChunk, type FileMetaData } from 'hyparquet';
 import type { BlobStore } from '@atelier/storage';
 
 /** Rows read per step when a row group's pages can be addressed (offset index present). */
@@ -23,17 +23,45 @@ export function blobAsyncBuffer(blobs: BlobStore, key: string, size: number): As
   };
 }
 
+/**
+ * What a dataset may make its reader hold, checked before anything is decoded. A Parquet file
+ * describes itself: a small file can claim a footer of millions of structs, or row groups whose
+ * run-length encoded pages decode to a billion rows.
+ */
+export interface DatasetLimits {
+  /** The footer (the file's metadata, decoded into objects whole). */
+  maxFooterBytes: number;
+  /** Rows in the file. */
+  maxRows: number;
+  /** Rows decoded at once: a row group without a page index is decoded whole. */
+  maxWindowRows: number;
+  /** Uncompressed bytes (as the file declares them) of the columns read, decoded at once. */
+  maxWindowBytes: number;
+}
+
 export interface ParquetDataset {
   file: AsyncBuffer;
   metadata: FileMetaData;
   /** Top-level column names. */
   columns: string[];
   rows: number;
+  limits: DatasetLimits;
 }
 
-/** Opens a Parquet file by its footer; throws ParquetReadError when it is not readable Parquet. */
-export async function openParquet(file: AsyncBuffer): Promise<ParquetDataset> {
+const MAGIC = 0x31524150; // "PAR1", little-endian
+
+/**
+ * Opens a Parquet file by its footer, within `limits`; throws ParquetReadError when it is not
+ * readable Parquet or claims more than the limits allow. The footer's length is read (8 bytes)
+ * and judged before the footer itself is fetched or decoded.
+ */
+export async function openParquet(file: AsyncBuffer, limits: DatasetLimits): Promise<ParquetDataset> {
   if (file.byteLength < 12) throw new ParquetReadError(`the file is ${file.byteLength} bytes, too small to be Parquet`);
+  const tail = new DataView(await file.slice(file.byteLength - 8, file.byteLength));
+  if (tail.getUint32(4, true) !== MAGIC) throw new ParquetReadError('parquet file invalid (footer != PAR1)');
+  const footerBytes = tail.getUint32(0, true);
+  if (footerBytes > limits.maxFooterBytes)
+    throw new ParquetReadError(`its footer (metadata) is ${footerBytes} bytes, more than the ${limits.maxFooterBytes} a dataset may have (DATASET_MAX_FOOTER_BYTES)`);
   let metadata: FileMetaData;
   try {
     metadata = await parquetMetadataAsync(file);
@@ -41,8 +69,13 @@ export async function openParquet(file: AsyncBuffer): Promise<ParquetDataset> {
     if (err instanceof ParquetReadError) throw err;
     throw new ParquetReadError((err as Error).message);
   }
+  const rows = Number(metadata.num_rows);
+  if (!Number.isSafeInteger(rows) || rows < 0) throw new ParquetReadError(`it claims ${String(metadata.num_rows)} rows`);
+  if (rows > limits.maxRows) throw new ParquetReadError(`it has ${rows} rows, more than the ${limits.maxRows} a dataset may have (DATASET_MAX_ROWS)`);
+  const grouped = metadata.row_groups.reduce((n, g) => n + Number(g.num_rows), 0);
+  if (grouped !== rows) throw new ParquetReadError(`it claims ${rows} rows but its row groups hold ${grouped}`);
   const columns = parquetSchema(metadata).children.map((c) => c.element.name);
-  return { file, metadata, columns, rows: Number(metadata.num_rows) };
+  return { file, metadata, columns, rows, limits };
 }
 
 export interface RowWindow {
@@ -63,6 +96,7 @@ export async function* readRowWindows(dataset: ParquetDataset, columns: string[]
     const selected = group.columns.filter((c) => c.meta_data && columns.includes(c.meta_data.path_in_schema[0]));
     const pageAddressable = selected.length > 0 && selected.every((c) => c.offset_index_offset !== undefined);
     const step = pageAddressable ? WINDOW_ROWS : groupRows;
+    checkWindow(dataset.limits, groupStart, groupRows, step, selected);
     for (let start = groupStart; start < groupStart + groupRows; start += step) {
       const end = Math.min(start + step, groupStart + groupRows);
       let rows: Record<string, unknown>[];
@@ -85,4 +119,23 @@ export async function* readRowWindows(dataset: ParquetDataset, columns: string[]
     }
     groupStart += groupRows;
   }
+}
+
+/**
+ * Refuses a row group whose windows would decode more than the limits allow: too many rows at
+ * once (a group without a page index is decoded whole), or, by the sizes the file declares
+ * (what the decoder allocates), too many bytes of the columns read.
+ */
+function checkWindow(limits: DatasetLimits, groupStart: number, groupRows: number, step: number, selected: ColumnChunk[]): void {
+  const where = `rows ${groupStart}-${groupStart + groupRows - 1}`;
+  if (step > limits.maxWindowRows)
+    throw new ParquetReadError(
+      `${where} form one row group of ${groupRows} rows without a page index, more than the ${limits.maxWindowRows} read at once (DATASET_MAX_WINDOW_ROWS); write the file with smaller row groups or a page index`,
+    );
+  const declared = selected.reduce((n, c) => n + Number(c.meta_data?.total_uncompressed_size ?? 0), 0);
+  const windowBytes = groupRows > 0 ? (declared * Math.min(step, groupRows)) / groupRows : 0;
+  if (windowBytes > limits.maxWindowBytes)
+    throw new ParquetReadError(
+      `${where} would decode ${Math.round(windowBytes)} bytes at once, more than the ${limits.maxWindowBytes} allowed (DATASET_MAX_WINDOW_BYTES); write the file with smaller row groups or a page index`,
+    );
 }

@@ -4,7 +4,9 @@ import path from 'node:path';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { LocalBlobStore } from '@atelier/storage';
 import { baseModelSpec } from './base-models';
-import { blobAsyncBuffer, openParquet, ParquetReadError, readRowWindows } from './parquet-dataset';
+import { blobAsyncBuffer, openParquet, ParquetReadError, readRowWindows, type DatasetLimits } from './parquet-dataset';
+
+const LIMITS: DatasetLimits = { maxFooterBytes: 4 << 20, maxRows: 10_000_000, maxWindowRows: 1 << 20, maxWindowBytes: 512 << 20 };
 import { LengthStats, tokenizeDataset } from './tokenize-dataset';
 import type { TokenCounter } from './tokenizers';
 import { validateTrainingParams } from './training-params';
@@ -54,7 +56,7 @@ describe('reading Parquet from the blob store', () => {
       pageSize: opts.pageSize,
     });
     const stored = await blobs.put(`t/${name}`, Buffer.from(data), 'application/vnd.apache.parquet');
-    return openParquet(blobAsyncBuffer(recording, `t/${name}`, stored.size));
+    return openParquet(blobAsyncBuffer(recording, `t/${name}`, stored.size), LIMITS);
   }
 
   it('reads page-addressable row groups in bounded windows, in order, fetching only the needed columns', async () => {
@@ -82,9 +84,32 @@ describe('reading Parquet from the blob store', () => {
     expect(sizes).toEqual([1000, 1000, 500]);
   });
 
+  it('refuses a row group that would decode more rows or bytes at once than the limits allow, before reading it', async () => {
+    const dataset = await store('groups.parquet', 2_500, { rowGroupSize: 1_000 });
+    const read = async (limits: Partial<DatasetLimits>) => {
+      const rows: number[] = [];
+      for await (const w of readRowWindows({ ...dataset, limits: { ...LIMITS, ...limits } }, ['question'])) rows.push(w.rows.length);
+      return rows;
+    };
+    await expect(read({ maxWindowRows: 999 })).rejects.toThrow(
+      'rows 0-999 form one row group of 1000 rows without a page index, more than the 999 read at once (DATASET_MAX_WINDOW_ROWS); write the file with smaller row groups or a page index',
+    );
+    await expect(read({ maxWindowBytes: 1000 })).rejects.toThrow(/^rows 0-999 would decode \d+ bytes at once, more than the 1000 allowed \(DATASET_MAX_WINDOW_BYTES\)/);
+    expect(await read({ maxWindowRows: 1000 })).toEqual([1000, 1000, 500]);
+  });
+
+  it('refuses a footer longer than maxFooterBytes from its length alone, and rows past maxRows', async () => {
+    const dataset = await store('rows.parquet', 2_500, { rowGroupSize: 1_000 });
+    const footer = new DataView(await dataset.file.slice(dataset.file.byteLength - 8, dataset.file.byteLength)).getUint32(0, true);
+    reads.length = 0;
+    await expect(openParquet(dataset.file, { ...LIMITS, maxFooterBytes: footer - 1 })).rejects.toThrow(`its footer (metadata) is ${footer} bytes, more than the ${footer - 1}`);
+    expect(reads).toEqual([8]);
+    await expect(openParquet(dataset.file, { ...LIMITS, maxRows: 2_499 })).rejects.toThrow('it has 2500 rows, more than the 2499 a dataset may have (DATASET_MAX_ROWS)');
+  });
+
   it('refuses bytes that are not Parquet', async () => {
     const stored = await blobs.put('t/text.parquet', Buffer.from('hello, this is not a parquet file'), 'text/plain');
-    await expect(openParquet(blobAsyncBuffer(blobs, 't/text.parquet', stored.size))).rejects.toBeInstanceOf(ParquetReadError);
+    await expect(openParquet(blobAsyncBuffer(blobs, 't/text.parquet', stored.size), LIMITS)).rejects.toBeInstanceOf(ParquetReadError);
   });
 
   it('tokenizes every row once, with BOS/EOS per plain sequence and the invalid rows listed', async () => {

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiKeyAuthenticator } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
-import { toErrorResponse, type HttpHooks } from '@atelier/runtime';
+import { ANSWER_AFTER_ACCESS, toErrorResponse, type AnswerAfterAccess, type HttpHooks } from '@atelier/runtime';
 import { requestHash } from './canonical-json';
 import { IdempotencyStore } from './idempotency-store.service';
 
@@ -16,13 +16,15 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 const KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 const CLAIMED = Symbol('atelier.idempotencyClaim');
+
 interface ClaimedRequest {
   userId: string;
   key: string;
   lease: Date;
   settled: boolean;
 }
-type WithClaim = FastifyRequest & { [CLAIMED]?: ClaimedRequest };
+/** ANSWER_AFTER_ACCESS: a replay or a refusal of the key, given once the access guard has passed the request. */
+type WithClaim = FastifyRequest & { [CLAIMED]?: ClaimedRequest; [ANSWER_AFTER_ACCESS]?: AnswerAfterAccess };
 
 /**
  * Idempotency-Key on the routes marked IDEMPOTENT (Stripe's semantics): the first request with a
@@ -84,21 +86,23 @@ export class IdempotentRequests implements HttpHooks {
       case 'run':
         req[CLAIMED] = { userId, key, lease: claim.lease, settled: false };
         return;
+      // Answered after the access guard (AccessGuard), never in its place: a replay still
+      // needs the key's scope and spends its rate limit, as the first request did.
       case 'replay':
-        reply.code(claim.status).header(REPLAYED_HEADER, 'true');
-        if (claim.contentType) reply.header('content-type', claim.contentType);
-        await reply.send(claim.body);
+        req[ANSWER_AFTER_ACCESS] = async (r) => {
+          r.code(claim.status).header(REPLAYED_HEADER, 'true');
+          if (claim.contentType) r.header('content-type', claim.contentType);
+          await r.send(claim.body);
+        };
         return;
       case 'reused':
-        return this.refuse(
-          reply,
-          new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body or route; use a new key for a new request'),
-        );
+        req[ANSWER_AFTER_ACCESS] = (r) =>
+          this.refuse(r, new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body or route; use a new key for a new request'));
+        return;
       case 'in_use':
-        return this.refuse(
-          reply,
-          new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry once it has finished to get its answer'),
-        );
+        req[ANSWER_AFTER_ACCESS] = (r) =>
+          this.refuse(r, new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry once it has finished to get its answer'));
+        return;
     }
   }
 

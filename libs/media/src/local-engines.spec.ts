@@ -203,7 +203,7 @@ describe('local-video', () => {
     expect(decoded.status).toBe(0);
     const info = decoded.stderr;
     expect(info).toMatch(/Video: h264/);
-    return { file, info, ...(await probeMedia(env.ffmpegPath, file, live())) };
+    return { file, info, ...(await probeMedia(env.ffmpegPath, file, 'mov', live())) };
   };
   const frameAt = (file: string, where: 'first' | 'last') => {
     const args = where === 'first' ? ['-i', file, '-frames:v', '1'] : ['-i', file, '-vf', 'reverse', '-frames:v', '1'];

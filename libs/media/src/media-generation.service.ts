@@ -4,6 +4,7 @@ import { chargeTags, PaidRequests, reservationReference } from '@atelier/billing
 import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
+import { randomToken } from '@atelier/random';
 import { RpcClient } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 import { requestedUsage, usageCost } from './pricing';
@@ -58,7 +59,9 @@ export class MediaGenerations {
     const { reservation, work: rendering } = await this.paid.reserveAndStart(
       scope.id,
       usageCost(model, requestedUsage(model, params)),
-      reservationReference('media', endpoint, model.id, requestId),
+      // Server-made and unique: the reference is this request's max_concurrent slot, and a
+      // client's X-Request-Id (correlation only) repeated across requests once shared one slot.
+      reservationReference('media', endpoint, model.id, scope.id, randomToken(16)),
       chargeTags(caller, model.id, `/api/ai${endpoint}`),
       { stage: 'media.reserve', signal },
       (callSignal) =>

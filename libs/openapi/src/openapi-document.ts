@@ -233,7 +233,9 @@ function operations(catalog: ModelCatalog): Operation[] {
         `\`scopes\`: some of ${API_SCOPES.join(', ')} (absent: all); a request outside them is 403 naming the scope. ` +
         '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. ' +
         '`limits`: `rpm`, `tpm` (chat tokens) and `max_concurrent` (requests in flight plus active generations), each at most the namespace\'s. ' +
-        '`budget`: `{"max_spend": "<decimal>", "period": "day"|"month"|"total"}` (UTC calendar periods); a request that could take the key past it is 402 `Budget exceeded for key <prefix>` before any work.',
+        '`budget`: `{"max_spend": "<decimal>", "period": "day"|"month"|"total"}` (UTC calendar periods); a request that could take the key past it is 402 `Budget exceeded for key <prefix>` before any work. ' +
+        'A key makes keys only at or below itself (403 naming what exceeds): limits and scopes at most its own (omitted: its own), expiry no later than its own, and, when it has a budget, a budget in the same period carved out of what it has left (its own max_spend goes down by as much). ' +
+        "The new key's requests also count against the limits of the key that made it, and of that key's maker.",
       body: {
         type: 'object',
         required: ['name'],
@@ -252,6 +254,15 @@ function operations(catalog: ModelCatalog): Operation[] {
         "the costs add up to the namespace's charges in [from, to). Requests released without a charge are not counted.",
       query: USAGE_QUERY,
       responses: { 200: ['The report (format=csv: its rows as text/csv)', 'UsageReport'] },
+    },
+    {
+      method: 'delete',
+      route: '/api/orgs/:org/membership',
+      tag: 'Credits',
+      summary: 'Leave an organization: your keys bound to it are revoked',
+      access: 'key',
+      description: 'Needs a key without scopes. 404 when you are not a member.',
+      responses: { 200: ['No longer a member; `revoked_keys` lists the prefixes revoked', 'OrgMembership'] },
     },
     { method: 'get', route: '/api/api_keys', tag: 'Credits', summary: "The caller's keys (no secrets), with last_used_at", access: 'key', responses: { 200: ['Newest first', 'ApiKeyList'] } },
     {
@@ -448,6 +459,15 @@ function operations(catalog: ModelCatalog): Operation[] {
     },
     { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
     { method: 'post', route: '/api/admin/orgs', tag: 'Operator', summary: 'Create an organization', access: 'admin', body: fromZod(CreateOrgRequest), responses: { 201: ['Created', 'CreatedOrg'] } },
+    { method: 'put', route: '/api/admin/orgs/:org/members/:username', tag: 'Operator', summary: 'Add a user to an organization (idempotent)', access: 'admin', responses: { 200: ['A member', 'OrgMembership'] } },
+    {
+      method: 'delete',
+      route: '/api/admin/orgs/:org/members/:username',
+      tag: 'Operator',
+      summary: "Remove a user from an organization and revoke the user's keys bound to it (every replica, at once)",
+      access: 'admin',
+      responses: { 200: ['No longer a member; `revoked_keys` lists the prefixes revoked', 'OrgMembership'] },
+    },
     {
       method: 'put',
       route: '/api/admin/namespaces/:namespace/limits',

@@ -224,5 +224,6 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
   CreatedUser: obj({ username: str, namespace: str, api_key: str }),
   CreatedApiKey: obj({ api_key: str, ...API_KEY_VIEW }),
   CreatedOrg: obj({ name: str, namespace: str, members: { type: 'array', items: str }, credits: decimal }),
+  OrgMembership: obj({ org: str, username: str, member: { type: 'boolean' }, revoked_keys: { type: 'array', items: str } }),
   Namespace: obj({ namespace: str, type: { type: 'string', enum: ['user', 'org'] }, credits: decimal, reserved: decimal }),
 };

@@ -16,8 +16,9 @@ const cache = new Map<string, Buffer>();
 
 /** One of the package's files by name (only the allow-listed ones), read once. */
 export function swaggerUiAsset(name: string): { body: Buffer; contentType: string } | undefined {
+  // Own keys only: `constructor` or `__proto__` would otherwise pass as an asset name.
+  if (!Object.hasOwn(SWAGGER_UI_ASSETS, name)) return undefined;
   const contentType = SWAGGER_UI_ASSETS[name];
-  if (!contentType) return undefined;
   distDir ??= path.dirname(require.resolve('swagger-ui-dist/package.json'));
   let body = cache.get(name);
   if (!body) {

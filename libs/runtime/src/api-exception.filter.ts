@@ -82,8 +82,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
   catch(exception: unknown, host: ArgumentsHost): void {
     if (host.getType() !== 'http') throw exception;
     const reply = host.switchToHttp().getResponse<FastifyReply>();
-    const { status, body } = toErrorResponse(exception);
     if (reply.sent) return;
+    const { status, body } = toErrorResponse(exception);
     // Every 503 is temporary (an outage, a draining replica): tell clients when to come back.
     if (status === 503) void reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
     // A 429 that did not say when (max_concurrent: when some work ends) is worth retrying in a second.

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import v8 from 'node:v8';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -83,16 +84,50 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   socket.destroy();
 }
 
+/**
+ * At most `max` connections at once that have not yet delivered a whole request: new ones, and
+ * ones whose request's body is still arriving. Past it a new connection is closed at once,
+ * before it costs a parser or a buffer. Such connections come before any authentication, so
+ * without a cap a client trickling bytes on thousands of sockets holds them all, each until
+ * HTTP_HEADERS_TIMEOUT_MS or HTTP_REQUEST_TIMEOUT_MS ends it. Idle keep-alive connections between
+ * requests do not count: HTTP_KEEP_ALIVE_TIMEOUT_MS bounds them, and the headers timeout any
+ * request that then trickles in.
+ */
+function capIncompleteRequests(server: Server, max: number): void {
+  const incomplete = new Set<Socket>();
+  const done = (socket: Socket) => incomplete.delete(socket);
+  server.on('connection', (socket: Socket) => {
+    if (incomplete.size >= max) {
+      socket.destroy();
+      return;
+    }
+    incomplete.add(socket);
+    socket.once('close', () => done(socket));
+  });
+  server.on('request', (req: IncomingMessage) => {
+    const socket = req.socket as Socket;
+    if (req.complete) done(socket);
+    else {
+      incomplete.add(socket);
+      req.once('end', () => done(socket));
+    }
+  });
+}
+
 /** The Fastify adapter with atelier's HTTP rules: body limit, request ids, envelope for every error. */
 export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   const adapter = new FastifyAdapter({
     bodyLimit: config.BODY_LIMIT_BYTES,
     // A synchronous video request may legitimately wait 10+ minutes for its answer: no socket
-    // inactivity timeout and no whole-request timeout (Node's own default would be 5 minutes).
-    // RPC_TIMEOUT_MS bounds the wait instead. keepAliveTimeout only covers idle time between requests.
+    // inactivity timeout (RPC_TIMEOUT_MS bounds the wait instead). Node's headers and request
+    // timeouts only run while the request itself is arriving, so they bound a client that
+    // trickles its headers or body (slowloris) without touching a long wait for the answer.
     connectionTimeout: 0,
-    requestTimeout: 0,
-    keepAliveTimeout: 72_000,
+    requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    keepAliveTimeout: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    // Node checks those timeouts every connectionsCheckingInterval (30 s by default, which would
+    // let a 10 s timeout run 40 s).
+    http: { headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS, requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1000 },
     trustProxy: true,
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const incoming = req.headers['x-request-id'];
@@ -109,6 +144,7 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     },
   });
   const fastify = adapter.getInstance();
+  capIncompleteRequests(fastify.server, config.HTTP_MAX_INCOMPLETE_REQUESTS);
   const routes: RegisteredRoute[] = [];
   routeTables.set(fastify, routes);
   fastify.addHook('onRoute', (route) => {

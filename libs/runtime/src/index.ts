@@ -12,7 +12,7 @@ export { HealthChecks, HealthController, LivenessController, SERVICE_NAME } from
 export { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 export { ServiceRuntimeModule, type ServiceRuntimeOptions } from './service-runtime.module';
 export { applyHeapGrowth, createFastifyAdapter, createService, HTTP_HOOKS, runService, type HttpHooks } from './bootstrap-service';
-export { ACCESS_METADATA, AdminRoute, PublicRoute, type RouteAccess } from './access-metadata';
+export { ACCESS_METADATA, AdminRoute, ANSWER_AFTER_ACCESS, AnsweredBeforeHandler, PublicRoute, type AnswerAfterAccess, type RouteAccess } from './access-metadata';
 export { parseBody } from './parse-body';
 export { MetricsController, QueueDepthMetrics } from './metrics.controller';
 export { createLogger, drainAndClose, registeredRoutes, type RegisteredRoute } from './bootstrap-service';

@@ -193,6 +193,55 @@ export function requestArbitrary(routes: FuzzRoute[], ctx: FuzzContext): fc.Arbi
   );
 }
 
+/** A multipart body as the fuzzer's multipart mode sends it, described so it can be written piece by piece. */
+export interface MultipartShape {
+  parts: { name: string; filename?: string; contentType?: string; size: number; fill: number }[];
+  /** The body ends without its closing boundary. */
+  cutShort: boolean;
+}
+
+const PART_NAMES = ['image', 'image[]', 'mask', 'file', 'files[]', 'prompt', 'model', 'n', 'size', 'response_format'];
+const FILENAMES = ['a.png', 'photo.jpg', '../../etc/passwd', '..%2Fsecret.txt', 'x'.repeat(300), '', 'ü.png', 'a"b.png'];
+
+/**
+ * Many parts and big parts: up to 60 parts, mostly small, some of 1 KiB-1 MiB, a few of 1-48 MiB,
+ * all together at most `maxTotalBytes`; fields and files under names the routes read and others.
+ */
+export function multipartArbitrary(maxTotalBytes: number): fc.Arbitrary<MultipartShape> {
+  const size = fc.oneof(
+    { weight: 6, arbitrary: fc.integer({ min: 0, max: 100 }) },
+    { weight: 3, arbitrary: fc.integer({ min: 1024, max: 1 << 20 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 1 << 20, max: 48 << 20 }) },
+  );
+  const part = fc.record({
+    name: fc.oneof({ weight: 5, arbitrary: fc.constantFrom(...PART_NAMES) }, { weight: 1, arbitrary: fc.string({ maxLength: 12 }).map((n) => n.replace(/["\r\n]/g, '')) }),
+    filename: fc.option(fc.constantFrom(...FILENAMES), { nil: undefined, freq: 3 }),
+    contentType: fc.option(fc.constantFrom('image/png', 'application/octet-stream', 'text/plain', 'video/mp4'), { nil: undefined }),
+    size,
+    fill: fc.integer({ min: 0, max: 255 }),
+  });
+  return fc.record({ parts: fc.array(part, { maxLength: 60 }), cutShort: fc.boolean() }).map((shape) => {
+    let room = maxTotalBytes;
+    for (const p of shape.parts) {
+      p.size = Math.min(p.size, room);
+      room -= p.size;
+    }
+    return shape;
+  });
+}
+
+/** A MultipartShape's bytes, in pieces of at most 1 MiB (one reused buffer per part), so no body is ever held whole. */
+export function* multipartPieces(shape: MultipartShape, boundary: string): Generator<Buffer | string> {
+  for (const p of shape.parts) {
+    const disposition = `form-data; name="${p.name}"${p.filename === undefined ? '' : `; filename="${p.filename.replace(/"/g, '%22')}"`}`;
+    yield `--${boundary}\r\ncontent-disposition: ${disposition}\r\n${p.contentType ? `content-type: ${p.contentType}\r\n` : ''}\r\n`;
+    const piece = Buffer.alloc(Math.min(p.size, 1 << 20), p.fill);
+    for (let left = p.size; left > 0; left -= piece.length) yield left >= piece.length ? piece : piece.subarray(0, left);
+    yield '\r\n';
+  }
+  if (!shape.cutShort) yield `--${boundary}--\r\n`;
+}
+
 /** The one error envelope every 4xx/5xx must have; returns what is wrong, or undefined. */
 export function envelopeProblem(status: number, contentType: string | null, text: string): string | undefined {
   if (status < 400) return undefined;

@@ -6,5 +6,19 @@ export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOpti
 export { metricValue } from './prometheus-text';
 export { appProcessEnv, buildAppsForTest, repoRoot, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';
 export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, type ThrowawayServer } from './throwaway-servers';
-export { envelopeProblem, fc, hostileValue, requestArbitrary, valueFor, type FuzzContext, type FuzzRequest, type FuzzRoute, type JsonSchema } from './api-fuzzer';
+export {
+  envelopeProblem,
+  fc,
+  hostileValue,
+  multipartArbitrary,
+  multipartPieces,
+  requestArbitrary,
+  valueFor,
+  type FuzzContext,
+  type FuzzRequest,
+  type FuzzRoute,
+  type JsonSchema,
+  type MultipartShape,
+} from './api-fuzzer';
 export { chatUsageRows, type ChatUsageRow } from './chat-usage-rows';
+export { streamedRequest, type StreamedAnswer } from './streamed-request';

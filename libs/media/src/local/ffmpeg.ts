@@ -62,11 +62,41 @@ export function runFfmpeg(ffmpegPath: string, args: readonly string[], signal: A
   });
 }
 
-/** Reads duration and frame size of a media file from ffmpeg's own description of its input. */
-export async function probeMedia(ffmpegPath: string, file: string, signal: AbortSignal): Promise<{ durationSeconds?: number; width?: number; height?: number }> {
+export type VideoDemuxer = 'mov' | 'matroska';
+
+/** ISO BMFF top-level boxes an MP4 or MOV file starts with. */
+const BMFF_BOXES = new Set(['ftyp', 'moov', 'mdat', 'free', 'skip', 'wide']);
+
+/**
+ * The demuxer for a fetched video, by its first bytes: MP4/MOV (an ISO BMFF box) or WebM/Matroska
+ * (the EBML magic); undefined for anything else. ffmpeg's own probing would also take an HLS or
+ * concat playlist, whose entries name other files or URLs for ffmpeg to open.
+ */
+export function videoDemuxer(head: Buffer): VideoDemuxer | undefined {
+  if (head.length >= 4 && head.readUInt32BE(0) === 0x1a45dfa3) return 'matroska';
+  if (head.length >= 8 && BMFF_BOXES.has(head.toString('latin1', 4, 8))) return 'mov';
+  return undefined;
+}
+
+/**
+ * ffmpeg input options for one untrusted local file: the demuxer forced (no probing into a
+ * playlist format) and the `file` protocol only, so nothing in the file can make ffmpeg open a
+ * URL, another protocol or a nested playlist.
+ */
+export function untrustedInput(file: string, demuxer: VideoDemuxer): string[] {
+  return ['-protocol_whitelist', 'file', '-f', demuxer, '-i', file];
+}
+
+/** Reads duration and frame size of an untrusted video file from ffmpeg's own description of its input. */
+export async function probeMedia(
+  ffmpegPath: string,
+  file: string,
+  demuxer: VideoDemuxer,
+  signal: AbortSignal,
+): Promise<{ durationSeconds?: number; width?: number; height?: number }> {
   let info: string;
   try {
-    info = await runFfmpeg(ffmpegPath, ['-i', file], signal);
+    info = await runFfmpeg(ffmpegPath, untrustedInput(file, demuxer), signal);
   } catch (err) {
     if (!(err instanceof FfmpegError)) throw err;
     // Without an output file ffmpeg exits 1 after printing the input description.

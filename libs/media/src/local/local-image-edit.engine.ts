@@ -1,4 +1,5 @@
 import { sharp, type Sharp } from './libvips';
+import { MAX_INPUT_PIXELS } from './input-limits';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { sampledSteps, throwIfAborted } from '../engine-errors';
@@ -33,7 +34,7 @@ async function loadInputs(env: EngineEnvironment, input: unknown, signal: AbortS
     fetched.map(async (media, i) => {
       try {
         // autoOrient: phone photos carry their rotation in EXIF; edits apply to what people see.
-        return await toRaster(sharp(media.data, { limitInputPixels: MAX_SIDE * MAX_SIDE }).autoOrient().toColourspace('srgb'));
+        return await toRaster(sharp(media.data, { limitInputPixels: MAX_INPUT_PIXELS }).autoOrient().toColourspace('srgb'));
       } catch (err) {
         const label = Array.isArray(input) ? `input_image[${i}]` : 'input_image';
         throw ApiError.badRequest(`${label} could not be decoded as an image (${media.contentType}): ${(err as Error).message}`);

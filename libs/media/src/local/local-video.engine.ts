@@ -5,7 +5,8 @@ import { sharp } from './libvips';
 import { ApiError } from '@atelier/contracts';
 import type { EngineEnvironment, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { sampledSteps, throwIfAborted } from '../engine-errors';
-import { FfmpegError, probeMedia, runFfmpeg } from './ffmpeg';
+import { FfmpegError, probeMedia, runFfmpeg, untrustedInput, videoDemuxer, type VideoDemuxer } from './ffmpeg';
+import { MAX_INPUT_PIXELS } from './input-limits';
 import { parseAspectRatio, videoSize, type Size } from './geometry';
 import { fnv1a32, range, seededRandom } from '@atelier/random';
 import { sceneSvg, spriteSvg } from './scene';
@@ -58,9 +59,9 @@ function audioExpression(shots: Shot[], fps: number): string {
 
 async function imageFile(dir: string, name: string, data: Buffer, size: Size, label: string): Promise<{ file: string; width: number; height: number }> {
   try {
-    const meta = await sharp(data).metadata();
+    const meta = await sharp(data, { limitInputPixels: MAX_INPUT_PIXELS }).metadata();
     const file = path.join(dir, name);
-    await sharp(data).autoOrient().resize(size.width, size.height, { fit: 'cover' }).png({ compressionLevel: 1 }).toFile(file);
+    await sharp(data, { limitInputPixels: MAX_INPUT_PIXELS }).autoOrient().resize(size.width, size.height, { fit: 'cover' }).png({ compressionLevel: 1 }).toFile(file);
     return { file, width: meta.autoOrient?.width ?? meta.width ?? size.width, height: meta.autoOrient?.height ?? meta.height ?? size.height };
   } catch (err) {
     throw ApiError.badRequest(`${label} could not be decoded as an image: ${(err as Error).message}`);
@@ -99,15 +100,17 @@ export class LocalVideoEngine implements MediaEngine {
         typeof params.input_video === 'string' ? this.env.fetchInput(params.input_video, { accept: ['video/*'], label: 'input_video', signal }) : undefined,
       ]);
 
-      let video: { file: string; durationSeconds?: number; width?: number; height?: number } | undefined;
+      let video: { file: string; demuxer: VideoDemuxer; durationSeconds?: number; width?: number; height?: number } | undefined;
       if (videoMedia) {
+        const demuxer = videoDemuxer(videoMedia.data);
+        if (!demuxer) throw ApiError.badRequest('input_video must be an MP4, MOV or WebM video');
         const file = path.join(dir, 'input-video');
         await writeFile(file, videoMedia.data);
-        const probe = await probeMedia(this.env.ffmpegPath, file, signal);
+        const probe = await probeMedia(this.env.ffmpegPath, file, demuxer, signal);
         if (!probe.width || !probe.height) throw ApiError.badRequest('input_video could not be decoded as a video');
-        video = { file, ...probe };
+        video = { file, demuxer, ...probe };
       }
-      const firstMeta = firstMedia ? await sharp(firstMedia.data).metadata().catch(() => undefined) : undefined;
+      const firstMeta = firstMedia ? await sharp(firstMedia.data, { limitInputPixels: MAX_INPUT_PIXELS }).metadata().catch(() => undefined) : undefined;
       // aspect_ratio 'auto' (or none) follows the first reference image, else the input video, else 16:9.
       const aspect =
         typeof params.aspect_ratio === 'string' && params.aspect_ratio !== 'auto'
@@ -125,7 +128,7 @@ export class LocalVideoEngine implements MediaEngine {
 
       const first = firstMedia && firstUrl ? await imageFile(dir, 'first.png', firstMedia.data, size, firstUrl.label) : undefined;
       const tail = tailMedia && tailUrl ? await imageFile(dir, 'tail.png', tailMedia.data, size, tailUrl.label) : undefined;
-      const args = await this.buildArgs(dir, shots, size, fps, seed, params, { first: first?.file, tail: tail?.file, video: video?.file });
+      const args = await this.buildArgs(dir, shots, size, fps, seed, params, { first: first?.file, tail: tail?.file, video: video && { file: video.file, demuxer: video.demuxer } });
       const out = path.join(dir, 'out.mp4');
       try {
         await runFfmpeg(this.env.ffmpegPath, [...args, out], signal, (frame) => onProgress?.(0.1 + (0.9 * Math.min(frame, totalFrames)) / totalFrames));
@@ -151,7 +154,7 @@ export class LocalVideoEngine implements MediaEngine {
     fps: number,
     seed: number,
     params: Readonly<Record<string, unknown>>,
-    refs: { first?: string; tail?: string; video?: string },
+    refs: { first?: string; tail?: string; video?: { file: string; demuxer: VideoDemuxer } },
   ): Promise<string[]> {
     const { width: W, height: H } = size;
     // The background is larger than the frame so the camera can pan across it.
@@ -173,7 +176,7 @@ export class LocalVideoEngine implements MediaEngine {
       let bg: number;
       let bgChain: string;
       if (refs.video) {
-        bg = addInput('-stream_loop', '-1', '-t', num(seconds + 1), '-i', refs.video);
+        bg = addInput('-stream_loop', '-1', '-t', num(seconds + 1), ...untrustedInput(refs.video.file, refs.video.demuxer));
         bgChain = `[${bg}:v]scale=${BW}:${BH}:force_original_aspect_ratio=increase,crop=${BW}:${BH},fps=${fps},setsar=1`;
       } else {
         const file = path.join(dir, `bg-${i}.png`);

@@ -1,0 +1,15 @@
+import { Controller, Delete, Param } from '@nestjs/common';
+import { AccountsService } from '@atelier/accounts';
+import { CurrentCaller, RequiresFullAccess, type Caller } from '@atelier/auth';
+
+/** DELETE /api/orgs/{org}/membership: a member leaves an org (its keys bound to the org are revoked). */
+@Controller('api/orgs')
+@RequiresFullAccess()
+export class MembershipsController {
+  constructor(private readonly accounts: AccountsService) {}
+
+  @Delete(':org/membership')
+  leave(@CurrentCaller() caller: Caller, @Param('org') org: string) {
+    return this.accounts.removeMember(org, caller.username, true);
+  }
+}

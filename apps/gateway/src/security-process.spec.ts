@@ -1,0 +1,170 @@
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import {
+  buildAppsForTest,
+  createTestEnvironment,
+  startAppProcess,
+  uniqueName,
+  waitFor,
+  type AppProcess,
+  type TestEnvironment,
+} from '@atelier/testing';
+
+/** Resident memory of a process, read from outside it (bytes). */
+function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** Closes when the server closes it (or after `ms`); whether the server did. */
+function closedByServer(socket: net.Socket, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (socket.destroyed) return resolve(true);
+    const timer = setTimeout(() => resolve(false), ms);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/**
+ * The attacks that need the gateway as its own process: its memory is read from /proc while one
+ * request streams hundreds of MB of image parts at it, and raw sockets trickle bytes at it as a
+ * slowloris client does. Only the gateway runs: both are refused before any other service.
+ */
+describe('security: attacks on a gateway process', () => {
+  let env: TestEnvironment;
+  let build: ReturnType<typeof buildAppsForTest>;
+  const spawned: ChildProcess[] = [];
+  let gateway: AppProcess;
+  let base: string;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    env = await createTestEnvironment();
+    build = buildAppsForTest(['gateway']);
+    gateway = await startAppProcess(
+      build,
+      env,
+      'gateway',
+      'PORT',
+      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_MAX_INCOMPLETE_REQUESTS: '20' },
+      (c) => spawned.push(c),
+    );
+    base = `http://127.0.0.1:${gateway.port}`;
+    const created = await fetch(`${base}/api/admin/users`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.config.ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ username: uniqueName(), credits: '5' }),
+    });
+    apiKey = ((await created.json()) as { api_key: string }).api_key;
+  }, 120_000);
+  afterAll(async () => {
+    for (const c of spawned) if (c.exitCode === null) c.kill('SIGKILL');
+    build?.cleanup();
+    await env?.cleanup();
+  });
+
+  it('refuses an edit of 12 parts of 30 MiB while it streams in, with the gateway growing by less than 100 MB', async () => {
+    const pid = gateway.child.pid!;
+    const before = rssOf(pid);
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssOf(pid))), 10);
+    const boundary = '----atelier-attack';
+    const part = 30 * 1024 * 1024;
+    const chunk = Buffer.alloc(1024 * 1024, 0x41);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${base}/api/ai/images/edits`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      });
+      let answered = false;
+      req.on('response', (res) => {
+        answered = true;
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => {
+          req.destroy();
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+      });
+      req.on('error', (err) => (answered ? undefined : reject(err)));
+      // Written with backpressure and given up once answered: the client holds one chunk at a time.
+      void (async () => {
+        const write = (data: Buffer | string) => (req.write(data) ? Promise.resolve() : new Promise<void>((r) => req.once('drain', () => r())));
+        await write(`--${boundary}\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nblur\r\n`);
+        for (let p = 0; p < 12 && !answered; p++) {
+          await write(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="${p}.png"\r\nContent-Type: image/png\r\n\r\n`);
+          for (let sent = 0; sent < part && !answered; sent += chunk.length) await write(chunk);
+          await write('\r\n');
+        }
+        if (!answered) req.end(`--${boundary}--\r\n`);
+      })().catch(() => undefined);
+    });
+    clearInterval(sampler);
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { message: 'The images of an edit may total at most 33554432 bytes (EDIT_MAX_TOTAL_BYTES)' } });
+    expect(peak - before).toBeLessThan(100 * 1024 * 1024);
+    expect(gateway.alive()).toBe(true);
+  });
+
+  it('caps connections that have not sent a whole request, and times out ones that trickle their headers or body', async () => {
+    const connect = () =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const s = net.connect(gateway.port, '127.0.0.1', () => resolve(s));
+        // Read whatever comes, or the server's close would wait behind unread bytes and never show.
+        s.resume();
+        s.on('error', () => undefined);
+        s.once('error', reject);
+      });
+    // Twenty sockets trickling headers: each sends part of a request line and stops there.
+    const trickling: net.Socket[] = [];
+    for (let i = 0; i < 20; i++) {
+      const s = await connect();
+      s.write('POST /api/ai/chat/completions HTTP/1.1\r\nHost: x\r\n');
+      trickling.push(s);
+    }
+    // The cap is full: a new connection is closed at once, before it is read.
+    const extra = await connect();
+    expect(await closedByServer(extra, 1000)).toBe(true);
+    // HTTP_HEADERS_TIMEOUT_MS ends the trickling ones, and the server takes connections again.
+    const ended = await Promise.all(trickling.map((s) => closedByServer(s, 6000)));
+    expect(ended.every(Boolean)).toBe(true);
+    await waitFor(async () => (await fetch(`${base}/health`).catch(() => undefined))?.status === 200, { timeoutMs: 5000, description: 'the gateway to answer again' });
+
+    // A body trickled a byte at a time after complete headers ends at HTTP_REQUEST_TIMEOUT_MS, with a 408.
+    const slow = await connect();
+    let reply = '';
+    slow.on('data', (d: Buffer) => (reply += d.toString()));
+    slow.write(`POST /api/ai/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{`);
+    const drip = setInterval(() => slow.writable && slow.write(' '), 200);
+    const startedAt = Date.now();
+    expect(await closedByServer(slow, 10_000)).toBe(true);
+    clearInterval(drip);
+    expect(Date.now() - startedAt).toBeLessThan(8000);
+    expect(reply).toMatch(/^HTTP\/1\.1 408 /);
+    expect(reply).toContain('"request_timeout"');
+  });
+
+  it('never cuts an answer that takes longer than HTTP_REQUEST_TIMEOUT_MS: the timeout ends with the request', async () => {
+    const stream = new AbortController();
+    const res = await fetch(`${base}/api/events`, { headers: { authorization: `Bearer ${apiKey}` }, signal: stream.signal });
+    expect(res.status).toBe(200);
+    let cut = false;
+    const reading = (async () => {
+      try {
+        for await (const _ of res.body as AsyncIterable<Uint8Array>) void _;
+        cut = true;
+      } catch {
+        // aborted by the test
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 4500));
+    expect(cut).toBe(false);
+    stream.abort();
+    await reading;
+  });
+});
