@@ -261,6 +261,16 @@ export async function startBenchGateway(config, credits) {
 }
 
 /**
+ * The fine-tune service in the same process as a bench gateway: creating a fine-tune asks it to
+ * read the dataset (fine-tune-inspect).
+ */
+export async function startBenchFineTune(config) {
+  const { createService } = dist('libs/runtime/src/index.js');
+  const { FineTuneServiceModule } = dist('libs/fine-tune/src/index.js');
+  return createService(FineTuneServiceModule.forRoot(config), config, { service: 'fine-tune' });
+}
+
+/**
  * Histogram sums and counts (and event-loop gauges) in a Prometheus text exposition, keyed
  * "<prefix><metric> <stage, queue or route label>". Two of these around a run give per-stage means.
  */

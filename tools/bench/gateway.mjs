@@ -22,10 +22,13 @@ const self = fileURLToPath(import.meta.url);
 
 if (process.argv[2] === 'serve') {
   // The checkout being measured: its compiled gateway, through its own bench-env.
-  const { benchConfig, startBenchGateway } = await import(path.join(process.env.BENCH_GATEWAY_CHECKOUT, 'tools/bench/bench-env.mjs'));
+  const benchEnv = await import(path.join(process.env.BENCH_GATEWAY_CHECKOUT, 'tools/bench/bench-env.mjs'));
+  const { benchConfig, startBenchGateway } = benchEnv;
   // BENCH_LOG_LEVEL=info: what the default level's access line costs (the benches run at error).
   const config = benchConfig(JSON.parse(process.env.BENCH_GATEWAY_DB), process.env.BENCH_LOG_LEVEL ? { LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {});
   const { base, user } = await startBenchGateway(config, 1000);
+  // Checkouts whose gateway reads datasets through the fine-tune service need it for the fine-tune below.
+  await benchEnv.startBenchFineTune?.(config);
   const post = async (url, token, body) => {
     const res = await fetch(`${base}${url}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     if (res.status >= 300) throw new Error(`${url}: ${res.status} ${await res.text()}`);

@@ -18,6 +18,8 @@ const USAGE = `Usage: npm run admin -- <command> [args]
                                                 another API key for a user, with the self-service fields
   revoke-key <prefix>                           revoke a key by its public prefix
   create-org <name> [--members a,b] [--credits N]
+  add-member <org> <username>                   add a user to an org
+  remove-member <org> <username>                take a user out of an org; their keys bound to it are revoked
   credits <namespace> <amount>                  add (or, negative, remove) credits
   show <namespace>                              credits and reservations of a namespace
   limits <namespace> [--rpm N|none] [--tpm N|none] [--max-concurrent N|none]
@@ -112,6 +114,14 @@ async function main(): Promise<number> {
         result = await accounts.createOrg(req.name, req.members, req.credits);
         break;
       }
+      case 'add-member':
+        need(2);
+        result = await accounts.addMember(args[0], args[1]);
+        break;
+      case 'remove-member':
+        need(2);
+        result = await accounts.removeMember(args[0], args[1]);
+        break;
       case 'credits': {
         need(2);
         const req = parseBody(AdjustCreditsRequest, { amount: args[1] });

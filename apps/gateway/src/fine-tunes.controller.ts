@@ -24,9 +24,15 @@ export class FineTunesController {
   @Post()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(201)
-  async create(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Body() body: unknown) {
+  async create(
+    @CurrentCaller() caller: Caller,
+    @Param('namespace') namespace: string,
+    @Param('repo') name: string,
+    @Body() body: unknown,
+    @Req() req: FastifyRequest,
+  ) {
     const repo = await this.repo(caller, namespace, name);
-    return { fine_tune: await this.fineTunes.create(repo, caller.userId, body), status: 'success', status_message: 'resource_created' };
+    return { fine_tune: await this.fineTunes.create(repo, caller.userId, body, String(req.id)), status: 'success', status_message: 'resource_created' };
   }
 
   @Get()

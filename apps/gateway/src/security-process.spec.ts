@@ -1,8 +1,10 @@
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
 import {
+  appProcessEnv,
   buildAppsForTest,
   createTestEnvironment,
   startAppProcess,
@@ -147,6 +149,27 @@ describe('security: attacks on a gateway process', () => {
     expect(Date.now() - startedAt).toBeLessThan(8000);
     expect(reply).toMatch(/^HTTP\/1\.1 408 /);
     expect(reply).toContain('"request_timeout"');
+  });
+
+  it("the admin CLI's remove-member revokes the member's org keys, which the running gateway then refuses", async () => {
+    const admin = { authorization: `Bearer ${env.config.ADMIN_TOKEN}`, 'content-type': 'application/json' };
+    const username = uniqueName();
+    const user = (await (await fetch(`${base}/api/admin/users`, { method: 'POST', headers: admin, body: JSON.stringify({ username }) })).json()) as { api_key: string };
+    const org = uniqueName('org');
+    expect((await fetch(`${base}/api/admin/orgs`, { method: 'POST', headers: admin, body: JSON.stringify({ name: org, members: [] }) })).status).toBe(201);
+    const cli = (...args: string[]) => {
+      const r = spawnSync(process.execPath, [path.join(path.dirname(build.main('gateway')), 'admin-cli.js'), ...args], { env: appProcessEnv(env), encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(`admin ${args.join(' ')}: ${r.stderr}`);
+      return JSON.parse(r.stdout) as Record<string, unknown>;
+    };
+    expect(cli('add-member', org, username)).toEqual({ org, username, member: true, revoked_keys: [] });
+    const made = await fetch(`${base}/api/api_keys`, { method: 'POST', headers: { ...admin, authorization: `Bearer ${user.api_key}` }, body: JSON.stringify({ name: 'org', namespace: org }) });
+    const orgKey = (await made.json()) as { api_key: string; prefix: string };
+    expect(cli('remove-member', org, username)).toEqual({ org, username, member: false, revoked_keys: [orgKey.prefix] });
+    await waitFor(async () => (await fetch(`${base}/api/credits`, { headers: { authorization: `Bearer ${orgKey.api_key}` } })).status === 401, {
+      timeoutMs: 3000,
+      description: 'the revoked org key to be refused',
+    });
   });
 
   it('never cuts an answer that takes longer than HTTP_REQUEST_TIMEOUT_MS: the timeout ends with the request', async () => {

@@ -5,7 +5,10 @@ import path from 'node:path';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { AddressInfo } from 'node:net';
 import { bundledFfmpegPath } from '@atelier/media';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PrismaService } from '@atelier/db';
+import { FineTuneServiceModule } from '@atelier/fine-tune';
+import { createService } from '@atelier/runtime';
 import { createTenant, uniqueName, waitFor, type Tenant } from '@atelier/testing';
 import { startAssetServer, startMediaStack, type AssetServer, type MediaStack } from './media.harness';
 import { uploadFiles } from './repos.harness';
@@ -26,6 +29,7 @@ describe('security: attacks through the gateway', () => {
   let assets: AssetServer;
   let base: string;
   let prisma: PrismaService;
+  let fineTune: NestFastifyApplication;
   const sandbox = mkdtempSync(path.join(tmpdir(), 'atelier-security-'));
   let localVideo: string;
 
@@ -54,8 +58,11 @@ describe('security: attacks through the gateway', () => {
     await stack.gw.app.listen({ port: 0, host: '127.0.0.1' });
     base = `http://127.0.0.1:${(stack.gw.app.getHttpServer().address() as AddressInfo).port}`;
     prisma = stack.gw.app.get(PrismaService);
+    // Reads fine-tune datasets for the gateway (fine-tune-inspect).
+    fineTune = await createService(FineTuneServiceModule.forRoot(stack.gw.env.config), stack.gw.env.config, { service: 'fine-tune' });
   }, 60_000);
   afterAll(async () => {
+    await fineTune?.close();
     await stack?.close();
     await assets?.close();
   });

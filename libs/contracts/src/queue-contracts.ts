@@ -145,6 +145,17 @@ export interface FineTuneTokenizeJob {
   requestId: string;
 }
 
+/** A fine-tune's dataset to inspect before the fine-tune is created: a Parquet file of a repository's branch. */
+export interface DatasetInspectJob {
+  repository: { id: string; namespace: string; name: string };
+  branch: string;
+  path: string;
+  requestId: string;
+}
+
+/** Its columns and rows, or why it cannot be a dataset (missing, not Parquet, past a DATASET_* limit). */
+export type DatasetInspection = { columns: string[]; rows: number } | { problem: string };
+
 export const CHAT_COMPLETION_QUEUE = defineQueue<ChatCompletionJob, ChatCompletionOutcome>()('chat-completion', {
   kind: 'rpc',
   // Retries happen inside the chat service (per upstream, before the first byte), not by re-running the job.
@@ -234,5 +245,29 @@ export const FINE_TUNE_TOKENIZE_QUEUE = defineQueue<FineTuneTokenizeJob>()('fine
   lockDurationMs: 120_000,
 });
 
-export const QUEUES = [CHAT_COMPLETION_QUEUE, IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, WEBHOOK_DELIVERY_QUEUE] as const;
+/**
+ * A dataset's footer read and judged for the gateway's create (columns, rows), in the fine-tune
+ * service: decoding a Parquet footer is the dataset's author's to size, and it must not run on the
+ * gateway's event loop. Attempts 1: the caller is waiting, and asking again is cheap.
+ */
+export const FINE_TUNE_INSPECT_QUEUE = defineQueue<DatasetInspectJob, DatasetInspection>()('fine-tune-inspect', {
+  kind: 'rpc',
+  attempts: 1,
+  backoff: { type: 'fixed', delay: 0 },
+  concurrency: 4,
+  removeOnComplete: { count: 100, age: 600 },
+  removeOnFail: { count: 1000, age: 7 * DAY },
+  lockDurationMs: 30_000,
+});
+
+export const QUEUES = [
+  CHAT_COMPLETION_QUEUE,
+  IMAGE_RENDER_QUEUE,
+  VIDEO_RENDER_QUEUE,
+  IMAGE_GENERATION_QUEUE,
+  VIDEO_GENERATION_QUEUE,
+  FINE_TUNE_TOKENIZE_QUEUE,
+  FINE_TUNE_INSPECT_QUEUE,
+  WEBHOOK_DELIVERY_QUEUE,
+] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];

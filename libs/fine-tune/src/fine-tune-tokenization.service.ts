@@ -76,7 +76,7 @@ export class FineTuneTokenization {
     const dataset = await openResource(this.repos, this.blobs, repo, resource, datasetLimits(this.config));
     if (typeof dataset === 'string') throw new DatasetUnusableError(`The dataset cannot be read: ${dataset}`);
     const params = ft.trainingParams as Record<string, unknown>;
-    const missing = missingColumns(ft.scriptType, params, dataset, ft.resource);
+    const missing = missingColumns(ft.scriptType, params, dataset.columns, ft.resource);
     if (missing.length) throw new DatasetUnusableError(`The dataset changed since the fine-tune was created: ${missing.map((m) => `${m.field}: ${m.message}`).join('; ')}`);
     if (dataset.rows === 0) throw new DatasetUnusableError(`The dataset ${ft.resource} has no rows`);
 

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { ApiError, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
+import { ApiError, FINE_TUNE_INSPECT_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
 import { createPgPool, Prisma, PrismaService } from '@atelier/db';
 import { RepositoriesService, repositoryNotFound, type RepositoryRecord } from '@atelier/repos';
-import { JobQueues } from '@atelier/runtime';
+import { JobQueues, RpcClient } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
 import { invalidFineTune, parseCreateFineTune } from './fine-tune-request';
 import { FINE_TUNE_STATES, isFineTuneState, RUNNING_STATES, type FineTuneState } from './fine-tune-states';
@@ -86,11 +86,11 @@ export function datasetLimits(config: Pick<AppConfig, 'DATASET_MAX_FOOTER_BYTES'
   };
 }
 
-/** Problems of every column a script type's params name that the dataset lacks. */
-export function missingColumns(scriptType: ScriptType, params: Record<string, unknown>, dataset: ParquetDataset, resource: string): FieldProblem[] {
+/** Problems of every column a script type's params name that the dataset (its columns) lacks. */
+export function missingColumns(scriptType: ScriptType, params: Record<string, unknown>, columns: readonly string[], resource: string): FieldProblem[] {
   return referencedColumns(scriptType, params)
-    .filter((c) => !dataset.columns.includes(c.column))
-    .map((c) => ({ field: c.field, message: `column '${c.column}' does not exist in ${resource}; its columns are: ${dataset.columns.join(', ')}` }));
+    .filter((c) => !columns.includes(c.column))
+    .map((c) => ({ field: c.field, message: `column '${c.column}' does not exist in ${resource}; its columns are: ${columns.join(', ')}` }));
 }
 
 /** A fine-tune as READ_FINE_TUNE and the list statements return it: the public object's own fields, times in Unix seconds. */
@@ -151,9 +151,8 @@ export class FineTunesService implements OnModuleDestroy {
 
   constructor(
     private readonly prisma: PrismaService,
-    private readonly repos: RepositoriesService,
-    private readonly blobs: BlobStore,
     private readonly queues: JobQueues,
+    private readonly rpc: RpcClient,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -161,13 +160,19 @@ export class FineTunesService implements OnModuleDestroy {
     await this.reads?.end();
   }
 
-  async create(repo: RepositoryRecord, userId: string, body: unknown): Promise<FineTuneView> {
+  async create(repo: RepositoryRecord, userId: string, body: unknown, requestId: string): Promise<FineTuneView> {
     const parsed = parseCreateFineTune(body);
     const problems = [...parsed.problems];
     if (parsed.resource) {
-      const dataset = await openResource(this.repos, this.blobs, repo, parsed.resource, datasetLimits(this.config));
-      if (typeof dataset === 'string') problems.push({ field: 'resource', message: dataset });
-      else if (parsed.scriptType) problems.push(...missingColumns(parsed.scriptType, parsed.params, dataset, `${parsed.resource.branch}/${parsed.resource.path}`));
+      // Read by the fine-tune service: a footer is as large as its author made it (up to DATASET_MAX_FOOTER_BYTES).
+      const dataset = await this.rpc.call(FINE_TUNE_INSPECT_QUEUE, {
+        repository: { id: repo.id, namespace: repo.namespace, name: repo.name },
+        branch: parsed.resource.branch,
+        path: parsed.resource.path,
+        requestId,
+      });
+      if ('problem' in dataset) problems.push({ field: 'resource', message: dataset.problem });
+      else if (parsed.scriptType) problems.push(...missingColumns(parsed.scriptType, parsed.params, dataset.columns, `${parsed.resource.branch}/${parsed.resource.path}`));
     }
     if (problems.length || !parsed.request) throw invalidFineTune(problems);
     const req = parsed.request;
