@@ -14,7 +14,7 @@ const USAGE = `Usage: npm run admin -- <command> [args]
 
   create-user <username> [--credits N]          a user, their namespace and a first API key
   create-key <username> [--name N] [--namespace NS] [--scopes chat,images] [--expires-at ISO|UNIX]
-             [--rpm N] [--tpm N] [--max-concurrent N] [--budget DECIMAL --budget-period day|month|total]
+             [--rpm N] [--read-rpm N] [--tpm N] [--max-concurrent N] [--budget DECIMAL --budget-period day|month|total]
                                                 another API key for a user, with the self-service fields
   revoke-key <prefix>                           revoke a key by its public prefix
   create-org <name> [--members a,b] [--credits N]
@@ -22,7 +22,7 @@ const USAGE = `Usage: npm run admin -- <command> [args]
   remove-member <org> <username>                take a user out of an org; their keys bound to it are revoked
   credits <namespace> <amount>                  add (or, negative, remove) credits
   show <namespace>                              credits and reservations of a namespace
-  limits <namespace> [--rpm N|none] [--tpm N|none] [--max-concurrent N|none]
+  limits <namespace> [--rpm N|none] [--read-rpm N|none] [--tpm N|none] [--max-concurrent N|none]
                                                 what all keys billing to a namespace may do together
   demo [--username NAME] [--credits N] [--key-file PATH]
                                                 ensure a demo user and print a working key
@@ -53,6 +53,7 @@ async function main(): Promise<number> {
       scopes: { type: 'string' },
       'expires-at': { type: 'string' },
       rpm: { type: 'string' },
+      'read-rpm': { type: 'string' },
       tpm: { type: 'string' },
       'max-concurrent': { type: 'string' },
       budget: { type: 'string' },
@@ -84,7 +85,7 @@ async function main(): Promise<number> {
         need(1);
         // The same body the operator API takes; ApiKeys validates it and names a bad field.
         const int = (v: string | undefined) => (v === undefined ? undefined : /^\d+$/.test(v) ? Number(v) : v);
-        const limits = { rpm: int(values.rpm), tpm: int(values.tpm), max_concurrent: int(values['max-concurrent']) };
+        const limits = { rpm: int(values.rpm), read_rpm: int(values['read-rpm']), tpm: int(values.tpm), max_concurrent: int(values['max-concurrent']) };
         const body = {
           name: values.name,
           namespace: values.namespace,
@@ -99,7 +100,12 @@ async function main(): Promise<number> {
       case 'limits': {
         need(1);
         const limit = (v: string | undefined) => (v === undefined ? undefined : v === 'none' ? null : /^\d+$/.test(v) ? Number(v) : v);
-        const req = parseBody(NamespaceLimitsRequest, { rpm: limit(values.rpm), tpm: limit(values.tpm), max_concurrent: limit(values['max-concurrent']) });
+        const req = parseBody(NamespaceLimitsRequest, {
+          rpm: limit(values.rpm),
+          read_rpm: limit(values['read-rpm']),
+          tpm: limit(values.tpm),
+          max_concurrent: limit(values['max-concurrent']),
+        });
         result = await accounts.setLimits(args[0], req);
         break;
       }

@@ -1,10 +1,12 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiKeys } from '@atelier/accounts';
-import { CurrentCaller, RequiresFullAccess, type Caller } from '@atelier/auth';
+import { CurrentCaller, NotRateLimited, RequiresFullAccess, type Caller } from '@atelier/auth';
 
 /** Self-service API keys: POST/GET /api/api_keys, DELETE /api/api_keys/{prefix}. */
 @Controller('api/api_keys')
 @RequiresFullAccess()
+// Key management stays possible on a key that has spent its minute.
+@NotRateLimited()
 export class ApiKeysController {
   constructor(private readonly keys: ApiKeys) {}
 

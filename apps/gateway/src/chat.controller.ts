@@ -1,6 +1,6 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
+import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { ChatCompletionsService } from '@atelier/chat';
 import { toErrorResponse } from '@atelier/runtime';
 import { RouteConfig } from '@nestjs/platform-fastify';
@@ -24,6 +24,7 @@ export class ChatController {
    * complete answer.
    */
   @Post('completions')
+  @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {

@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
+import { CountsAsWork, CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
 import { FineTunesService } from '@atelier/fine-tune';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
 import { RouteConfig } from '@nestjs/platform-fastify';
@@ -22,6 +22,7 @@ export class FineTunesController {
   }
 
   @Post()
+  @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(201)
   async create(
@@ -55,6 +56,7 @@ export class FineTunesController {
   }
 
   @Post(':id/tokenize')
+  @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async tokenize(

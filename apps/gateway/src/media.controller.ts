@@ -1,6 +1,6 @@
 import { Body, Controller, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
+import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { fromOpenAiImageRequest, MediaGenerations, toOpenAiImagesAnswer, type MediaEndpoint } from '@atelier/media';
 import { openAiEditForm } from './multipart-upload';
@@ -23,6 +23,7 @@ export class MediaController {
   ) {}
 
   @Post('images/generate')
+  @CountsAsWork()
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
@@ -31,6 +32,7 @@ export class MediaController {
   }
 
   @Post('images/edit')
+  @CountsAsWork()
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
@@ -40,6 +42,7 @@ export class MediaController {
 
   /** OpenAI's Images API on the same base URL (`client.images.generate`): the contract's images/generate underneath. */
   @Post('images/generations')
+  @CountsAsWork()
   @RequiresScope('images')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
@@ -53,6 +56,7 @@ export class MediaController {
    * canonical form to compare a retry with.
    */
   @Post('images/edits')
+  @CountsAsWork()
   @RequiresScope('images')
   @HttpCode(200)
   async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
@@ -61,6 +65,7 @@ export class MediaController {
   }
 
   @Post('videos/generate')
+  @CountsAsWork()
   @RequiresScope('videos')
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)

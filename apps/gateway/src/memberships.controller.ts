@@ -1,10 +1,11 @@
 import { Controller, Delete, Param } from '@nestjs/common';
 import { AccountsService } from '@atelier/accounts';
-import { CurrentCaller, RequiresFullAccess, type Caller } from '@atelier/auth';
+import { CurrentCaller, NotRateLimited, RequiresFullAccess, type Caller } from '@atelier/auth';
 
 /** DELETE /api/orgs/{org}/membership: a member leaves an org (its keys bound to the org are revoked). */
 @Controller('api/orgs')
 @RequiresFullAccess()
+@NotRateLimited()
 export class MembershipsController {
   constructor(private readonly accounts: AccountsService) {}
 

@@ -1,5 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
+import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { GenerationQueue, type ListQuery } from '@atelier/queue';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
@@ -11,6 +11,7 @@ export class QueueController {
   constructor(private readonly generations: GenerationQueue) {}
 
   @Post()
+  @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   enqueue(@CurrentCaller() caller: Caller, @Body() body: unknown) {

@@ -1,8 +1,8 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '@atelier/billing';
 import { AccountsService } from './accounts.service';
-import { NamespaceAccess } from '@atelier/auth';
+import { LimitChanges, NamespaceAccess } from '@atelier/auth';
 import { ApiKeys } from './api-keys.service';
 
-@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess], exports: [AccountsService, ApiKeys] })
+@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess, LimitChanges], exports: [AccountsService, ApiKeys] })
 export class AccountsModule {}

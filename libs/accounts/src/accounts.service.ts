@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { generateApiKey } from '@atelier/auth';
+import { generateApiKey, LimitChanges } from '@atelier/auth';
 import { CreditLedger } from '@atelier/billing';
 import {
   API_KEY_REVOKED_CHANNEL,
@@ -45,6 +45,7 @@ export class AccountsService {
     private readonly prisma: PrismaService,
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
+    private readonly limitChanges: LimitChanges,
   ) {}
 
   /** A user, their own namespace (named after them) and a first API key, in one transaction. */
@@ -147,15 +148,17 @@ export class AccountsService {
   /** Sets the limits given (null removes one); the others stay. */
   async setLimits(
     namespace: string,
-    limits: { rpm?: number | null; tpm?: number | null; max_concurrent?: number | null },
-  ): Promise<{ namespace: string; limits: { rpm: number | null; tpm: number | null; max_concurrent: number | null } }> {
+    limits: { rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null },
+  ): Promise<{ namespace: string; limits: { rpm: number | null; read_rpm: number | null; tpm: number | null; max_concurrent: number | null } }> {
     const ns = await this.findNamespace(namespace);
     const row = await this.prisma.namespace.update({
       where: { id: ns.id },
-      data: { rpm: limits.rpm, tpm: limits.tpm, maxConcurrent: limits.max_concurrent },
-      select: { rpm: true, tpm: true, maxConcurrent: true },
+      data: { rpm: limits.rpm, readRpm: limits.read_rpm, tpm: limits.tpm, maxConcurrent: limits.max_concurrent },
+      select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true },
     });
-    return { namespace, limits: { rpm: row.rpm, tpm: row.tpm, max_concurrent: row.maxConcurrent } };
+    // Every replica has dropped what it cached of this namespace's keys before the answer goes out.
+    await this.limitChanges.announce(ns.id);
+    return { namespace, limits: { rpm: row.rpm, read_rpm: row.readRpm, tpm: row.tpm, max_concurrent: row.maxConcurrent } };
   }
 
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {

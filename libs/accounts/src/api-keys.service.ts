@@ -19,7 +19,7 @@ export interface ApiKeyView {
   /** null: every scope. */
   scopes: string[] | null;
   expires_at: string | null;
-  limits: { rpm?: number; tpm?: number; max_concurrent?: number } | null;
+  limits: { rpm?: number; read_rpm?: number; tpm?: number; max_concurrent?: number } | null;
   /** `spent`: charged in the current period (UTC day or month, or in total). */
   budget: { max_spend: string; period: BudgetPeriod; spent: string } | null;
   created_at: string;
@@ -82,9 +82,9 @@ export class ApiKeys {
     }
     const keyExpiry = inherited ? inherited.expiresAt : expiresAt;
     const scope = await this.access.resolve(owner, body.namespace ?? owner.namespace);
-    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, tpm: true, maxConcurrent: true } });
-    const caps = { rpm: own?.rpm ?? null, tpm: own?.tpm ?? null, max_concurrent: own?.maxConcurrent ?? null };
-    for (const k of ['rpm', 'tpm', 'max_concurrent'] as const) {
+    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true } });
+    const caps = { rpm: own?.rpm ?? null, read_rpm: own?.readRpm ?? null, tpm: own?.tpm ?? null, max_concurrent: own?.maxConcurrent ?? null };
+    for (const k of LIMIT_NAMES) {
       const cap = caps[k];
       if (limits[k] !== null && cap !== null && limits[k] > cap)
         throw ApiError.badRequest(`limits.${k} must not exceed the namespace's own limit of ${cap}`, { fields: [{ field: `limits.${k}`, message: `must be at most ${cap}` }] });
@@ -99,6 +99,7 @@ export class ApiKeys {
       scopes,
       expiresAt: keyExpiry,
       rpm: limits.rpm,
+      readRpm: limits.read_rpm,
       tpm: limits.tpm,
       maxConcurrent: limits.max_concurrent,
       budgetMaxSpend: budget?.max_spend ?? null,
@@ -132,16 +133,17 @@ export class ApiKeys {
   }
 }
 
-type KeyLimits = { rpm: number | null; tpm: number | null; max_concurrent: number | null };
+const LIMIT_NAMES = ['rpm', 'read_rpm', 'tpm', 'max_concurrent'] as const;
+type KeyLimits = Record<(typeof LIMIT_NAMES)[number], number | null>;
 
 /**
  * What a key made with `maker` gets: each limit, its scopes and its expiry at or below the
  * maker's (an omitted one is the maker's own), or 403 naming what would exceed it.
  */
 function withinMaker(maker: Caller, asked: { limits: KeyLimits; scopes: string[]; expiresAt: Date | null }): { limits: KeyLimits; scopes: string[]; expiresAt: Date | null } {
-  const own: KeyLimits = { rpm: maker.rpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null };
+  const own: KeyLimits = { rpm: maker.rpm ?? null, read_rpm: maker.readRpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null };
   const limits = { ...asked.limits };
-  for (const k of ['rpm', 'tpm', 'max_concurrent'] as const) {
+  for (const k of LIMIT_NAMES) {
     const cap = own[k];
     if (cap === null) continue;
     if (limits[k] === null) limits[k] = cap;
@@ -166,9 +168,9 @@ function withinMaker(maker: Caller, asked: { limits: KeyLimits; scopes: string[]
 /** The maker's own limits, then those of the keys above it: a new key's requests count against all of them. */
 function limitChainOf(maker: Caller): Prisma.InputJsonValue | typeof Prisma.DbNull {
   const chain = [
-    { prefix: maker.keyPrefix, rpm: maker.rpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null },
-    ...(maker.makerLimits ?? []).map((m) => ({ prefix: m.keyPrefix, rpm: m.rpm ?? null, tpm: m.tpm ?? null, max_concurrent: m.maxConcurrent ?? null })),
-  ].filter((l) => l.rpm !== null || l.tpm !== null || l.max_concurrent !== null);
+    { prefix: maker.keyPrefix, rpm: maker.rpm ?? null, read_rpm: maker.readRpm ?? null, tpm: maker.tpm ?? null, max_concurrent: maker.maxConcurrent ?? null },
+    ...(maker.makerLimits ?? []).map((m) => ({ prefix: m.keyPrefix, rpm: m.rpm ?? null, read_rpm: m.readRpm ?? null, tpm: m.tpm ?? null, max_concurrent: m.maxConcurrent ?? null })),
+  ].filter((l) => l.rpm !== null || l.read_rpm !== null || l.tpm !== null || l.max_concurrent !== null);
   return chain.length > 0 ? chain : Prisma.DbNull;
 }
 
@@ -195,17 +197,17 @@ async function carveBudget(tx: Prisma.TransactionClient, maker: Caller, budget: 
   await tx.$executeRaw`UPDATE api_keys SET budget_max_spend = budget_max_spend - ${budget.max_spend}::numeric WHERE id = ${maker.keyId}::uuid`;
 }
 
-/** `limits`: `rpm` (requests per minute), `tpm` (chat tokens per minute), `max_concurrent` (in flight plus active generations). */
-function keyLimits(limits: unknown, problems: Problems): { rpm: number | null; tpm: number | null; max_concurrent: number | null } {
-  const none = { rpm: null, tpm: null, max_concurrent: null };
+/** `limits`: `rpm` (requests that create work per minute), `read_rpm` (other requests per minute), `tpm` (chat tokens per minute), `max_concurrent` (in flight plus active generations). */
+function keyLimits(limits: unknown, problems: Problems): KeyLimits {
+  const none = { rpm: null, read_rpm: null, tpm: null, max_concurrent: null };
   if (limits === undefined || limits === null) return none;
   if (typeof limits !== 'object' || Array.isArray(limits)) {
-    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60, "tpm": 100000, "max_concurrent": 4}' });
+    problems.push({ field: 'limits', message: 'must be an object such as {"rpm": 60, "read_rpm": 600, "tpm": 100000, "max_concurrent": 4}' });
     return none;
   }
   const l = limits as Record<string, unknown>;
-  for (const k of Object.keys(l)) if (!['rpm', 'tpm', 'max_concurrent'].includes(k)) problems.push({ field: `limits.${k}`, message: 'is not a limit' });
-  const one = (k: 'rpm' | 'tpm' | 'max_concurrent', max: number): number | null => {
+  for (const k of Object.keys(l)) if (!(LIMIT_NAMES as readonly string[]).includes(k)) problems.push({ field: `limits.${k}`, message: 'is not a limit' });
+  const one = (k: (typeof LIMIT_NAMES)[number], max: number): number | null => {
     if (l[k] === undefined || l[k] === null) return null;
     if (typeof l[k] !== 'number' || !Number.isInteger(l[k]) || (l[k] as number) < 1 || (l[k] as number) > max) {
       problems.push({ field: `limits.${k}`, message: `must be an integer between 1 and ${max}` });
@@ -213,7 +215,7 @@ function keyLimits(limits: unknown, problems: Problems): { rpm: number | null; t
     }
     return l[k] as number;
   };
-  return { rpm: one('rpm', 1_000_000), tpm: one('tpm', 1_000_000_000), max_concurrent: one('max_concurrent', 100_000) };
+  return { rpm: one('rpm', 1_000_000), read_rpm: one('read_rpm', 1_000_000), tpm: one('tpm', 1_000_000_000), max_concurrent: one('max_concurrent', 100_000) };
 }
 
 /** `budget`: `{"max_spend": "<decimal>", "period": "day" | "month" | "total"}`. */
@@ -255,7 +257,12 @@ function currentWindow(period: string, now = new Date()): string {
 }
 
 function view(row: ApiKeyModel, namespace: string): ApiKeyView {
-  const limits = { ...(row.rpm !== null && { rpm: row.rpm }), ...(row.tpm !== null && { tpm: row.tpm }), ...(row.maxConcurrent !== null && { max_concurrent: row.maxConcurrent }) };
+  const limits = {
+    ...(row.rpm !== null && { rpm: row.rpm }),
+    ...(row.readRpm !== null && { read_rpm: row.readRpm }),
+    ...(row.tpm !== null && { tpm: row.tpm }),
+    ...(row.maxConcurrent !== null && { max_concurrent: row.maxConcurrent }),
+  };
   const period = row.budgetPeriod as BudgetPeriod | null;
   return {
     prefix: row.prefix,

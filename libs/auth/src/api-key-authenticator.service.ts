@@ -1,8 +1,8 @@
 import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { API_KEY_REVOKED_CHANNEL, ApiError } from '@atelier/contracts';
+import { API_KEY_REVOKED_CHANNEL, ApiError, NAMESPACE_LIMITS_CHANGED_CHANNEL } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
-import { BroadcastBus, runPeriodically } from '@atelier/runtime';
+import { BroadcastBus, RedisService, runPeriodically } from '@atelier/runtime';
 import { apiKeyPrefix, hashApiKey, hashesEqual } from './api-key';
 import type { Caller } from './caller';
 
@@ -17,9 +17,9 @@ const LAST_USED_RESOLUTION_MS = 60_000;
  */
 const keyLookup = (prefixes: string[]) => Prisma.sql`
   SELECT k.prefix, k.id::text, k.user_id::text, k.hash, k.revoked_at IS NOT NULL AS revoked, k.namespace_id::text, k.scopes,
-         k.expires_at, k.rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
+         k.expires_at, k.rpm, k.read_rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
          u.username, own.id::text AS own_id, home.id::text AS home_id, home.name AS home_name,
-         home.rpm AS home_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent, k.limit_chain,
+         home.rpm AS home_rpm, home.read_rpm AS home_read_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent, k.limit_chain,
          home.org_id IS NULL OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = home.org_id AND m.user_id = k.user_id) AS member
   FROM api_keys k
   JOIN users u ON u.id = k.user_id
@@ -46,6 +46,7 @@ interface KeyRow {
   scopes: string[];
   expires_at: Date | string | null;
   rpm: number | null;
+  read_rpm: number | null;
   tpm: number | null;
   max_concurrent: number | null;
   has_budget: boolean;
@@ -54,9 +55,10 @@ interface KeyRow {
   home_id: string | null;
   home_name: string | null;
   home_rpm: number | null;
+  home_read_rpm: number | null;
   home_tpm: number | null;
   home_max_concurrent: number | null;
-  limit_chain: { prefix: string; rpm?: number | null; tpm?: number | null; max_concurrent?: number | null }[] | null;
+  limit_chain: { prefix: string; rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null }[] | null;
   /** The key bills to the owner's own namespace, or to an org the owner still belongs to. */
   member: boolean;
 }
@@ -108,11 +110,22 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
   constructor(
     private readonly prisma: PrismaService,
     private readonly bus: BroadcastBus,
+    private readonly redis: RedisService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   async onModuleInit(): Promise<void> {
     await this.bus.subscribe(API_KEY_REVOKED_CHANNEL, ({ prefix }) => this.forget(prefix));
+    await this.bus.subscribe(NAMESPACE_LIMITS_CHANGED_CHANNEL, ({ namespaceId, ackKey }) => {
+      this.forgetNamespace(namespaceId);
+      // Acknowledged once dropped: the change's sender waits for every replica (LimitChanges).
+      void this.redis.client
+        .multi()
+        .rpush(ackKey, '1')
+        .pexpire(ackKey, 60_000)
+        .exec()
+        .catch(() => undefined);
+    });
     const ttl = this.config.AUTH_CACHE_MS;
     // Twice per reading's life, so each is renewed before it expires. A failed read (Postgres
     // away) leaves the readings to expire: the next request's own lookup reports the outage.
@@ -124,9 +137,18 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
   }
 
   forget(prefix: string): void {
+    this.forgetWhere((caller) => caller.keyPrefix === prefix);
+  }
+
+  /** Drops every cached key billing to the namespace: its limits ride on the cached caller. */
+  forgetNamespace(namespaceId: string): void {
+    this.forgetWhere((caller) => caller.namespaceId === namespaceId);
+  }
+
+  private forgetWhere(match: (caller: Caller) => boolean): void {
     this.revocations++;
-    for (const [hash, entry] of this.cache) if (entry.caller.keyPrefix === prefix) this.cache.delete(hash);
-    // A request arriving after the revocation reads the database again rather than joining a lookup begun before it.
+    for (const [hash, entry] of this.cache) if (match(entry.caller)) this.cache.delete(hash);
+    // A request arriving after the change reads the database again rather than joining a lookup begun before it.
     this.lookups.clear();
   }
 
@@ -232,6 +254,8 @@ function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
     ...(row.expires_at && { expiresAt: new Date(row.expires_at).getTime() }),
     ...(row.rpm !== null && { rpm: row.rpm }),
     ...(row.home_rpm !== null && { namespaceRpm: row.home_rpm }),
+    ...(row.read_rpm !== null && { readRpm: row.read_rpm }),
+    ...(row.home_read_rpm !== null && { namespaceReadRpm: row.home_read_rpm }),
     ...(row.tpm !== null && { tpm: row.tpm }),
     ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
     ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
@@ -240,6 +264,7 @@ function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
       makerLimits: row.limit_chain.map((l) => ({
         keyPrefix: l.prefix,
         ...(typeof l.rpm === 'number' && { rpm: l.rpm }),
+        ...(typeof l.read_rpm === 'number' && { readRpm: l.read_rpm }),
         ...(typeof l.tpm === 'number' && { tpm: l.tpm }),
         ...(typeof l.max_concurrent === 'number' && { maxConcurrent: l.max_concurrent }),
       })),

@@ -13,3 +13,16 @@ export const RequiresScope = (scope: ApiScope) => SetMetadata(SCOPE_METADATA, sc
 
 /** A route only keys without scope limits may use (a limited key must not mint an unlimited one). */
 export const RequiresFullAccess = () => SetMetadata(SCOPE_METADATA, FULL_ACCESS);
+
+/**
+ * Which per-minute budget a request spends: `work` (rpm) for requests that create work or charge,
+ * `read` (read_rpm) for everything else, the default, so a poll never spends what caps work;
+ * `none` for key management, which must stay possible on a key that has spent its minute.
+ */
+export type RateClass = 'work' | 'read' | 'none';
+export const RATE_CLASS_METADATA = 'atelier:rate-class';
+
+/** The route creates work or charges: it spends `rpm` (chat, images, videos, enqueue, fine-tune create and tokenize). */
+export const CountsAsWork = () => SetMetadata(RATE_CLASS_METADATA, 'work' satisfies RateClass);
+/** The route spends no per-minute budget (key management). */
+export const NotRateLimited = () => SetMetadata(RATE_CLASS_METADATA, 'none' satisfies RateClass);

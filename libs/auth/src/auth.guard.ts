@@ -6,7 +6,7 @@ import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
 import { ACCESS_METADATA, ANSWER_AFTER_ACCESS, AnsweredBeforeHandler, RateLimiter, type AnswerAfterAccess, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
-import { FULL_ACCESS, SCOPE_METADATA } from './api-scopes';
+import { FULL_ACCESS, RATE_CLASS_METADATA, SCOPE_METADATA, type RateClass } from './api-scopes';
 import { callerRateLimits, takeRateLimits } from './caller-rate-limits';
 import { secretsEqual } from './api-key';
 import type { Caller } from './caller';
@@ -18,6 +18,7 @@ type RequestWithCaller = FastifyRequest & { caller?: Caller; [ANSWER_AFTER_ACCES
 interface RouteRules {
   access: RouteAccess | undefined;
   scope: string | undefined;
+  rateClass: RateClass;
 }
 
 /**
@@ -53,6 +54,7 @@ export class AccessGuard implements CanActivate {
       rules = {
         access: this.reflector.getAllAndOverride<RouteAccess | undefined>(ACCESS_METADATA, targets),
         scope: this.reflector.getAllAndOverride<string | undefined>(SCOPE_METADATA, targets),
+        rateClass: this.reflector.getAllAndOverride<RateClass | undefined>(RATE_CLASS_METADATA, targets) ?? 'read',
       };
       byClass.set(controller, rules);
     }
@@ -61,7 +63,7 @@ export class AccessGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const { access, scope } = this.rulesOf(context);
+    const { access, scope, rateClass } = this.rulesOf(context);
     const req = context.switchToHttp().getRequest<RequestWithCaller>();
     if (access === 'public') return true;
     if (access === 'admin') {
@@ -81,11 +83,12 @@ export class AccessGuard implements CanActivate {
       if (scope === FULL_ACCESS) throw ApiError.forbidden(`This API key is limited to ${caller.scopes.join(', ')}; managing API keys needs a key without scopes`);
       if (!caller.scopes.includes(scope)) throw ApiError.forbidden(`This API key lacks the '${scope}' scope (it has: ${caller.scopes.join(', ')})`);
     }
-    // Keys without request limits cost no Redis call.
-    const limits = callerRateLimits(caller, 'requests');
+    // Keys without limits of the request's class cost no Redis call.
+    const unit = rateClass === 'work' ? 'requests' : 'reads';
+    const limits = rateClass === 'none' ? [] : callerRateLimits(caller, unit);
     if (limits.length > 0) {
       const reply = context.switchToHttp().getResponse<FastifyReply>();
-      await timedStage(this.metrics, 'rate_limit.requests', () => takeRateLimits(this.limiter!, limits, 'requests', (name, value) => void reply.header(name, value)));
+      await timedStage(this.metrics, 'rate_limit.requests', () => takeRateLimits(this.limiter!, limits, unit, (name, value) => void reply.header(name, value)));
     }
     const decided = req[ANSWER_AFTER_ACCESS];
     if (decided) {

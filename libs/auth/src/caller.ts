@@ -19,9 +19,12 @@ export interface Caller {
   scopes?: readonly string[];
   /** When the key stops working (ms since the epoch); undefined: never. */
   expiresAt?: number;
-  /** Requests per minute: the key's own limit and its namespace's (operator-set), when there are. */
+  /** Requests per minute that create work or charge: the key's own limit and its namespace's (operator-set), when there are. */
   rpm?: number;
   namespaceRpm?: number;
+  /** Every other request per minute (polls, lists, reads): the key's own limit and its namespace's, when there are. */
+  readRpm?: number;
+  namespaceReadRpm?: number;
   /** Chat tokens per minute: the key's own limit and its namespace's, when there are. */
   tpm?: number;
   namespaceTpm?: number;
@@ -35,6 +38,7 @@ export interface Caller {
 export interface MakerLimits {
   keyPrefix: string;
   rpm?: number;
+  readRpm?: number;
   tpm?: number;
   maxConcurrent?: number;
 }

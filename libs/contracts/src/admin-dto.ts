@@ -44,6 +44,13 @@ export type AdjustCreditsRequest = z.infer<typeof AdjustCreditsRequest>;
 export const NamespaceLimitsRequest = z
   .strictObject({
     rpm: z.number({ error: 'rpm must be an integer or null' }).int('rpm must be an integer').min(1, 'rpm must be at least 1').max(1_000_000, 'rpm must be at most 1000000').nullable().optional(),
+    read_rpm: z
+      .number({ error: 'read_rpm must be an integer or null' })
+      .int('read_rpm must be an integer')
+      .min(1, 'read_rpm must be at least 1')
+      .max(1_000_000, 'read_rpm must be at most 1000000')
+      .nullable()
+      .optional(),
     tpm: z.number({ error: 'tpm must be an integer or null' }).int('tpm must be an integer').min(1, 'tpm must be at least 1').max(1_000_000_000, 'tpm must be at most 1000000000').nullable().optional(),
     max_concurrent: z
       .number({ error: 'max_concurrent must be an integer or null' })
@@ -53,7 +60,10 @@ export const NamespaceLimitsRequest = z
       .nullable()
       .optional(),
   })
-  .refine((l) => l.rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined, 'give rpm, tpm, max_concurrent or several (null removes a limit)');
+  .refine(
+    (l) => l.rpm !== undefined || l.read_rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined,
+    'give rpm, read_rpm, tpm, max_concurrent or several (null removes a limit)',
+  );
 export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
 
 export interface CreatedUserResponse {

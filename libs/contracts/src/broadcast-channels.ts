@@ -41,6 +41,16 @@ export interface ApiKeyRevokedEvent {
   prefix: string;
 }
 
+/**
+ * A namespace's limits changed: replicas drop what they cached of its keys, then push one entry to
+ * `ackKey` so the operator's PUT answers only once every replica will apply the new limits.
+ */
+export interface NamespaceLimitsChangedEvent {
+  namespaceId: string;
+  ackKey: string;
+}
+
 export const GENERATION_COMPLETED_CHANNEL = channel<GenerationCompletedEvent>()('events.generation-completed');
 export const CANCEL_JOBS_CHANNEL = channel<CancelJobsEvent>()('control.cancel-jobs');
 export const API_KEY_REVOKED_CHANNEL = channel<ApiKeyRevokedEvent>()('control.api-key-revoked');
+export const NAMESPACE_LIMITS_CHANGED_CHANNEL = channel<NamespaceLimitsChangedEvent>()('control.namespace-limits-changed');

@@ -10,7 +10,7 @@ type Schema = Record<string, unknown>;
 const API_KEY_LIMITS: Schema = {
   type: 'object',
   additionalProperties: false,
-  properties: { rpm: { type: 'integer', minimum: 1 }, tpm: { type: 'integer', minimum: 1 }, max_concurrent: { type: 'integer', minimum: 1 } },
+  properties: { rpm: { type: 'integer', minimum: 1 }, read_rpm: { type: 'integer', minimum: 1 }, tpm: { type: 'integer', minimum: 1 }, max_concurrent: { type: 'integer', minimum: 1 } },
 };
 const API_KEY_BUDGET: Schema = {
   type: 'object',
@@ -232,7 +232,7 @@ function operations(catalog: ModelCatalog): Operation[] {
         'Needs a key without scopes. `namespace`: the caller\'s own (default) or an org they belong to; requests bill there by default. ' +
         `\`scopes\`: some of ${API_SCOPES.join(', ')} (absent: all); a request outside them is 403 naming the scope. ` +
         '`expires_at`: ISO 8601 or Unix seconds; after it the key gets 401 saying it expired. ' +
-        '`limits`: `rpm`, `tpm` (chat tokens) and `max_concurrent` (requests in flight plus active generations), each at most the namespace\'s. ' +
+        '`limits`: `rpm` (requests that create work or charge), `read_rpm` (every other request: polls, lists, reads), `tpm` (chat tokens) and `max_concurrent` (requests in flight plus active generations), each at most the namespace\'s. ' +
         '`budget`: `{"max_spend": "<decimal>", "period": "day"|"month"|"total"}` (UTC calendar periods); a request that could take the key past it is 402 `Budget exceeded for key <prefix>` before any work. ' +
         'A key makes keys only at or below itself (403 naming what exceeds): limits and scopes at most its own (omitted: its own), expiry no later than its own, and, when it has a budget, a budget in the same period carved out of what it has left (its own max_spend goes down by as much). ' +
         "The new key's requests also count against the limits of the key that made it, and of that key's maker.",
@@ -472,7 +472,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       method: 'put',
       route: '/api/admin/namespaces/:namespace/limits',
       tag: 'Operator',
-      summary: "Set a namespace's requests and chat tokens per minute (all its keys together; null: none)",
+      summary: "Set a namespace's work requests (rpm), other requests (read_rpm) and chat tokens (tpm) per minute and its work in flight (all its keys together; null: none); applied on every replica before it answers",
       access: 'admin',
       body: fromZod(NamespaceLimitsRequest),
       responses: { 200: ['The limits', { type: 'object', properties: { namespace: { type: 'string' }, limits: { type: 'object' } } }] },

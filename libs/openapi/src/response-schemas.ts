@@ -28,7 +28,7 @@ const API_KEY_VIEW: Record<string, Schema> = {
   namespace: str,
   scopes: nullable({ type: 'array', items: str }),
   expires_at: nullable({ type: 'string', format: 'date-time' }),
-  limits: nullable({ type: 'object', properties: { rpm: int, tpm: int, max_concurrent: int } }),
+  limits: nullable({ type: 'object', properties: { rpm: int, read_rpm: int, tpm: int, max_concurrent: int } }),
   budget: nullable(obj({ max_spend: str, period: { type: 'string', enum: ['day', 'month', 'total'] }, spent: str }, ['max_spend', 'period', 'spent'])),
   created_at: { type: 'string', format: 'date-time' },
   last_used_at: nullable({ type: 'string', format: 'date-time' }),

@@ -32,6 +32,15 @@ export class BroadcastBus implements OnApplicationShutdown {
     });
   }
 
+  /**
+   * As publish, and says how many processes' subscribers it reached (Redis's own count), for a
+   * broadcast whose sender waits for each of them to act on it. The same wire format as publish.
+   */
+  async publishCounted<C extends BroadcastChannel<string, unknown>>(channel: C, payload: BroadcastPayloadOf<C>): Promise<number> {
+    const name = this.redis.names.channel(channel.name);
+    return this.redis.client.publish(name, JSON.stringify({ pattern: name, data: payload }));
+  }
+
   /** Returns an unsubscribe function. Listener errors are logged, never thrown into Redis. */
   async subscribe<C extends BroadcastChannel<string, unknown>>(
     channel: C,
