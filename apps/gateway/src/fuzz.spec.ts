@@ -10,6 +10,7 @@ import {
   queryOnce,
   envelopeProblem,
   fc,
+  internalTextProblem,
   multipartArbitrary,
   multipartPieces,
   streamedRequest,
@@ -228,7 +229,7 @@ describe('fuzzing every route (real processes)', () => {
       counts[res.status] = (counts[res.status] ?? 0) + 1;
       byRoute.set(req.route, counts);
       if (res.status >= 500) throw new Error(`${res.status} for ${req.method} ${req.path}: ${res.text.slice(0, 300)}`);
-      const problem = envelopeProblem(res.status, res.contentType, res.text);
+      const problem = envelopeProblem(res.status, res.contentType, res.text) ?? (res.status >= 400 ? internalTextProblem(res.text) : undefined);
       if (problem) throw new Error(`${problem}: ${res.status} ${req.method} ${req.path}: ${res.text.slice(0, 200)}`);
       if (res.text.includes(secret)) throw new Error(`${req.method} ${req.path} served a file outside the storage root`);
       if (req.route === 'POST /api/ai/queue' && res.status === 200)

@@ -143,7 +143,8 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
         this.write(conn, `: some events after ${afterId} are no longer retained (older than ${this.config.EVENTS_REPLAY_SECONDS} s or beyond the last 1000) and may be missing\n\n`);
       for (const { id, payload } of events) this.send(conn, this.frame({ ...payload, event_id: id }));
     } catch (err) {
-      this.write(conn, `: the events after ${afterId} could not be replayed (${(err as Error).message}); live events follow\n\n`);
+      this.logger.warn(`Replaying events after ${afterId} failed: ${(err as Error).message}`);
+      this.write(conn, `: the events after ${afterId} could not be replayed (the event store is temporarily unavailable); live events follow\n\n`);
     } finally {
       const held = conn.held ?? [];
       conn.held = undefined;

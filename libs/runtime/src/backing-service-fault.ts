@@ -31,7 +31,7 @@ const REDIS_MESSAGES = [
   /Stream isn't writeable and enableOfflineQueue options is false/,
   /Connection in subscriber mode/,
   /LOADING Redis is loading the dataset in memory/,
-  /Could not reach the job queue/,
+  /Could not reach the job queue|The job queue \(Redis\) is temporarily unavailable/,
 ];
 
 interface Inspectable {

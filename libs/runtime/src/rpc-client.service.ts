@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
 import { outageError } from './backing-service-fault';
@@ -50,6 +50,7 @@ interface Pending {
  */
 @Injectable()
 export class RpcClient implements OnApplicationShutdown {
+  private readonly logger = new Logger(RpcClient.name);
   private subscriber?: Redis;
   /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
   private subscribed?: Promise<unknown>;
@@ -121,9 +122,12 @@ export class RpcClient implements OnApplicationShutdown {
           entryId = await this.callsOf(stream).submit({ jobId, data: JSON.stringify(payload) });
           if (cancelled && entryId) await this.redis.client.xdel(stream, entryId);
         })
-        .catch((err: Error) =>
-          finish(() => reject(new ApiError('service_unavailable', `Could not reach the job queue: ${err.message}`))),
-        );
+        .catch((err: Error) => {
+          // The client library's words (ioredis: "Reached the max retries per request limit ...")
+          // go to the log; the caller gets one sentence to act on.
+          this.logger.warn(`Could not submit a ${contract.name} job: ${err.message}`);
+          finish(() => reject(outageError('redis')));
+        });
     });
   }
 

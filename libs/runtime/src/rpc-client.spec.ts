@@ -3,7 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@atelier/config';
 import { ApiError, defineQueue, type QueueContract, type QueueSettings } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
-import { createTestEnvironment, waitFor, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, freePort, internalTextProblem, waitFor, type TestEnvironment } from '@atelier/testing';
 import { createService } from './bootstrap-service';
 import { HandlesQueue, type JobContext, type JobHandler } from './job-handler';
 import { RedisService } from './redis.module';
@@ -198,6 +198,15 @@ describe('RpcClient over Redis streams', () => {
     expect(err.status).toBe(402);
     expect(err.message).toBe(`Not enough credits for ${id}`);
     expect(err.detail).toEqual({ needed: '5' });
+  });
+
+  it("says in plain words that the job queue is away when Redis cannot be reached, never the client library's text", async () => {
+    // A caller that never reached its Redis: calls wait for the first connect, then fail with ioredis's own error.
+    const away = await start('caller-without-redis', [], [], { ...env.config, REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
+    const err = await rejection(away.get(RpcClient).call(UNSERVED_QUEUE, { id: nextId('away') }, { timeoutMs: 30_000 }));
+    expect(err.type).toBe('service_unavailable');
+    expect(err.message).toBe('The job queue (Redis) is temporarily unavailable; retry in a few seconds');
+    expect(internalTextProblem(err.message)).toBeUndefined();
   });
 
   it('reports any other failure as a generic 500 without leaking internals', async () => {

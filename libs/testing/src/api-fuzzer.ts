@@ -242,6 +242,18 @@ export function* multipartPieces(shape: MultipartShape, boundary: string): Gener
   if (!shape.cutShort) yield `--${boundary}--\r\n`;
 }
 
+/**
+ * Text no answer may carry: the names of the libraries atelier runs on (their error messages
+ * name them, e.g. ioredis's "maxRetriesPerRequest") and stack frames.
+ */
+const INTERNAL_TEXT = /\b(ioredis|prisma|bullmq|fastify|node_modules|pg-pool|pg-protocol|maxRetriesPerRequest)\b|\n\s*at \S[^\n]*:\d+:\d+/i;
+
+/** What internal text an error answer gives away, or undefined. */
+export function internalTextProblem(text: string): string | undefined {
+  const m = INTERNAL_TEXT.exec(text);
+  return m ? `the answer carries internal text (${JSON.stringify(m[0].trim())})` : undefined;
+}
+
 /** The one error envelope every 4xx/5xx must have; returns what is wrong, or undefined. */
 export function envelopeProblem(status: number, contentType: string | null, text: string): string | undefined {
   if (status < 400) return undefined;

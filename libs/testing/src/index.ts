@@ -9,6 +9,7 @@ export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawa
 export {
   envelopeProblem,
   fc,
+  internalTextProblem,
   hostileValue,
   multipartArbitrary,
   multipartPieces,
