@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { API_SCOPES, generateApiKey, NamespaceAccess, type Caller } from '@atelier/auth';
-import { ApiError, DECIMAL_PATTERN } from '@atelier/contracts';
+import { ApiError, DECIMAL_PATTERN, parseApiInstant } from '@atelier/contracts';
 import { Prisma, PrismaService, type ApiKeyModel } from '@atelier/db';
 import { AccountsService } from './accounts.service';
 
@@ -242,7 +242,7 @@ function keyBudget(budget: unknown, problems: Problems): { max_spend: string; pe
 
 function expiry(value: unknown, problems: { field: string; message: string }[]): Date | null {
   if (value === undefined || value === null) return null;
-  const ms = typeof value === 'number' ? value * 1000 : typeof value === 'string' && /^\d{4}-\d\d-\d\d/.test(value) ? Date.parse(value) : NaN;
+  const ms = parseApiInstant(value)?.getTime() ?? NaN;
   if (!Number.isFinite(ms)) problems.push({ field: 'expires_at', message: 'must be an ISO 8601 time or Unix seconds' });
   else if (ms <= Date.now()) problems.push({ field: 'expires_at', message: 'must be in the future' });
   else if (ms > Date.now() + MAX_LIFETIME_MS) problems.push({ field: 'expires_at', message: 'must be within 5 years' });

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { ApiError } from '@atelier/contracts';
+import { ApiError, parseApiInstant } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 
 export const USAGE_GROUPS = ['model', 'api_key', 'day', 'endpoint'] as const;
@@ -198,17 +198,9 @@ function window(rawFrom: unknown, rawTo: unknown): { from: Date; to: Date } {
   const problems: { field: string; message: string }[] = [];
   const parse = (value: unknown, field: string): Date | undefined => {
     if (value === undefined || value === '') return undefined;
-    const ms =
-      typeof value === 'string' && /^\d{1,12}$/.test(value)
-        ? Number(value) * 1000
-        : typeof value === 'string' && /^\d{4}-\d\d-\d\d(?:[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?$/.test(value)
-          ? Date.parse(/^\d{4}-\d\d-\d\d$/.test(value) ? `${value}T00:00:00Z` : value)
-          : NaN;
-    if (!Number.isFinite(ms) || ms < 0 || ms > 8.64e15) {
-      problems.push({ field, message: 'must be an ISO 8601 time or date, or Unix seconds' });
-      return undefined;
-    }
-    return new Date(ms);
+    const at = parseApiInstant(value);
+    if (!at) problems.push({ field, message: 'must be an ISO 8601 time or date, or Unix seconds' });
+    return at;
   };
   const now = new Date();
   const from = parse(rawFrom, 'from') ?? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));

@@ -4,3 +4,4 @@ export * from './broadcast-channels';
 export * from './admin-dto';
 export * from './health';
 export * from './repository-dto';
+export * from './api-instant';
