@@ -189,6 +189,7 @@ describe('Idempotency-Key', () => {
       [
         'post /api/ai/chat/completions',
         'post /api/ai/images/edit',
+        'post /api/ai/images/edits',
         'post /api/ai/images/generate',
         'post /api/ai/images/generations',
         'post /api/ai/queue',

@@ -5,7 +5,7 @@ import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { fromOpenAiImageRequest, MediaGenerations, toOpenAiImagesAnswer, type MediaEndpoint } from '@atelier/media';
 import { openAiEditForm } from './multipart-upload';
 import { RouteConfig } from '@nestjs/platform-fastify';
-import { IDEMPOTENT } from '@atelier/idempotency';
+import { IDEMPOTENT, IDEMPOTENT_AFTER_BODY, IdempotentRequests } from '@atelier/idempotency';
 
 /** How often TCP keep-alive probes go out while a long render is waiting (NATs and load balancers drop silent connections). */
 const KEEPALIVE_PROBE_MS = 30_000;
@@ -19,6 +19,7 @@ const KEEPALIVE_PROBE_MS = 30_000;
 export class MediaController {
   constructor(
     private readonly media: MediaGenerations,
+    private readonly idempotency: IdempotentRequests,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -52,15 +53,17 @@ export class MediaController {
 
   /**
    * OpenAI's image edits (`client.images.edit`, multipart with the image file): images/edit
-   * underneath, the file passed as a data URI. Not idempotent by key: a multipart body has no
-   * canonical form to compare a retry with.
+   * underneath, the file passed as a data URI. An Idempotency-Key is claimed once the form is
+   * read, with a digest of it (fields, and each image's SHA-256) standing for the body.
    */
   @Post('images/edits')
   @CountsAsWork()
   @RequiresScope('images')
+  @RouteConfig(IDEMPOTENT_AFTER_BODY)
   @HttpCode(200)
   async edits(@CurrentCaller() caller: Caller, @Req() req: FastifyRequest, @Res() reply: FastifyReply) {
-    const { fields, images } = await openAiEditForm(req, this.config);
+    const { fields, images, digest } = await openAiEditForm(req, this.config);
+    if (!(await this.idempotency.claimAfterBody(req, reply, caller.userId, digest))) return;
     return this.render('/images/edit', caller, fromOpenAiImageRequest(fields, images), req, reply, toOpenAiImagesAnswer);
   }
 

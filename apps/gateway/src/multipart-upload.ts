@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { finished, PassThrough } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import type {} from '@fastify/multipart';
@@ -65,9 +66,10 @@ function toUploadError(err: unknown, config: AppConfig, inPart = false): unknown
  * its bytes arrive, so a request holds about 4/3 of the bytes it was allowed, never the whole body
  * twice over: one request of a hundred 50 MiB parts once took the gateway past 20 GB.
  */
-export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Promise<{ fields: Record<string, string>; images: string[] }> {
+export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Promise<{ fields: Record<string, string>; images: string[]; digest: string }> {
   const fields: Record<string, string> = {};
   const images: string[] = [];
+  const imageDigests: string[] = [];
   const perImage = Math.min(config.MEDIA_FETCH_MAX_BYTES, config.EDIT_MAX_TOTAL_BYTES);
   let total = 0;
   for await (const item of multipartUploadItems(req, config)) {
@@ -84,6 +86,7 @@ export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Pr
       throw new ApiError('payload_too_large', `An edit takes at most ${config.EDIT_MAX_IMAGES} images (EDIT_MAX_IMAGES)`);
     }
     const encoded: string[] = [];
+    const hash = createHash('sha256');
     // 0-2 bytes carried to the next chunk, so every piece encodes a multiple of 3 bytes and the pieces join into one valid base64 text.
     let carry = Buffer.alloc(0);
     let size = 0;
@@ -99,6 +102,7 @@ export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Pr
             : `The images of an edit may total at most ${config.EDIT_MAX_TOTAL_BYTES} bytes (EDIT_MAX_TOTAL_BYTES)`,
         );
       }
+      hash.update(chunk);
       const bytes = carry.length > 0 ? Buffer.concat([carry, chunk]) : chunk;
       const whole = bytes.length - (bytes.length % 3);
       encoded.push(bytes.toString('base64', 0, whole));
@@ -106,7 +110,12 @@ export async function openAiEditForm(req: FastifyRequest, config: AppConfig): Pr
     }
     encoded.push(carry.toString('base64'));
     images.push(`data:${item.mimetype || 'application/octet-stream'};base64,${encoded.join('')}`);
+    imageDigests.push(`${item.mimetype || 'application/octet-stream'}:${hash.digest('hex')}`);
   }
   if (images.length === 0) throw ApiError.badRequest("An image to edit is required (multipart file field 'image')");
-  return { fields, images };
+  // What an Idempotency-Key retry is compared by: the fields whatever their order, and each image by its bytes' SHA-256, in order.
+  const digest = createHash('sha256')
+    .update(JSON.stringify([Object.entries(fields).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)), imageDigests]))
+    .digest('hex');
+  return { fields, images, digest };
 }

@@ -66,6 +66,29 @@ describe('OpenAI Images API (client.images.generate / client.images.edit)', () =
     expect(meta.width! * 80).toBe(meta.height! * 120);
   });
 
+  it('replays a keyed multipart edit: the SDK retrying with the same Idempotency-Key gets the first answer, charged once', async () => {
+    const input = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#cc5522' } }).png().toBuffer();
+    const other = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#22cc55' } }).png().toBuffer();
+    const edit = async (image: Buffer, key: string) =>
+      client.images
+        // The SDK sets no idempotency header of its own for OpenAI: a client adds it.
+        .edit({ model: 'local-image-edit', image: await toFile(image, 'input.png', { type: 'image/png' }), prompt: 'make it cooler' }, { headers: { 'Idempotency-Key': key } })
+        .withResponse();
+    const before = await credits();
+    const first = await edit(input, 'edit-once');
+    const charged = before - (await credits());
+    expect(charged).toBeGreaterThan(0);
+    // A new form (the SDK writes a new boundary each time), the same fields and bytes.
+    const again = await edit(input, 'edit-once');
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.data).toEqual(first.data);
+    expect(before - (await credits())).toBe(charged);
+    // The same key with another image is refused.
+    const reused = await edit(other, 'edit-once').catch((e: unknown) => e);
+    expect((reused as { status?: number }).status).toBe(422);
+    expect((reused as Error).message).toMatch(/already used with a different request body/);
+  });
+
   it('answers bad input with the SDK-readable 400', async () => {
     const bad = await client.images.generate({ model: 'local-image', prompt: 'x', size: 'huge' as '1024x1024' }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(BadRequestError);

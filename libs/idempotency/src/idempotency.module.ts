@@ -8,6 +8,6 @@ import { IdempotentRequests } from './idempotent-requests';
 @Module({
   imports: [AuthModule],
   providers: [IdempotencyStore, IdempotentRequests, { provide: HTTP_HOOKS, useExisting: IdempotentRequests }],
-  exports: [IdempotencyStore],
+  exports: [IdempotencyStore, IdempotentRequests],
 })
 export class IdempotencyModule {}

@@ -9,6 +9,11 @@ import { IdempotencyStore } from './idempotency-store.service';
 
 /** Route option (`@RouteConfig(IDEMPOTENT)`) of the POSTs that accept an Idempotency-Key. */
 export const IDEMPOTENT = { idempotent: true } as const;
+/**
+ * Route option of a POST whose body the handler reads itself (a multipart form): the key is
+ * claimed by the handler, with a digest of what it read (IdempotentRequests.claimAfterBody).
+ */
+export const IDEMPOTENT_AFTER_BODY = { idempotent: 'after-body' } as const;
 
 export const IDEMPOTENCY_HEADER = 'idempotency-key';
 export const REPLAYED_HEADER = 'idempotent-replayed';
@@ -63,6 +68,25 @@ export class IdempotentRequests implements HttpHooks {
     });
   }
 
+  /**
+   * For an IDEMPOTENT_AFTER_BODY route, called by its handler (after the access guard) once it has
+   * read the body, with a digest of it: true when the request is to run (its answer will be
+   * stored), false when this answered it (a replay, or a refusal of the key).
+   */
+  async claimAfterBody(req: FastifyRequest, reply: FastifyReply, userId: string, digest: string): Promise<boolean> {
+    const raw = req.headers[IDEMPOTENCY_HEADER];
+    if (raw === undefined) return true;
+    const key = Array.isArray(raw) ? undefined : raw;
+    if (key === undefined || !KEY_PATTERN.test(key)) {
+      await this.refuse(reply, ApiError.badRequest('Idempotency-Key must be 1 to 255 printable ASCII characters, sent once'));
+      return false;
+    }
+    const decided = await this.claim(req as WithClaim, userId, key, digest);
+    if (!decided) return true;
+    await decided(reply);
+    return false;
+  }
+
   private async beforeHandler(req: WithClaim, reply: FastifyReply): Promise<void> {
     const raw = req.headers[IDEMPOTENCY_HEADER];
     if (raw === undefined || (req.routeOptions.config as { idempotent?: boolean } | undefined)?.idempotent !== true) return;
@@ -81,28 +105,29 @@ export class IdempotentRequests implements HttpHooks {
       // Not authenticated: the access guard gives the request its 401, nothing is claimed.
       return;
     }
-    const claim = await timedStage(this.metrics, 'idempotency.claim', () => this.store.claim(userId, key, `${req.method} ${req.url}`, requestHash(req.body)));
+    // Answered after the access guard (AccessGuard), never in its place: a replay still needs
+    // the key's scope and spends its rate limit, as the first request did.
+    req[ANSWER_AFTER_ACCESS] = await this.claim(req, userId, key, requestHash(req.body));
+  }
+
+  /** Claims the key for this request (undefined: run it, its answer will be stored), or the answer to give instead. */
+  private async claim(req: WithClaim, userId: string, key: string, hash: string): Promise<AnswerAfterAccess | undefined> {
+    const claim = await timedStage(this.metrics, 'idempotency.claim', () => this.store.claim(userId, key, `${req.method} ${req.url}`, hash));
     switch (claim.kind) {
       case 'run':
         req[CLAIMED] = { userId, key, lease: claim.lease, settled: false };
-        return;
-      // Answered after the access guard (AccessGuard), never in its place: a replay still
-      // needs the key's scope and spends its rate limit, as the first request did.
+        return undefined;
       case 'replay':
-        req[ANSWER_AFTER_ACCESS] = async (r) => {
+        return async (r) => {
           r.code(claim.status).header(REPLAYED_HEADER, 'true');
           if (claim.contentType) r.header('content-type', claim.contentType);
           await r.send(claim.body);
         };
-        return;
       case 'reused':
-        req[ANSWER_AFTER_ACCESS] = (r) =>
+        return (r) =>
           this.refuse(r, new ApiError('idempotency_key_reused', 'This Idempotency-Key was already used with a different request body or route; use a new key for a new request'));
-        return;
       case 'in_use':
-        req[ANSWER_AFTER_ACCESS] = (r) =>
-          this.refuse(r, new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry once it has finished to get its answer'));
-        return;
+        return (r) => this.refuse(r, new ApiError('idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry once it has finished to get its answer'));
     }
   }
 

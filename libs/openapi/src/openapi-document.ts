@@ -164,7 +164,10 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Media',
       summary: "Edit images (OpenAI's Images API, `client.images.edit`)",
       access: 'key',
-      description: 'The same edit, billing and validation as /api/ai/images/edit; the uploaded image goes to the model as its input_image. No mask.',
+      description:
+        'The same edit, billing and validation as /api/ai/images/edit; the uploaded image goes to the model as its input_image. No mask. ' +
+        'With an Idempotency-Key, a retry is compared by its fields and each image\'s bytes (SHA-256), whatever the form\'s boundary or field order.',
+      idempotent: true,
       bodyType: 'multipart/form-data',
       body: {
         type: 'object',
