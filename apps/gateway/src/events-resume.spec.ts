@@ -77,6 +77,20 @@ describe('GET /api/events with Last-Event-ID', () => {
     }
   });
 
+  it('keeps the stream id of an event the outbox sweeper publishes again: a replay across it shows the event once', async () => {
+    const t = await createTenant(gw.http, gw.adminToken);
+    await complete(t, 'the marker');
+    const marker = /id: (\S+)/.exec(await readRaw(t, '0-0', (text) => /id: \S+/.test(text)))![1];
+    const id = await complete(t, 'published twice');
+    // As a publisher leaves it that retained and broadcast the event, then died before marking it published.
+    await gw.app.get(PrismaService).$executeRaw`UPDATE generation_events SET published_at = NULL, created_at = now() - interval '1 minute' WHERE generation_id = ${id}::uuid`;
+    expect(await state.publishStranded(5_000)).toBeGreaterThanOrEqual(1);
+    const copies = (text: string) => text.split(`"generation_id":"${id}"`).length - 1;
+    // Read for a while (or until a second copy arrives): one copy must come, and only one.
+    const replay = await readRaw(t, marker, (text) => copies(text) > 1, 1500);
+    expect(copies(replay)).toBe(1);
+  });
+
   it('sends a reconnecting eventsource client what it missed, then live events, each exactly once', async () => {
     const alice = await createTenant(gw.http, gw.adminToken);
     const received: string[] = [];

@@ -127,7 +127,7 @@ export class GenerationState {
         WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
         ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
       for (const row of rows) {
-        await this.broadcast(row.payload);
+        await this.broadcast(row.payload, undefined, true);
         await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
       }
       return rows.length;
@@ -136,11 +136,13 @@ export class GenerationState {
 
   /**
    * Retained first (its id becomes the SSE `id:`, and a stream resuming with Last-Event-ID is sent
-   * it from there), then broadcast to the connected streams with that id.
+   * it from there), then broadcast to the connected streams with that id. `again`: the outbox
+   * sweeper's re-publish, whose first attempt may have been retained already; it keeps that id.
    */
-  private async broadcast(event: GenerationCompletedEvent, params?: unknown): Promise<void> {
+  private async broadcast(event: GenerationCompletedEvent, params?: unknown, again = false): Promise<void> {
     const { event_id: _previous, ...payload } = event;
-    const eventId = await this.events.append(event.userId, payload);
+    const retained = again ? await this.events.idOf<GenerationCompletedEvent>(event.userId, (p) => p.generation_id === event.generation_id) : undefined;
+    const eventId = retained ?? (await this.events.append(event.userId, payload));
     await this.bus.publish(GENERATION_COMPLETED_CHANNEL, { ...payload, event_id: eventId });
     // The completed webhook goes with the outbox event: a crash before it is published leaves both
     // to the outbox sweeper (which does not know the params, so the notifier reads them), and the

@@ -51,6 +51,23 @@ export class UserEventLog {
    * The retained events after `afterId`, oldest first, and whether some after it may be gone
    * (trimmed by the retention, so the caller cannot be given everything it missed).
    */
+  /**
+   * The id of the newest retained event of the user that `matches`, if any: an event published
+   * again (the outbox sweeper, after a publisher died between appending and marking it published)
+   * keeps the id it was first appended with, so a replay never shows it twice.
+   */
+  async idOf<T>(userId: string, matches: (payload: T) => boolean): Promise<string | undefined> {
+    const entries = (await this.redis.client.xrevrange(this.redis.names.userEvents(userId), '+', '-', 'COUNT', USER_EVENTS_KEPT)) as [string, string[]][];
+    for (const [id, fields] of entries) {
+      try {
+        if (matches(JSON.parse(fields[fields.indexOf('payload') + 1]) as T)) return id;
+      } catch {
+        // an unreadable entry matches nothing
+      }
+    }
+    return undefined;
+  }
+
   async after<T>(userId: string, afterId: string): Promise<{ events: RetainedEvent<T>[]; incomplete: boolean }> {
     const key = this.redis.names.userEvents(userId);
     // From the id itself: whether it is still retained comes with the events after it.
