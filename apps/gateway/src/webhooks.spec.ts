@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { PrismaService } from '@atelier/db';
 import type { WebhookDeliveryView } from '@atelier/queue';
 import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
@@ -150,6 +151,45 @@ describe('webhooks of queued generations (gateway + a compiled queue-worker)', (
     await new Promise((r) => setTimeout(r, 1000));
     expect(mine()).toHaveLength(4);
   }, 40_000);
+
+  describe("a cancel's completed webhook", () => {
+    /** A generation the worker will take seconds over (a 20 s video), with a completed webhook to `path`. */
+    const longVideo = async (t: Tenant, path: string) => {
+      const res = await enqueue({ model: 'local-video', prompt: 'a long walk', duration: 20, webhook: `${allowed.url}${path}`, webhook_events_filter: ['completed'] }, t);
+      expect(res.status).toBe(200);
+      return res.body.generations[0].generation_id;
+    };
+    const completedFor = (path: string) =>
+      allowed.received.filter((r) => r.path === path).map((r) => JSON.parse(r.body) as { type: string; data: { generation_id: string; status: string } });
+
+    it('is sent once, saying cancelled', async () => {
+      const t = await createTenant(gw.http, gw.adminToken, '10');
+      const id = await longVideo(t, '/cancelled');
+      expect((await gw.http.request('DELETE', `/api/ai/queue/${id}`, { token: t.apiKey })).status).toBe(200);
+      await waitFor(() => completedFor('/cancelled').length === 1, { timeoutMs: 15_000, description: 'the cancelled message' });
+      expect(completedFor('/cancelled')[0]).toMatchObject({ type: 'generation.completed', data: { generation_id: id, status: 'cancelled' } });
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(completedFor('/cancelled')).toHaveLength(1);
+    }, 30_000);
+
+    it('is delivered by the outbox sweeper when the gateway died between the cancel and queuing it', async () => {
+      const t = await createTenant(gw.http, gw.adminToken, '10');
+      const id = await longVideo(t, '/cancel-crashed');
+      // What the cancel commits, and all a gateway killed right after its commit leaves behind:
+      // the cancelled row and its outbox row, the webhook never queued.
+      await gw.app.get(PrismaService).$transaction([
+        gw.app.get(PrismaService).$executeRaw`UPDATE generations SET status = 'cancelled', completed_at = now() WHERE id = ${id}::uuid AND status IN ('queued', 'processing')`,
+        gw.app.get(PrismaService).$executeRaw`
+          INSERT INTO generation_events (generation_id, user_id, payload, broadcast, created_at)
+          SELECT id, owner_id, jsonb_build_object('generation_id', id, 'status', 'cancelled'), false, now() - interval '1 minute' FROM generations WHERE id = ${id}::uuid`,
+      ]);
+      // The queue-worker's sweeper runs every GENERATION_SWEEP_INTERVAL_MS (5 s).
+      await waitFor(() => completedFor('/cancel-crashed').length === 1, { timeoutMs: 20_000, description: "the sweeper to queue the cancel's webhook" });
+      expect(completedFor('/cancel-crashed')[0]).toMatchObject({ type: 'generation.completed', data: { generation_id: id, status: 'cancelled' } });
+      const [row] = await gw.app.get(PrismaService).$queryRaw<{ published: boolean }[]>`SELECT published_at IS NOT NULL AS published FROM generation_events WHERE generation_id = ${id}::uuid`;
+      expect(row.published).toBe(true);
+    }, 40_000);
+  });
 
   it('sends nothing to an address the policy refuses, and records why', async () => {
     const res = await enqueue({ model: 'local-image', prompt: 'not there', webhook: `${refused.url}/hook` });

@@ -370,16 +370,22 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
   /**
    * Active -> cancelled with the reservation released; a queued job is removed, a running one
    * is told to abort. A terminal generation is left as it is. Never emits a completion event.
+   * Its completed webhook, if it asked for one, goes through the outbox with the transition
+   * (a row that broadcasts nothing): a gateway that dies before queuing it leaves it to the
+   * outbox sweeper, which queues it under the same message id.
    */
   async cancel(caller: Caller, id: string): Promise<{ status: 'success'; generation_id: string }> {
     const row = await this.findVisible(caller, id);
+    const wantsWebhook = (row.params as { webhook?: unknown } | null)?.webhook !== undefined;
     const cancelled = await this.prisma.$transaction(async (tx) => {
-      const rows = await tx.$queryRaw<{ reservation_id: string | null }[]>`
+      const rows = await tx.$queryRaw<{ reservation_id: string | null; owner_id: string }[]>`
         UPDATE generations SET status = 'cancelled', completed_at = now()
         WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
-        RETURNING reservation_id::text`;
+        RETURNING reservation_id::text, owner_id::text`;
       if (rows.length === 0) return false;
       if (rows[0].reservation_id) await this.ledger.release(rows[0].reservation_id, tx);
+      if (wantsWebhook)
+        await tx.generationEvent.create({ data: { generationId: id, userId: rows[0].owner_id, payload: { generation_id: id, status: 'cancelled' }, broadcast: false } });
       return true;
     });
     if (cancelled) {
@@ -387,7 +393,14 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       const contract = queueFor(row.mediaType);
       await this.queues.remove(contract, id);
       await this.positions.remove(row.mediaType, id).catch(() => undefined);
-      await this.webhooks.notify(id, 'completed', row.params);
+      if (wantsWebhook) {
+        try {
+          await this.webhooks.queueMessage(id, 'completed', row.params);
+          await this.prisma.generationEvent.update({ where: { generationId: id }, data: { publishedAt: new Date() } });
+        } catch (err) {
+          this.logger.warn(`Completed webhook of cancelled generation ${id} not queued yet (${(err as Error).message}); the outbox sweeper will`);
+        }
+      }
       await this.bus.publish(CANCEL_JOBS_CHANNEL, { queue: contract.name, jobIds: [id], reason: 'cancelled by the user' }).catch(() => undefined);
     }
     return { status: 'success', generation_id: id };

@@ -122,12 +122,14 @@ export class GenerationState {
    */
   async publishStranded(olderThanMs = 5_000, limit = 200): Promise<number> {
     return this.prisma.$transaction(async (tx) => {
-      const rows = await tx.$queryRaw<{ generation_id: string; payload: GenerationCompletedEvent }[]>`
-        SELECT generation_id::text, payload FROM generation_events
+      const rows = await tx.$queryRaw<{ generation_id: string; payload: GenerationCompletedEvent; broadcast: boolean }[]>`
+        SELECT generation_id::text, payload, broadcast FROM generation_events
         WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
         ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
       for (const row of rows) {
-        await this.broadcast(row.payload, undefined, true);
+        // A cancel's row: its completed webhook only (the message id makes a repeat a no-op).
+        if (!row.broadcast) await this.webhooks.queueMessage(row.generation_id, 'completed');
+        else await this.broadcast(row.payload, undefined, true);
         await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
       }
       return rows.length;
