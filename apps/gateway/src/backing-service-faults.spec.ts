@@ -1,6 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -274,5 +276,54 @@ suite('backing-service faults (throwaway Postgres and Redis, real processes)', (
     expect(worker.child.exitCode).toBeNull();
     expectAllAlive();
     await expectBooksBalanced();
+  }, 150_000);
+
+  it("a webhook attempt whose record meets a Postgres outage is still retried: the message is delivered and both attempts recorded", async () => {
+    // The receiver fails the first attempt and, before answering it, takes Postgres down for 3 s,
+    // so the attempt's record meets the outage.
+    const received: number[] = [];
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        void (async () => {
+          received.push(received.length + 1);
+          if (received.length === 1) {
+            await pg.stop();
+            setTimeout(() => void pg.start(), 3000);
+            res.writeHead(500).end('not now');
+          } else res.writeHead(200).end('ok');
+        })();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as AddressInfo).port;
+    try {
+      const old = procs.find((p) => p.name === 'queue-worker')!;
+      old.child.kill('SIGTERM');
+      await new Promise((resolve) => old.child.once('exit', resolve));
+      procs.splice(procs.indexOf(old), 1);
+      await start('queue-worker', 'QUEUE_WORKER_PORT', { MEDIA_FETCH_ALLOWED_HOSTS: `127.0.0.1:${port}`, WEBHOOK_RETRY_DELAYS_MS: '300,300' });
+      const res = await fetch(`${base}/api/ai/queue`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'local-image', prompt: 'hooked through an outage', webhook: `http://127.0.0.1:${port}/hook`, webhook_events_filter: ['completed'] }),
+      });
+      expect(res.status).toBe(200);
+      const id = ((await res.json()) as { generations: { generation_id: string }[] }).generations[0].generation_id;
+      await waitFor(() => received.length >= 2, { timeoutMs: 60_000, description: 'the second attempt, after the outage' });
+      const attempts = await waitFor(
+        async () => ((r) => (r.length === 2 ? r : undefined))(await sql<{ attempt: number; status_code: number | null }>(`SELECT attempt, status_code FROM webhook_deliveries WHERE generation_id = $1::uuid ORDER BY attempt`, [id])),
+        { timeoutMs: 30_000, description: 'both attempts recorded' },
+      );
+      expect(attempts.map((a) => [a.attempt, a.status_code])).toEqual([
+        [1, 500],
+        [2, 200],
+      ]);
+      expect(received).toHaveLength(2);
+      await waitFor(healthy, { timeoutMs: 30_000, description: 'every service healthy again' });
+      expectAllAlive();
+    } finally {
+      await new Promise<void>((r) => receiver.close(() => r()));
+    }
   }, 150_000);
 });

@@ -2,11 +2,13 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { WEBHOOK_DELIVERY_QUEUE, type WebhookDeliveryJob } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
-import { HandlesQueue, JobQueues, type JobHandler } from '@atelier/runtime';
+import { HandlesQueue, JobQueues, retryThroughOutage, type JobHandler } from '@atelier/runtime';
 import { guardedPost, MediaFetchError } from '@atelier/safe-fetch';
 import { WebhookSecrets } from './webhook-secrets.service';
 import { signWebhook } from './webhook-signature';
 
+/** How long an attempt's record waits out a database outage before the attempt goes on unrecorded. */
+const RECORD_WAIT_MS = 60_000;
 /** No answer within this is a failed attempt (the receiver should answer at once and work later). */
 const DELIVERY_TIMEOUT_MS = 10_000;
 /** Retries wait their scheduled delay plus up to this share of it, so receivers back from an outage are not hit all at once. */
@@ -63,9 +65,16 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
     const delay = this.config.WEBHOOK_RETRY_DELAYS_MS[job.attempt - 1];
     const final = !retry || delay === undefined;
     if (error !== null && final && retry) error += `; given up after ${job.attempt} attempts`;
-    await this.prisma.webhookDelivery.create({
-      data: { generationId: job.generationId, webhookId: job.webhookId, type: job.type, attempt: job.attempt, statusCode, error, final },
-    });
+    // The attempt happened whether or not its record lands: a record that cannot be written (the
+    // database away) is retried through the outage, and a delivery still owed is scheduled all the
+    // same, so an outage costs at most a line of the history, never the message.
+    await retryThroughOutage(
+      () =>
+        this.prisma.webhookDelivery.create({
+          data: { generationId: job.generationId, webhookId: job.webhookId, type: job.type, attempt: job.attempt, statusCode, error, final },
+        }),
+      { maxWaitMs: RECORD_WAIT_MS, onWait: (service) => this.logger.warn(`Recording attempt ${job.attempt} of webhook ${job.webhookId} waits for ${service}`) },
+    ).catch((err: Error) => this.logger.warn(`Attempt ${job.attempt} of webhook ${job.webhookId} was made but not recorded: ${err.message}`));
     if (final) {
       if (error !== null) this.logger.warn(`Webhook ${job.webhookId} for generation ${job.generationId} not delivered: ${error}`);
       return;
