@@ -158,7 +158,7 @@ const lines = [
   '  key was read again (a reading is trusted for at most a second) and the reservation ran before the hand-off (the',
   '  reading of spare credits that lets it run beside expired after 5 s). Now a key used in the last 10 minutes is read',
   '  again in the background before its reading expires, and an older reading of spare credits still lets a well-funded',
-  '  namespace\'s reservation run beside the hand-off (README, credits): after 6 s idle, the added p50 went from 4.73 to',
+  '  namespace\'s reservation run beside the hand-off (docs/credits.md): after 6 s idle, the added p50 went from 4.73 to',
   '  2.55 ms (medians of three alternating runs on a 2-core Intel Xeon VM). What remains is the upstream connection opened',
   '  again, and caches are cold. At 500 req/s a backlog forms behind those first requests; on the slow VM, in one traced run,',
   '  requests were slow from the first one on, before any garbage-collection pause, and the backlog took 650 ms to clear.',

@@ -123,7 +123,7 @@ export const RESERVE_BUDGETED_SQL = `
   FROM verdict, k, ns`;
 
 /**
- * The settle rule (README, "Credits"): a request is charged its actual cost. What the
+ * The settle rule (docs/credits.md): a request is charged its actual cost. What the
  * reservation covers is always charged; a cost above it is charged as far as the namespace's
  * unreserved credits reach, in the order the settles were given, so a balance never goes
  * negative and never pays for more than was delivered. A negative cost charges nothing.
