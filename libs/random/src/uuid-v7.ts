@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
  * request inserts (reservations, ledger charges, generations) are keyed by these so that each
  * new key lands on the right-hand edge of its btree, where the pages are already in memory.
  * Random (v4) keys land on any page: once a table outgrows shared_buffers, nearly every insert
- * reads and dirties a page of its own (docs/operations.md, "Time-ordered ids").
+ * reads and dirties a page of its own (docs/credits.md, "Time-ordered ids").
  *
  * Ids minted in different milliseconds sort in that order, as strings and as Postgres uuids;
  * within one millisecond they sort at random.
