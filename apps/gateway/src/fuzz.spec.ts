@@ -6,6 +6,7 @@ import path from 'node:path';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import {
   buildAppsForTest,
+  rssOf,
   createTestEnvironment,
   queryOnce,
   envelopeProblem,
@@ -44,11 +45,6 @@ const MULTIPART_RUNS = Number(process.env.FUZZ_MULTIPART_RUNS ?? 30);
 const SLOW_RUNS = Number(process.env.FUZZ_SLOW_RUNS ?? 8);
 const SLOW_REQUEST_TIMEOUT_MS = 3000;
 
-/** Resident memory of a process, read from outside it (bytes). */
-function rssOf(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : 0;
-}
 
 describe('fuzzing every route (real processes)', () => {
   let env: TestEnvironment;

@@ -1,11 +1,11 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import {
   appProcessEnv,
   buildAppsForTest,
+  rssOf,
   createTestEnvironment,
   startAppProcess,
   uniqueName,
@@ -14,11 +14,6 @@ import {
   type TestEnvironment,
 } from '@atelier/testing';
 
-/** Resident memory of a process, read from outside it (bytes). */
-function rssOf(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : 0;
-}
 
 /** Closes when the server closes it (or after `ms`); whether the server did. */
 function closedByServer(socket: net.Socket, ms: number): Promise<boolean> {

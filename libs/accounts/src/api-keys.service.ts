@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { API_SCOPES, generateApiKey, NamespaceAccess, type Caller } from '@atelier/auth';
 import { ApiError, DECIMAL_PATTERN, parseApiInstant } from '@atelier/contracts';
 import { Prisma, PrismaService, type ApiKeyModel } from '@atelier/db';
+import { budgetSpentNowSql } from '@atelier/billing';
 import { AccountsService } from './accounts.service';
 
 export const BUDGET_PERIODS = ['day', 'month', 'total'] as const;
@@ -184,8 +185,7 @@ function limitChainOf(maker: Caller): Prisma.InputJsonValue | typeof Prisma.DbNu
 async function carveBudget(tx: Prisma.TransactionClient, maker: Caller, budget: { max_spend: string; period: BudgetPeriod } | null): Promise<void> {
   const [row] = await tx.$queryRaw<{ max_spend: string | null; period: BudgetPeriod | null; left: string | null }[]>`
     SELECT budget_max_spend::text AS max_spend, budget_period AS period,
-           (budget_max_spend - budget_reserved - CASE WHEN budget_window = to_char(now() AT TIME ZONE 'UTC',
-              CASE budget_period WHEN 'day' THEN 'YYYY-MM-DD' WHEN 'month' THEN 'YYYY-MM' ELSE '"total"' END) THEN budget_spent ELSE 0 END)::text AS left
+           (budget_max_spend - budget_reserved - ${Prisma.raw(budgetSpentNowSql('api_keys'))})::text AS left
     FROM api_keys WHERE id = ${maker.keyId}::uuid FOR UPDATE`;
   if (!row?.max_spend || !row.period) return;
   const left = Prisma.Decimal.max(new Prisma.Decimal(row.left ?? 0), 0);

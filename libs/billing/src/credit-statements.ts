@@ -26,8 +26,8 @@ const recordColumns = (rec: string) =>
       stream = (${rec}->>'stream')::boolean, request_id = ${rec}->>'requestId', error_message = ${rec}->>'errorMessage',
       duration_ms = (${rec}->>'durationMs')::int`;
 
-/** What a key has spent in the current period. */
-const spentNow = (table: string) => `CASE WHEN ${table}.budget_window = ${budgetWindow(table)} THEN ${table}.budget_spent ELSE 0 END`;
+/** What a key has spent in the current period (SQL over `table`'s api_keys columns); also read where a key's budget is carved out. */
+export const spentNow = (table: string) => `CASE WHEN ${table}.budget_window = ${budgetWindow(table)} THEN ${table}.budget_spent ELSE 0 END`;
 
 /**
  * Reserves calls in arrival order, each all-or-nothing: a call is accepted while the running

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { TestEnvironment } from './test-infrastructure';
 import { freePort } from './throwaway-servers';
@@ -98,4 +98,10 @@ export async function startAppProcess(
     { timeoutMs: 30_000, description: `${name} to be healthy` },
   );
   return proc;
+}
+
+/** Resident memory of a process (an app started by startAppProcess), read from outside it, in bytes. */
+export function rssOf(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * 1024 : 0;
 }

@@ -4,7 +4,7 @@ export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } fr
 export { bootHealthyAndClose } from './service-boot';
 export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
-export { appProcessEnv, buildAppsForTest, repoRoot, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';
+export { appProcessEnv, buildAppsForTest, repoRoot, rssOf, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';
 export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, type ThrowawayServer } from './throwaway-servers';
 export {
   envelopeProblem,
