@@ -48,7 +48,7 @@ describe('security: attacks on a gateway process', () => {
       env,
       'gateway',
       'PORT',
-      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_MAX_INCOMPLETE_REQUESTS: '20' },
+      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_MAX_INCOMPLETE_REQUESTS: '20', EVENTS_MAX_STREAMS_PER_KEY: '40' },
       (c) => spawned.push(c),
     );
     base = `http://127.0.0.1:${gateway.port}`;
@@ -144,6 +144,41 @@ describe('security: attacks on a gateway process', () => {
     expect(Date.now() - startedAt).toBeLessThan(8000);
     expect(reply).toMatch(/^HTTP\/1\.1 408 /);
     expect(reply).toContain('"request_timeout"');
+  });
+
+  it('counts neither open event streams nor idle keep-alive connections against that cap: 30 of each, and a new request still gets through', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+    const streams: http.IncomingMessage[] = [];
+    try {
+      // An event stream is a GET whose request is complete and whose answer never ends.
+      for (let i = 0; i < 30; i++)
+        streams.push(
+          await new Promise<http.IncomingMessage>((resolve, reject) =>
+            http.get(`${base}/api/events`, { agent, headers: { authorization: `Bearer ${apiKey}` } }, resolve).on('error', reject),
+          ),
+        );
+      expect(streams.map((s) => s.statusCode)).toEqual(Array(30).fill(200));
+      // Thirty more connections, each answered once and then left idle, open.
+      const idle = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+      const answers = await Promise.all(
+        Array.from({ length: 30 }, () =>
+          new Promise<number>((resolve, reject) =>
+            http.get(`${base}/health`, { agent: idle }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            }).on('error', reject),
+          ),
+        ),
+      );
+      expect(answers).toEqual(Array(30).fill(200));
+      // The cap is 20 incomplete requests; none of those 60 connections has one.
+      const fresh = await fetch(`${base}/health`, { headers: { connection: 'close' } });
+      expect(fresh.status).toBe(200);
+      idle.destroy();
+    } finally {
+      for (const s of streams) s.destroy();
+      agent.destroy();
+    }
   });
 
   it("the admin CLI's remove-member revokes the member's org keys, which the running gateway then refuses", async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import v8 from 'node:v8';
@@ -104,13 +104,18 @@ function capIncompleteRequests(server: Server, max: number): void {
     incomplete.add(socket);
     socket.once('close', () => done(socket));
   });
-  server.on('request', (req: IncomingMessage) => {
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as Socket;
-    if (req.complete) done(socket);
-    else {
-      incomplete.add(socket);
-      req.once('end', () => done(socket));
-    }
+    // 'request' comes with the headers, before the parser has seen the end of the message, even
+    // of one without a body: a GET is complete a tick later. 'end' only comes to a body someone
+    // reads, and an event stream's or a refused upload's request may never be read: whichever
+    // of these comes first says it.
+    const check = () => req.complete && done(socket);
+    if (req.complete) return done(socket);
+    incomplete.add(socket);
+    setImmediate(check);
+    req.once('end', check);
+    res.once('finish', () => done(socket));
   });
 }
 
