@@ -96,5 +96,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # there to expand APP, which exec-form CMD does not. The apps that render with libvips (media,
 # queue-worker) run with at most two glibc malloc arenas unless MALLOC_ARENA_MAX is set: each
 # libvips worker thread otherwise gets an arena of its own whose freed memory is rarely returned,
-# and their resident memory only grows (README, "Memory of the rendering processes").
-CMD ["sh", "-c", "case \"$APP\" in media|queue-worker) export MALLOC_ARENA_MAX=\"${MALLOC_ARENA_MAX:-2}\";; esac; exec node --enable-source-maps \"dist/apps/${APP}/apps/${APP}/src/main.js\""]
+# and their resident memory only grows (README, "Memory of the rendering processes"). The events
+# app caps V8's young generation unless NODE_OPTIONS sets it (tools/malloc-arenas.mjs says why).
+CMD ["sh", "-c", "case \"$APP\" in media|queue-worker) export MALLOC_ARENA_MAX=\"${MALLOC_ARENA_MAX:-2}\";; events) case \"$NODE_OPTIONS\" in *--max-semi-space-size*) ;; *) export NODE_OPTIONS=\"${NODE_OPTIONS:+$NODE_OPTIONS }--max-semi-space-size=2\";; esac;; esac; exec node --enable-source-maps \"dist/apps/${APP}/apps/${APP}/src/main.js\""]

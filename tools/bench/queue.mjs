@@ -8,6 +8,7 @@ import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { root } from '../bootstrap.mjs';
+import { appEnvironment } from '../malloc-arenas.mjs';
 import { benchConfig, benchDatabase, benchTempDir, buildAll, dieWithBench, dist, freePort, histogramTotals, machine, percentile, stageLine, startBenchGateway } from './bench-env.mjs';
 
 if (process.argv[2] === 'sse-client') {
@@ -113,7 +114,8 @@ for (let i = 0; i < sseUsers; i++) {
 const eventsPort = await freePort();
 const events = spawn(process.execPath, [...dieWithBench, 'dist/local/apps/events/src/main.js'], {
   cwd: root,
-  env: {
+  // As npm start and the image start it (its V8 options included).
+  env: appEnvironment('events', {
     ...process.env,
     NODE_ENV: 'production',
     LOG_LEVEL: 'error',
@@ -126,7 +128,7 @@ const events = spawn(process.execPath, [...dieWithBench, 'dist/local/apps/events
     URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
     // Each user holds n / users streams on one key; the per-key cap is not what is measured.
     EVENTS_MAX_STREAMS_PER_KEY: String(Math.ceil(n / sseUsers)),
-  },
+  }),
   stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
 });
 for (let t = 0; ; t++) {

@@ -27,20 +27,21 @@ beforeAll(async () => {
   cmd = JSON.parse(line.slice(4)) as string[];
   // A `node` first on PATH that prints what the real one would have been started with.
   bin = mkdtempSync(path.join(tmpdir(), 'atelier-cmd-'));
-  writeFileSync(path.join(bin, 'node'), '#!/bin/sh\necho "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX-unset}"\n');
+  writeFileSync(path.join(bin, 'node'), '#!/bin/sh\necho "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX-unset}"\necho "NODE_OPTIONS=${NODE_OPTIONS-unset}"\n');
   chmodSync(path.join(bin, 'node'), 0o755);
 });
 
 afterAll(() => rmSync(bin, { recursive: true, force: true }));
 
-/** MALLOC_ARENA_MAX as the runtime image's CMD starts `app` with (`unset` when it has none). */
-function containerArenaMax(app: string, operator?: string): string {
+/** A variable as the runtime image's CMD starts `app` with it (`unset` when it has none). */
+function containerVariable(name: 'MALLOC_ARENA_MAX' | 'NODE_OPTIONS', app: string, operator?: string): string {
   const env: Record<string, string> = { PATH: `${bin}:${process.env.PATH}`, APP: app };
-  if (operator !== undefined) env.MALLOC_ARENA_MAX = operator;
+  if (operator !== undefined) env[name] = operator;
   const run = spawnSync(cmd[0], cmd.slice(1), { env, encoding: 'utf8' });
   expect(run.status).toBe(0);
-  return /^MALLOC_ARENA_MAX=(.*)$/m.exec(run.stdout)![1];
+  return new RegExp(`^${name}=(.*)$`, 'm').exec(run.stdout)![1];
 }
+const containerArenaMax = (app: string, operator?: string) => containerVariable('MALLOC_ARENA_MAX', app, operator);
 
 it('the runtime image runs media and queue-worker with two malloc arenas, the other apps with glibc\'s default', () => {
   expect(cmd[0]).toBe('sh');
@@ -66,4 +67,16 @@ it("an operator's MALLOC_ARENA_MAX wins, in the image and under npm start", () =
   expect(containerArenaMax('media', '8')).toBe('8');
   expect(arenas.appEnvironment('queue-worker', { MALLOC_ARENA_MAX: '8' }).MALLOC_ARENA_MAX).toBe('8');
   expect(containerArenaMax('gateway', '4')).toBe('4');
+});
+
+it('the events app, and only it, caps V8\'s young generation, in the image and under npm start; an operator\'s NODE_OPTIONS keeps its own size', () => {
+  for (const app of APPS) {
+    const expected = app === 'events' ? '--max-semi-space-size=2' : 'unset';
+    expect(`${app}: ${containerVariable('NODE_OPTIONS', app)}`).toBe(`${app}: ${expected}`);
+    expect(`${app}: ${arenas.appEnvironment(app, { PATH: '/bin' }).NODE_OPTIONS ?? 'unset'}`).toBe(`${app}: ${expected}`);
+  }
+  expect(containerVariable('NODE_OPTIONS', 'events', '--max-old-space-size=512')).toBe('--max-old-space-size=512 --max-semi-space-size=2');
+  expect(arenas.appEnvironment('events', { NODE_OPTIONS: '--max-old-space-size=512' }).NODE_OPTIONS).toBe('--max-old-space-size=512 --max-semi-space-size=2');
+  expect(containerVariable('NODE_OPTIONS', 'events', '--max-semi-space-size=8')).toBe('--max-semi-space-size=8');
+  expect(arenas.appEnvironment('events', { NODE_OPTIONS: '--max-semi-space-size=8' }).NODE_OPTIONS).toBe('--max-semi-space-size=8');
 });

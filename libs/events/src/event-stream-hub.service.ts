@@ -6,6 +6,7 @@ import { ApiError, GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent }
 import { Metrics } from '@atelier/observability';
 import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
+import { openStreamSink, type StreamSink } from './stream-sink';
 
 /** One event as written to a stream: its id (absent from older publishers) and the whole SSE frame. */
 interface EventFrame {
@@ -15,7 +16,7 @@ interface EventFrame {
 
 interface Connection {
   userId: string;
-  res: ServerResponse;
+  sink: StreamSink;
   lastWrite: number;
   /** Id of the last event written (or the client's Last-Event-ID): nothing at or before it is written again. */
   lastId?: string;
@@ -99,23 +100,10 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
    * after it are sent first.
    */
   open(userId: string, res: ServerResponse, lastEventId?: string, keyPrefix?: string): void {
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    res.flushHeaders();
     const resume = lastEventId !== undefined && EVENT_ID_PATTERN.test(lastEventId) ? lastEventId : undefined;
-    const conn: Connection = { userId, res, lastWrite: Date.now(), lastId: resume, held: resume ? [] : undefined };
-    let set = this.byUser.get(userId);
-    if (!set) this.byUser.set(userId, (set = new Set()));
-    set.add(conn);
-    this.byAge.add(conn);
-    this.armKeepAlive();
-    this.metrics?.sseConnections.inc();
-    if (keyPrefix !== undefined) this.perKey.set(keyPrefix, (this.perKey.get(keyPrefix) ?? 0) + 1);
     let closed = false;
+    // Its sink comes below, once the head is sent; until then a close finds it in no list.
+    const conn = { userId, lastWrite: Date.now(), lastId: resume, held: resume ? [] : undefined } as Omit<Connection, 'sink'> as Connection;
     const close = () => {
       if (closed) return;
       closed = true;
@@ -130,8 +118,25 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       current?.delete(conn);
       if (current?.size === 0) this.byUser.delete(userId);
     };
-    res.on('close', close);
-    res.on('error', close);
+    this.metrics?.sseConnections.inc();
+    if (keyPrefix !== undefined) this.perKey.set(keyPrefix, (this.perKey.get(keyPrefix) ?? 0) + 1);
+    conn.sink = openStreamSink(
+      res,
+      {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      },
+      close,
+    );
+    // A client gone before its head was even sent.
+    if (closed) return;
+    let set = this.byUser.get(userId);
+    if (!set) this.byUser.set(userId, (set = new Set()));
+    set.add(conn);
+    this.byAge.add(conn);
+    this.armKeepAlive();
     if (resume) void this.replay(conn, resume);
   }
 
@@ -206,13 +211,13 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
 
   /** A client that stops reading is cut off once its backlog passes the limit, so it cannot hold memory or slow others. */
   private write(conn: Connection, frame: string): void {
-    if (conn.res.writableLength > this.config.EVENTS_MAX_BUFFER_BYTES) {
+    if (conn.sink.backlog > this.config.EVENTS_MAX_BUFFER_BYTES) {
       this.logger.warn(`Disconnecting a slow event stream of user ${conn.userId}`);
       this.byAge.delete(conn);
-      conn.res.destroy();
+      conn.sink.destroy();
       return;
     }
-    conn.res.write(frame);
+    conn.sink.write(frame);
     conn.lastWrite = Date.now();
     this.byAge.delete(conn);
     this.byAge.add(conn);
@@ -230,7 +235,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
    * reconnect after a second: EventSource then reaches another replica.
    */
   private endAll(): void {
-    for (const set of this.byUser.values()) for (const conn of set) if (!conn.res.writableEnded) conn.res.end('retry: 1000\n\n');
+    for (const set of this.byUser.values()) for (const conn of set) conn.sink.end('retry: 1000\n\n');
     this.byUser.clear();
     this.byAge.clear();
   }
