@@ -1,36 +1,26 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { AccountsModule } from '@atelier/accounts';
+import { AccountsModule, AccountsRoutesModule } from '@atelier/accounts';
 import { AuthModule } from '@atelier/auth';
-import { BillingModule } from '@atelier/billing';
-import { ChatGatewayModule } from '@atelier/chat';
+import { BillingModule, BillingRoutesModule } from '@atelier/billing';
+import { ChatRoutesModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
 import { EventsServiceModule } from '@atelier/events';
-import { MediaGatewayModule } from '@atelier/media';
-import { QueueGatewayModule } from '@atelier/queue';
-import { ModelCatalogModule } from '@atelier/models';
-import { FineTuneGatewayModule } from '@atelier/fine-tune';
-import { ReposGatewayModule } from '@atelier/repos';
+import { FineTuneRoutesModule } from '@atelier/fine-tune';
+import { IdempotencyModule } from '@atelier/idempotency';
+import { MediaRoutesModule } from '@atelier/media';
+import { ModelCatalogModule, ModelsRoutesModule } from '@atelier/models';
+import { ApiDocsModule } from '@atelier/openapi';
+import { QueueRoutesModule } from '@atelier/queue';
+import { ReposRoutesModule } from '@atelier/repos';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
-import { AdminController } from './admin.controller';
-import { ApiDocsController } from './api-docs.controller';
-import { ChatController } from './chat.controller';
-import { CreditsController } from './credits.controller';
 import { FilesController } from './files.controller';
-import { MediaController } from './media.controller';
-import { FineTunesController } from './fine-tunes.controller';
-import { ModelsController } from './models.controller';
-import { QueueBoard } from './queue-board';
-import { QueueController } from './queue.controller';
-import { ReposController } from './repos.controller';
-import { IdempotencyModule } from '@atelier/idempotency';
-import { WebhooksController } from './webhooks.controller';
-import { ApiKeysController } from './api-keys.controller';
-import { UsageController } from './usage.controller';
-import { FineTuneCatalogController } from './fine-tune-catalog.controller';
-import { MembershipsController } from './memberships.controller';
 
-/** The only public HTTP edge: authenticates, validates, and hands work to the services. */
+/**
+ * The only public HTTP edge: authenticates, validates, and hands work to the services. A shell:
+ * each feature's routes live in its lib (the *RoutesModule beside the service they call); here
+ * are the wiring and what belongs to no feature (the signed blob URLs of /files).
+ */
 @Module({})
 export class GatewayModule {
   static forRoot(config: AppConfig): DynamicModule {
@@ -38,14 +28,24 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [
         ServiceRuntimeModule.forRoot({ service: 'gateway', config }),
-        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR), AuthModule, AccountsModule, BillingModule, StorageModule, QueueGatewayModule, EventsServiceModule,
-        ReposGatewayModule,
-        FineTuneGatewayModule,
-        ChatGatewayModule,
-        MediaGatewayModule,
-        IdempotencyModule],
-      controllers: [AdminController, ApiDocsController, ChatController, CreditsController, FilesController, MediaController, ModelsController, QueueController, ReposController, FineTunesController, FineTuneCatalogController, WebhooksController, ApiKeysController, UsageController, MembershipsController],
-      providers: [QueueBoard],
+        ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
+        AuthModule,
+        AccountsModule,
+        BillingModule,
+        StorageModule,
+        IdempotencyModule,
+        EventsServiceModule,
+        AccountsRoutesModule,
+        BillingRoutesModule,
+        ModelsRoutesModule,
+        ApiDocsModule,
+        ChatRoutesModule,
+        MediaRoutesModule,
+        QueueRoutesModule,
+        ReposRoutesModule,
+        FineTuneRoutesModule,
+      ],
+      controllers: [FilesController],
     };
   }
 }

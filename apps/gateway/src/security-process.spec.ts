@@ -159,22 +159,24 @@ describe('security: attacks on a gateway process', () => {
         );
       expect(streams.map((s) => s.statusCode)).toEqual(Array(30).fill(200));
       // Thirty more connections, each answered once and then left idle, open.
-      const idle = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-      const answers = await Promise.all(
-        Array.from({ length: 30 }, () =>
-          new Promise<number>((resolve, reject) =>
-            http.get(`${base}/health`, { agent: idle }, (res) => {
+      // An agent each, so each keeps its own connection open and idle.
+      const idle = Array.from({ length: 30 }, () => new http.Agent({ keepAlive: true }));
+      // One after another: 30 connections opened at once would each count until its request arrived.
+      const answers: number[] = [];
+      for (let i = 0; i < 30; i++)
+        answers.push(
+          await new Promise<number>((resolve, reject) =>
+            http.get(`${base}/health`, { agent: idle[i] }, (res) => {
               res.resume();
               res.on('end', () => resolve(res.statusCode ?? 0));
             }).on('error', reject),
           ),
-        ),
-      );
+        );
       expect(answers).toEqual(Array(30).fill(200));
       // The cap is 20 incomplete requests; none of those 60 connections has one.
       const fresh = await fetch(`${base}/health`, { headers: { connection: 'close' } });
       expect(fresh.status).toBe(200);
-      idle.destroy();
+      for (const a of idle) a.destroy();
     } finally {
       for (const s of streams) s.destroy();
       agent.destroy();

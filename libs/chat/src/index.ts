@@ -26,3 +26,4 @@ export { ChatCompletionProcessor } from './chat-completion.processor';
 export { ChatCompletionsService, type ChatDelivery } from './chat-completions.service';
 export { ChatGatewayModule } from './chat-gateway.module';
 export { ChatServiceModule } from './chat-service.module';
+export { ChatRoutesModule } from './chat-routes.module';

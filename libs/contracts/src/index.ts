@@ -5,3 +5,4 @@ export * from './admin-dto';
 export * from './health';
 export * from './repository-dto';
 export * from './api-instant';
+export type { UploadItem } from './upload-item';

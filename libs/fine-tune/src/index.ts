@@ -24,3 +24,4 @@ export { blobAsyncBuffer, openParquet, readRowWindows, ParquetReadError, type Pa
 export { tokenizeDataset, estimateCost, LengthStats, type TokenizationStats, type TokenizeOptions } from './tokenize-dataset';
 export { createFineTuneJsonSchema, trainingParamsJsonSchema } from './fine-tune-json-schema';
 export { baseModelListing, exampleCreateBody, type ScriptTypeListing } from './base-model-listing';
+export { FineTuneRoutesModule } from './fine-tune-routes.module';

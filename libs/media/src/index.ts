@@ -19,3 +19,4 @@ export { ImageRenderProcessor, VideoRenderProcessor } from './media-render.proce
 export { MediaGenerations, type MediaAnswer, type MediaEndpoint } from './media-generation.service';
 export { MediaGatewayModule } from './media-gateway.module';
 export { fromOpenAiImageRequest, toOpenAiImagesAnswer } from './openai-images';
+export { MediaRoutesModule } from './media-routes.module';

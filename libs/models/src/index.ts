@@ -49,3 +49,4 @@ export {
 export { validateModelRequest } from './model-validation';
 export { toPublicModel } from './public-model';
 export { ModelCatalogModule } from './model-catalog.module';
+export { ModelsRoutesModule } from './models-routes.module';

@@ -11,3 +11,4 @@ export { signWebhook, newWebhookSecret } from './webhook-signature';
 export { webhookId } from './webhook-notifier.service';
 export { WEBHOOK_EVENTS, WEBHOOK_FIELDS, parseWebhookRequest, type WebhookRequest } from './webhook-request';
 export type { WebhookDeliveryView } from './generation-queue.service';
+export { QueueRoutesModule } from './queue-routes.module';

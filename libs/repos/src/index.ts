@@ -10,3 +10,4 @@ export type {
   RepositoryView,
   UploadItem,
 } from './repository-types';
+export { ReposRoutesModule } from './repos-routes.module';

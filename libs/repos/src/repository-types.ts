@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import type { UploadItem } from '@atelier/contracts';
 
 /** A repository after its namespace was resolved and authorized. */
 export interface RepositoryRecord {
@@ -10,18 +10,7 @@ export interface RepositoryRecord {
   createdAt: Date;
 }
 
-/** One part of a multipart upload, in arrival order; a file's stream must be consumed before the next part. */
-export type UploadItem =
-  | { kind: 'field'; name: string; value: string }
-  | {
-      kind: 'file';
-      fieldname: string;
-      filename: string;
-      mimetype: string | undefined;
-      stream: Readable;
-      /** True once the stream was cut at the size limit. */
-      truncated(): boolean;
-    };
+export type { UploadItem };
 
 export interface BranchView {
   name: string;

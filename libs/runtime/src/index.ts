@@ -22,3 +22,4 @@ export { runPeriodically } from './periodic-task';
 export { GroupCommit } from './group-commit';
 export { RpcStreamConsumer, RPC_GROUP, rpcQueueDepth, type RpcCallJob } from './rpc-stream-consumer';
 export { abortFollowing } from './abort-following';
+export { multipartUploadItems } from './multipart-upload';

@@ -1,5 +1,5 @@
 import { Controller, Get } from '@nestjs/common';
-import { baseModelListing } from '@atelier/fine-tune';
+import { baseModelListing } from './base-model-listing';
 import { RequiresScope } from '@atelier/auth';
 
 /** What a fine-tune can be made of: per script type, the base models, the training_params schema and an example body. */

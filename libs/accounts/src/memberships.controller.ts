@@ -1,5 +1,5 @@
 import { Controller, Delete, Param } from '@nestjs/common';
-import { AccountsService } from '@atelier/accounts';
+import { AccountsService } from './accounts.service';
 import { CurrentCaller, NotRateLimited, RequiresFullAccess, type Caller } from '@atelier/auth';
 
 /** DELETE /api/orgs/{org}/membership: a member leaves an org (its keys bound to the org are revoked). */

@@ -1,6 +1,6 @@
 import { Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { GenerationQueue } from '@atelier/queue';
+import { GenerationQueue } from './generation-queue.service';
 
 /**
  * The signing secret of a namespace's webhooks (Standard Webhooks): members of the namespace

@@ -4,7 +4,8 @@ import { PublicRoute } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog } from '@atelier/models';
-import { buildOpenApiDocument, swaggerUiAsset, swaggerUiPage } from '@atelier/openapi';
+import { buildOpenApiDocument } from './openapi-document';
+import { swaggerUiAsset, swaggerUiPage } from './swagger-ui';
 
 export const API_VERSION = '0.1.0';
 

@@ -1,6 +1,8 @@
 import { Controller, Get, Header, Inject, Param, Query } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { ModelCatalog, toPublicModel, type ModelDefinition, type ModelEndpoint, type Modality, type PublicModel } from '@atelier/models';
+import { ModelCatalog } from './model-catalog';
+import type { ModelDefinition, ModelEndpoint, Modality, PublicModel } from './model-types';
+import { toPublicModel } from './public-model';
 import { RequiresScope } from '@atelier/auth';
 
 const ENDPOINTS: readonly string[] = ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'];

@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { GenerationQueue, type ListQuery } from '@atelier/queue';
+import { GenerationQueue, type ListQuery } from './generation-queue.service';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
 

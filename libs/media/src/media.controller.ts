@@ -2,8 +2,9 @@ import { Body, Controller, HttpCode, Inject, Post, Req, Res } from '@nestjs/comm
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { fromOpenAiImageRequest, MediaGenerations, toOpenAiImagesAnswer, type MediaEndpoint } from '@atelier/media';
-import { openAiEditForm } from './multipart-upload';
+import { MediaGenerations, type MediaEndpoint } from './media-generation.service';
+import { fromOpenAiImageRequest, toOpenAiImagesAnswer } from './openai-images';
+import { openAiEditForm } from './openai-edit-form';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT, IDEMPOTENT_AFTER_BODY, IdempotentRequests } from '@atelier/idempotency';
 

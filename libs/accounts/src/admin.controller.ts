@@ -1,11 +1,11 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Query, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { AccountsService, ApiKeys } from '@atelier/accounts';
+import { AccountsService } from './accounts.service';
+import { ApiKeys } from './api-keys.service';
 import { AdminRoute } from '@atelier/auth';
-import { ADMIN_USAGE_GROUPS, UsageReports, type UsageQuery } from '@atelier/billing';
+import { ADMIN_USAGE_GROUPS, sendUsage, UsageReports, type UsageQuery } from '@atelier/billing';
 import { AdjustCreditsRequest, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
-import { sendUsage } from './usage.controller';
 
 /** Operator interface; enabled only when ADMIN_TOKEN is set. */
 @AdminRoute()

@@ -1,7 +1,7 @@
 import { Controller, Get, Query, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
-import { usageCsv, UsageReports, type UsageQuery, type UsageReport } from '@atelier/billing';
+import { usageCsv, UsageReports, type UsageQuery, type UsageReport } from './usage-report.service';
 import { ApiError } from '@atelier/contracts';
 
 type UsageParams = UsageQuery & { namespace?: unknown; format?: unknown };

@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
-import { FineTunesService } from '@atelier/fine-tune';
+import { FineTunesService } from './fine-tunes.service';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';

@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { ChatCompletionsService } from '@atelier/chat';
+import { ChatCompletionsService } from './chat-completions.service';
 import { toErrorResponse } from '@atelier/runtime';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';

@@ -3,9 +3,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CurrentCaller, NamespaceAccess, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, CreateBranchRequest, CreateRepositoryRequest } from '@atelier/contracts';
-import { DEFAULT_BRANCH, RepositoriesService, type RepositoryRecord } from '@atelier/repos';
-import { parseBody } from '@atelier/runtime';
-import { multipartUploadItems } from './multipart-upload';
+import { RepositoriesService } from './repositories.service';
+import { DEFAULT_BRANCH } from './repository-names';
+import type { RepositoryRecord } from './repository-types';
+import { multipartUploadItems, parseBody } from '@atelier/runtime';
 
 type WildcardRequest = FastifyRequest<{ Params: { '*': string } }>;
 

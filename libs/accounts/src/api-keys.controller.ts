@@ -1,5 +1,5 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiKeys } from '@atelier/accounts';
+import { ApiKeys } from './api-keys.service';
 import { CurrentCaller, NotRateLimited, RequiresFullAccess, type Caller } from '@atelier/auth';
 
 /** Self-service API keys: POST/GET /api/api_keys, DELETE /api/api_keys/{prefix}. */

@@ -1,6 +1,6 @@
 import { Controller, Get, Query } from '@nestjs/common';
 import { CurrentCaller, NamespaceAccess, type Caller } from '@atelier/auth';
-import { BatchedCreditLedger } from '@atelier/billing';
+import { BatchedCreditLedger } from './batched-credit-ledger.service';
 
 /** Lets a caller check what a namespace they belong to can still spend. */
 @Controller('api/credits')
