@@ -106,15 +106,16 @@ function capIncompleteRequests(server: Server, max: number): void {
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as Socket;
-    // 'request' comes with the headers, before the parser has seen the end of the message, even
-    // of one without a body: a GET is complete a tick later. 'end' only comes to a body someone
-    // reads, and an event stream's or a refused upload's request may never be read: whichever
-    // of these comes first says it.
-    const check = () => req.complete && done(socket);
-    if (req.complete) return done(socket);
+    // 'request' comes with the headers, before the parser has marked even a body-less message
+    // complete, and 'end' only comes to a body someone reads: an event stream's request never is.
+    // A request without a body is whole with its headers; one with a body, when the body was read
+    // or the answer went out without it.
+    if (req.complete || (req.headers['transfer-encoding'] === undefined && (req.headers['content-length'] ?? '0') === '0')) {
+      done(socket);
+      return;
+    }
     incomplete.add(socket);
-    setImmediate(check);
-    req.once('end', check);
+    req.once('end', () => done(socket));
     res.once('finish', () => done(socket));
   });
 }
