@@ -3,6 +3,7 @@ import { BillingModule } from '@atelier/billing';
 import { AccountsService } from './accounts.service';
 import { LimitChanges, NamespaceAccess } from '@atelier/auth';
 import { ApiKeys } from './api-keys.service';
+import { QueueWeights } from './queue-weights.service';
 
-@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess, LimitChanges], exports: [AccountsService, ApiKeys] })
+@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess, LimitChanges, QueueWeights], exports: [AccountsService, ApiKeys, QueueWeights] })
 export class AccountsModule {}

@@ -11,6 +11,7 @@ import {
 } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
 import { BroadcastBus } from '@atelier/runtime';
+import { QueueWeights } from './queue-weights.service';
 
 function isUniqueViolation(err: unknown): boolean {
   return err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
@@ -46,6 +47,7 @@ export class AccountsService {
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
     private readonly limitChanges: LimitChanges,
+    private readonly queueWeights: QueueWeights,
   ) {}
 
   /** A user, their own namespace (named after them) and a first API key, in one transaction. */
@@ -148,17 +150,19 @@ export class AccountsService {
   /** Sets the limits given (null removes one); the others stay. */
   async setLimits(
     namespace: string,
-    limits: { rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null },
-  ): Promise<{ namespace: string; limits: { rpm: number | null; read_rpm: number | null; tpm: number | null; max_concurrent: number | null } }> {
+    limits: { rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null; queue_weight?: number | null },
+  ): Promise<{ namespace: string; limits: { rpm: number | null; read_rpm: number | null; tpm: number | null; max_concurrent: number | null; queue_weight: number } }> {
     const ns = await this.findNamespace(namespace);
     const row = await this.prisma.namespace.update({
       where: { id: ns.id },
-      data: { rpm: limits.rpm, readRpm: limits.read_rpm, tpm: limits.tpm, maxConcurrent: limits.max_concurrent },
-      select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true },
+      data: { rpm: limits.rpm, readRpm: limits.read_rpm, tpm: limits.tpm, maxConcurrent: limits.max_concurrent, queueWeight: limits.queue_weight },
+      select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true, queueWeight: true },
     });
     // Every replica has dropped what it cached of this namespace's keys before the answer goes out.
     await this.limitChanges.announce(ns.id);
-    return { namespace, limits: { rpm: row.rpm, read_rpm: row.readRpm, tpm: row.tpm, max_concurrent: row.maxConcurrent } };
+    // The weight is read where generations are placed in the fair order (Redis); the column is its durable copy.
+    if (limits.queue_weight !== undefined) await this.queueWeights.set(ns.id, row.queueWeight);
+    return { namespace, limits: { rpm: row.rpm, read_rpm: row.readRpm, tpm: row.tpm, max_concurrent: row.maxConcurrent, queue_weight: row.queueWeight ?? 1 } };
   }
 
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {

@@ -59,10 +59,17 @@ export const NamespaceLimitsRequest = z
       .max(100_000, 'max_concurrent must be at most 100000')
       .nullable()
       .optional(),
+    queue_weight: z
+      .number({ error: 'queue_weight must be an integer or null' })
+      .int('queue_weight must be an integer')
+      .min(1, 'queue_weight must be at least 1')
+      .max(100, 'queue_weight must be at most 100')
+      .nullable()
+      .optional(),
   })
   .refine(
-    (l) => l.rpm !== undefined || l.read_rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined,
-    'give rpm, read_rpm, tpm, max_concurrent or several (null removes a limit)',
+    (l) => l.rpm !== undefined || l.read_rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined || l.queue_weight !== undefined,
+    'give rpm, read_rpm, tpm, max_concurrent, queue_weight or several (null removes a limit)',
   );
 export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
 

@@ -271,3 +271,9 @@ export const QUEUES = [
   WEBHOOK_DELIVERY_QUEUE,
 ] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];
+
+/**
+ * Redis hash (under the installation's prefix) of each namespace's queue weight, by namespace id:
+ * written by the admin limits route, read by the fair placement of queued generations. Absent: 1.
+ */
+export const QUEUE_WEIGHTS_KEY = 'queue-weights';

@@ -47,7 +47,7 @@ export class Metrics {
     this.jobDuration = new FastHistogram('atelier_job_duration_seconds', 'Time a worker spent on a job, by queue and outcome', ['queue', 'outcome'], LATENCY_BUCKETS, registers);
     this.queueJobs = new Gauge({
       name: 'atelier_queue_jobs',
-      help: 'Jobs per queue and state (waiting, active, delayed, prioritized, failed), read from Redis at scrape time',
+      help: 'Jobs per queue and state (waiting, active, delayed, failed; waiting includes jobs placed by priority), read from Redis at scrape time',
       labelNames: ['queue', 'state'],
       registers,
       async collect() {

@@ -281,12 +281,12 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     }
     const ids = items.map((i) => i.id);
 
-    await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType }))));
+    await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType, namespaceId: scope.id }))));
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
   }
 
   /** Adds the jobs; duplicates are harmless (jobId = generation id), losses are re-dispatched. */
-  async dispatch(items: { id: string; mediaType: 'image' | 'video' }[]): Promise<void> {
+  async dispatch(items: { id: string; mediaType: 'image' | 'video'; namespaceId: string }[]): Promise<void> {
     for (const mediaType of ['image', 'video'] as const) {
       const batch = items.filter((i) => i.mediaType === mediaType);
       if (batch.length === 0) continue;
@@ -295,7 +295,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       // The rows are already durable: with Redis away the enqueue still succeeds, and the
       // queue-worker's sweeper adds these jobs once Redis is back.
       await this.adds[mediaType]
-        .submit(batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id })))
+        .submit(batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id, namespaceId: i.namespaceId })))
         .catch((err: Error) => {
           // During a Redis outage every enqueue lands here; the 503s elsewhere already say Redis is away.
           const log = backingServiceFault(err) ? 'debug' : 'warn';
@@ -305,13 +305,19 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
   }
 
   private jobAdder(mediaType: 'image' | 'video') {
-    type Jobs = { payload: GenerationJob; jobId: string }[];
+    type Jobs = { payload: GenerationJob; jobId: string; namespaceId: string }[];
     return new GroupCommit<Jobs, void>(async (batches) => {
       const jobs = batches.flat();
-      // Together, one round trip for the batch instead of two. The position is sent first, so it
-      // is there before any worker can start the job and take it out again.
-      const placed = this.positions.add(mediaType, jobs.map((j) => j.jobId));
-      await Promise.all([placed, this.queues.addBulk(queueFor(mediaType), jobs)]);
+      // The place in the fair order first: it is the job's BullMQ priority, and it is there
+      // before any worker can start the job and take it out again.
+      const priorities = await this.positions.add(
+        mediaType,
+        jobs.map((j) => ({ id: j.jobId, namespaceId: j.namespaceId })),
+      );
+      await this.queues.addBulk(
+        queueFor(mediaType),
+        jobs.map((j, i) => ({ payload: j.payload, jobId: j.jobId, priority: priorities[i] })),
+      );
       return batches.map(() => undefined);
     });
   }

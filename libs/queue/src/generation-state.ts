@@ -39,7 +39,7 @@ export class GenerationState {
     const row = (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
     // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
     if (row) {
-      await this.positions.remove(row.mediaType, id).catch(() => undefined);
+      await this.positions.started(row.mediaType, id).catch(() => undefined);
       // Also for a redelivered job: the message id is the same, so the second add is a no-op.
       await this.webhooks.notify(id, 'processing', row.params);
     }
@@ -182,10 +182,10 @@ export class GenerationState {
   }
 
   /** Queued generations whose job never reached Redis (crash between commit and add). */
-  async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
+  async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video'; namespaceId: string }[]> {
     const rows = await this.prisma.generation.findMany({
       where: { status: 'queued', enqueuedAt: { lt: new Date(Date.now() - olderThanMs) } },
-      select: { id: true, mediaType: true },
+      select: { id: true, mediaType: true, namespaceId: true },
       orderBy: { enqueuedAt: 'asc' },
       take: limit,
     });

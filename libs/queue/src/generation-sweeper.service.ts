@@ -4,6 +4,7 @@ import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
 import { GenerationQueue, queueFor } from './generation-queue.service';
 import { GenerationState } from './generation-state';
 import { QueuePositions } from './queue-positions';
+import { QueueWeights } from '@atelier/accounts';
 
 /**
  * Repairs what a crash between two steps can leave behind: queued rows whose job never reached
@@ -22,10 +23,13 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
     private readonly generations: GenerationQueue,
     private readonly queues: JobQueues,
     private readonly positions: QueuePositions,
+    private readonly weights: QueueWeights,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   onApplicationBootstrap(): void {
+    // A Redis that lost its data (or missed a change while away) gets the weights back from Postgres.
+    void this.weights.restore().catch((err: unknown) => this.logger.warn(`Restoring queue weights failed: ${errorSummary(err)}`));
     this.periodic = runPeriodically(this.config.GENERATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
   }
 

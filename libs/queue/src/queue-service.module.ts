@@ -1,4 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
+import { QueueWeights } from '@atelier/accounts';
 import { StaleReservationsModule } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
@@ -47,6 +48,7 @@ export class QueueServiceModule {
       providers: [
         GenerationRunner,
         GenerationSweeper,
+        QueueWeights,
         ...(pools.includes('image') ? [ImageGenerationProcessor] : []),
         ...(pools.includes('video') ? [VideoGenerationProcessor] : []),
         WebhookDeliveryProcessor,

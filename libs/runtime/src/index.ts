@@ -1,4 +1,4 @@
-export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection';
+export { redisOptionsFromUrl, createRedis, RedisNames, redisScript } from './redis-connection';
 export { RedisService, RedisModule } from './redis.module';
 export { BroadcastBus } from './broadcast-bus.service';
 export { RateLimiter, type RateDecision, type RateLimit } from './rate-limiter.service';

@@ -44,9 +44,11 @@ export class JobQueues implements OnApplicationShutdown {
   }
 
   /** Several jobs of one contract in one round trip (MULTI); jobIds make re-adding harmless. */
-  async addBulk<Q extends QueueContract>(contract: Q, jobs: { payload: PayloadOf<Q>; jobId: string }[]): Promise<Job[]> {
+  async addBulk<Q extends QueueContract>(contract: Q, jobs: { payload: PayloadOf<Q>; jobId: string; priority?: number }[]): Promise<Job[]> {
     this.redis.assertAvailable();
-    return this.queue(contract).addBulk(jobs.map((j) => ({ name: contract.name, data: j.payload, opts: { jobId: j.jobId } })));
+    return this.queue(contract).addBulk(
+      jobs.map((j) => ({ name: contract.name, data: j.payload, opts: j.priority === undefined ? { jobId: j.jobId } : { jobId: j.jobId, priority: j.priority } })),
+    );
   }
 
   /**

@@ -12,7 +12,12 @@ import { rpcQueueDepth } from './rpc-stream-consumer';
 /** The queues this app consumes (ServiceRuntimeOptions.consumes). */
 export const CONSUMED_QUEUES = Symbol('CONSUMED_QUEUES');
 
-const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed'] as const;
+const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;
+/**
+ * BullMQ keeps jobs added with a priority (every queued generation: its place in the fair order)
+ * in a set of their own; to an operator they are waiting like the others.
+ */
+const BULLMQ_STATES = [...QUEUE_STATES, 'prioritized'] as const;
 /** A scrape must answer even when Redis does not. */
 const QUEUE_READ_TIMEOUT_MS = 1000;
 
@@ -41,7 +46,10 @@ export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
           const counts = await Promise.race([
             contract.settings.kind === 'rpc'
               ? rpcQueueDepth(this.redis.client, this.redis.names.rpcStream(contract.name)).then((d): Record<string, number> => ({ waiting: d.waiting, active: d.active }))
-              : this.queues.queue(contract).getJobCounts(...QUEUE_STATES),
+              : this.queues
+                  .queue(contract)
+                  .getJobCounts(...BULLMQ_STATES)
+                  .then((c): Record<string, number> => ({ ...c, waiting: (c.waiting ?? 0) + (c.prioritized ?? 0) })),
             new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), QUEUE_READ_TIMEOUT_MS))),
           ])
             .catch(() => undefined)

@@ -1,0 +1,169 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE } from '@atelier/contracts';
+import { PrismaService } from '@atelier/db';
+import { BroadcastBus } from '@atelier/runtime';
+import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+
+interface Row {
+  id: string;
+  namespace: string;
+  enqueuedAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  status: string;
+}
+
+/**
+ * Fair scheduling across namespaces, end to end: the real gateway in-process, real queue-worker
+ * processes rendering real images, one tenant's backlog beside others' few generations.
+ */
+describe('fair scheduling of queued generations', () => {
+  let gw: GatewayHarness;
+  let build: ReturnType<typeof buildAppsForTest>;
+  const workers: ChildProcess[] = [];
+  /** Slots one worker runs at once: a newcomer waits at most one round of them per job-time. */
+  const SLOTS = IMAGE_GENERATION_QUEUE.settings.concurrency;
+
+  const startWorker = () => {
+    const child = spawn(process.execPath, [build.main('queue-worker')], {
+      cwd: repoRoot,
+      env: appProcessEnv(gw.env, { QUEUE_WORKER_PORT: '0', QUEUE_WORKER_POOLS: 'image', JOB_LOCK_DURATION_MS: '1500', GENERATION_SWEEP_INTERVAL_MS: '500', LOG_LEVEL: 'error' }),
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    workers.push(child);
+    return child;
+  };
+  const stopWorkers = async (signal: NodeJS.Signals = 'SIGTERM') => {
+    const running = workers.splice(0).filter((w) => w.exitCode === null && w.signalCode === null);
+    await Promise.all(running.map((w) => new Promise((r) => (w.once('exit', r), w.kill(signal)))));
+  };
+  /** `count` generations of `t`, four to a request, as a batch job would send them. */
+  const enqueue = async (t: Tenant, count: number) => {
+    const ids: string[] = [];
+    for (let left = count; left > 0; left -= 4) {
+      const res = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', {
+        token: t.apiKey,
+        body: { model: 'local-image', prompt: 'fair', width: 64, height: 64, num_generations: Math.min(4, left) },
+      });
+      if (res.status !== 200) throw new Error(`enqueue failed: ${res.status} ${res.text}`);
+      ids.push(...res.body.generations.map((g) => g.generation_id));
+    }
+    return ids;
+  };
+  const rows = async (tenants: Tenant[]): Promise<Row[]> => {
+    const found = await gw.app.get(PrismaService).generation.findMany({
+      where: { namespace: { name: { in: tenants.map((t) => t.namespace) } } },
+      select: { id: true, enqueuedAt: true, startedAt: true, completedAt: true, status: true, namespace: { select: { name: true } } },
+    });
+    return found.map((r) => ({ ...r, namespace: r.namespace.name }));
+  };
+  const allDone = (tenants: Tenant[], total: number) =>
+    waitFor(
+      async () => {
+        const all = await rows(tenants);
+        return all.length === total && all.every((r) => r.status === 'succeeded') ? all : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250, description: `${total} generations to succeed` },
+    );
+  /**
+   * The ids of the completion events seen, by generation: a generation that ran twice would end
+   * twice, with two event ids (an event the outbox sweeper publishes again keeps its id).
+   */
+  const ended = new Map<string, Set<string | undefined>>();
+  /** Each generation ended once and was charged once. */
+  const ranOnce = async (tenants: Tenant[], ids: string[]) => {
+    await waitFor(() => ids.every((id) => ended.has(id)), { description: 'every completion event' });
+    expect(ids.filter((id) => ended.get(id)!.size !== 1)).toEqual([]);
+    const charged = await gw.app.get(PrismaService).creditLedgerEntry.count({ where: { kind: 'charge', namespace: { name: { in: tenants.map((t) => t.namespace) } } } });
+    expect(charged).toBe(ids.length);
+  };
+  const setWeight = async (t: Tenant, weight: number) => {
+    const res = await gw.http.request('PUT', `/api/admin/namespaces/${t.namespace}/limits`, { token: gw.adminToken, body: { queue_weight: weight } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ limits: { queue_weight: weight } });
+  };
+  const startOrder = (all: Row[]) => [...all].sort((a, b) => a.startedAt!.getTime() - b.startedAt!.getTime() || a.id.localeCompare(b.id));
+
+  beforeAll(async () => {
+    build = buildAppsForTest(['queue-worker']);
+    gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-fair-')) });
+    await gw.app.get(BroadcastBus).subscribe(GENERATION_COMPLETED_CHANNEL, (e) => ended.set(e.generation_id, (ended.get(e.generation_id) ?? new Set()).add(e.event_id)));
+  });
+  afterEach(() => stopWorkers('SIGKILL'));
+  afterAll(async () => {
+    await gw?.close();
+    build?.cleanup();
+  });
+
+  it("serves a newcomer within two job-times of a 200-generation backlog, and a third tenant's four before the backlog's fortieth; all run once", async () => {
+    const [a, b, c] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    startWorker();
+    const aIds = await enqueue(a, 200);
+    // The worker is well into A's backlog when B and C arrive.
+    await waitFor(async () => (await rows([a])).filter((r) => r.startedAt).length >= 8, { description: "A's first generations to start" });
+    const [bId] = await enqueue(b, 1);
+    const cIds = await enqueue(c, 4);
+    const all = await allDone([a, b, c], 205);
+
+    const order = startOrder(all);
+    const bRow = all.find((r) => r.id === bId)!;
+    // Started between B's enqueue and B's own start: at most two rounds of the worker's slots.
+    const before = order.filter((r) => r.startedAt! > bRow.enqueuedAt && r.startedAt! < bRow.startedAt!).length;
+    expect(before).toBeLessThanOrEqual(2 * SLOTS);
+    const aFinished = all.filter((r) => r.namespace === a.namespace).map((r) => r.completedAt!.getTime()).sort((x, y) => x - y);
+    const cLast = Math.max(...all.filter((r) => cIds.includes(r.id)).map((r) => r.completedAt!.getTime()));
+    expect(cLast).toBeLessThanOrEqual(aFinished[39]);
+    await ranOnce([a, b, c], [...aIds, bId, ...cIds]);
+  }, 180_000);
+
+  it('keeps the fair order and runs each generation once across a worker killed mid-backlog', async () => {
+    const [a, b] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    const aIds = await enqueue(a, 120);
+    const worker = startWorker();
+    await waitFor(async () => (await rows([a])).filter((r) => r.status === 'succeeded').length >= 20, { description: 'A to be under way' });
+    worker.kill('SIGKILL');
+    await new Promise((r) => worker.once('exit', r));
+    // B arrives while no worker runs; the next worker must still take it before the rest of A's backlog.
+    const [bId] = await enqueue(b, 1);
+    startWorker();
+    const all = await allDone([a, b], 121);
+    const order = startOrder(all);
+    const bRow = all.find((r) => r.id === bId)!;
+    const before = order.filter((r) => r.startedAt! > bRow.enqueuedAt && r.startedAt! < bRow.startedAt!).length;
+    // A's jobs the killed worker held come back first (their place was earlier), then B.
+    expect(before).toBeLessThanOrEqual(3 * SLOTS);
+    await ranOnce([a, b], [...aIds, bId]);
+  }, 180_000);
+
+  it('shares the workers by weight: at 3 to 1, A runs about three generations for each of B', async () => {
+    const [a, b] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    await setWeight(a, 3);
+    // Both backlogged before any worker runs, so every start is a choice between them.
+    await enqueue(a, 100);
+    await enqueue(b, 100);
+    startWorker();
+    const all = await allDone([a, b], 200);
+    const first100 = startOrder(all).slice(0, 100);
+    const ofA = first100.filter((r) => r.namespace === a.namespace).length;
+    // 75 of the first 100 at 3:1, within 20 %.
+    expect(ofA).toBeGreaterThanOrEqual(60);
+    expect(ofA).toBeLessThanOrEqual(90);
+  }, 180_000);
+
+  it('refuses a weight outside 1..100 with the error envelope', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '1');
+    for (const bad of [0, 101, 1.5, 'heavy']) {
+      const res = await gw.http.request<{ status_message: string; error: { message: string } }>('PUT', `/api/admin/namespaces/${t.namespace}/limits`, {
+        token: gw.adminToken,
+        body: { queue_weight: bad },
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ status: 'error', status_message: 'invalid_request' });
+      expect(res.body.error.message).toMatch(/queue_weight/);
+    }
+  });
+});
