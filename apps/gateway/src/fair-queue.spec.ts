@@ -145,6 +145,15 @@ describe('fair scheduling of queued generations', () => {
     // Both backlogged before any worker runs, so every start is a choice between them.
     await enqueue(a, 100);
     await enqueue(b, 100);
+    // The operator sees both backlogs, and the weights they are served by.
+    const view = await gw.http.request<{ pools: { pool: string; namespaces: { namespace: string; queue_weight: number; queued: number; processing: number }[] }[] }>('GET', '/api/admin/queues', { token: gw.adminToken });
+    expect(view.status).toBe(200);
+    const image = view.body.pools.find((p) => p.pool === 'image')!;
+    expect(image.namespaces.filter((n) => n.namespace === a.namespace || n.namespace === b.namespace)).toEqual([
+      { namespace: a.namespace, queue_weight: 3, queued: 100, processing: 0 },
+      { namespace: b.namespace, queue_weight: 1, queued: 100, processing: 0 },
+    ].sort((x, y) => (x.namespace < y.namespace ? -1 : 1)));
+    expect((await gw.http.request('GET', '/api/admin/queues', { token: a.apiKey })).status).toBe(401);
     startWorker();
     const all = await allDone([a, b], 200);
     const first100 = startOrder(all).slice(0, 100);

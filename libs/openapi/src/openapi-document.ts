@@ -472,10 +472,42 @@ function operations(catalog: ModelCatalog): Operation[] {
       responses: { 200: ['No longer a member; `revoked_keys` lists the prefixes revoked', 'OrgMembership'] },
     },
     {
+      method: 'get',
+      route: '/api/admin/queues',
+      tag: 'Operator',
+      summary: "Each generation pool's backlog: queued and processing generations per namespace, most queued first, with each namespace's queue_weight",
+      access: 'admin',
+      responses: {
+        200: [
+          'The pools',
+          {
+            type: 'object',
+            properties: {
+              pools: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    pool: { type: 'string', enum: ['image', 'video'] },
+                    queued: { type: 'integer' },
+                    processing: { type: 'integer' },
+                    namespaces: {
+                      type: 'array',
+                      items: { type: 'object', properties: { namespace: { type: 'string' }, queue_weight: { type: 'integer' }, queued: { type: 'integer' }, processing: { type: 'integer' } } },
+                    },
+                  },
+                },
+              },
+            },
+          },
+        ],
+      },
+    },
+    {
       method: 'put',
       route: '/api/admin/namespaces/:namespace/limits',
       tag: 'Operator',
-      summary: "Set a namespace's work requests (rpm), other requests (read_rpm) and chat tokens (tpm) per minute and its work in flight (all its keys together; null: none); applied on every replica before it answers",
+      summary: "Set a namespace's work requests (rpm), other requests (read_rpm) and chat tokens (tpm) per minute, its work in flight (all its keys together; null: none) and its queue_weight (its share of queue workers while others wait, default 1); applied on every replica before it answers",
       access: 'admin',
       body: fromZod(NamespaceLimitsRequest),
       responses: { 200: ['The limits', { type: 'object', properties: { namespace: { type: 'string' }, limits: { type: 'object' } } }] },
