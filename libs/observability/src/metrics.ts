@@ -37,6 +37,7 @@ export class Metrics {
   readonly processFaults: Counter<'kind'>;
   readonly stageDuration: FastHistogram<'stage'>;
   readonly jobWait: FastHistogram<'queue'>;
+  readonly generationWait: FastHistogram<'pool' | 'namespace'>;
 
   constructor(service: string) {
     this.registry.setDefaultLabels({ service });
@@ -77,6 +78,13 @@ export class Metrics {
     this.sseConnections = new Gauge({ name: 'atelier_sse_connections', help: 'Open Server-Sent Events streams', registers });
     this.stageDuration = new FastHistogram('atelier_stage_duration_seconds', 'Stages of a request on the hot path (auth, chat.validate, chat.reserve, chat.rpc, chat.settle, ...)', ['stage'], STAGE_BUCKETS, registers);
     this.jobWait = new FastHistogram('atelier_job_wait_seconds', 'Time from a job being added to a worker starting it, by queue (hand-off latency plus queueing)', ['queue'], STAGE_BUCKETS, registers);
+    this.generationWait = new FastHistogram(
+      'atelier_generation_queue_wait_seconds',
+      'Time a queued generation waited from enqueue to its start, by pool and namespace (the 10 namespaces this worker started most, the rest as other)',
+      ['pool', 'namespace'],
+      LATENCY_BUCKETS,
+      registers,
+    );
     watchLiveHeap();
     new Gauge({
       name: 'atelier_heap_live_bytes',

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { MediaRenderer, usageCost } from '@atelier/media';
 import { ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
-import { Metrics } from '@atelier/observability';
+import { Metrics, TopLabels } from '@atelier/observability';
 import { retryThroughOutage } from '@atelier/runtime';
 import { GenerationProgress } from './generation-progress';
 import { GenerationState } from './generation-state';
@@ -20,6 +20,23 @@ export type RunOutcome = 'succeeded' | 'failed' | 'skipped' | 'cancelled';
 @Injectable()
 export class GenerationRunner {
   private readonly logger = new Logger(GenerationRunner.name);
+  /** The namespaces the queue-wait metric names: the ten this worker started most. */
+  private readonly waitLabels = new TopLabels(10);
+  /** Their names, by id (a namespace's name never changes). */
+  private readonly namespaceNames = new Map<string, string>();
+
+  /** The queue-wait metric's label for a namespace: its name if it is among the top ten, else `other`. */
+  private async namespaceLabel(namespaceId: string): Promise<string> {
+    const label = this.waitLabels.label(namespaceId);
+    if (label === 'other') return label;
+    let name = this.namespaceNames.get(namespaceId);
+    if (name === undefined) {
+      name = (await this.state.namespaceName(namespaceId).catch(() => undefined)) ?? 'other';
+      if (this.namespaceNames.size >= 1000) this.namespaceNames.clear();
+      this.namespaceNames.set(namespaceId, name);
+    }
+    return name;
+  }
 
   constructor(
     private readonly state: GenerationState,
@@ -58,6 +75,8 @@ export class GenerationRunner {
     const durably = <T>(op: () => Promise<T>) => this.durably(id, signal, op);
     const row = await durably(() => this.state.start(id));
     if (!row) return 'skipped';
+    if (this.metrics && row.startedAt)
+      this.metrics.generationWait.observe({ pool: row.mediaType, namespace: await this.namespaceLabel(row.namespaceId) }, (row.startedAt.getTime() - row.enqueuedAt.getTime()) / 1000);
     seen.model = row.modelName;
     const model = this.catalog.get(row.modelName);
     if (!model) {

@@ -46,6 +46,10 @@ export class GenerationState {
     return row;
   }
 
+  async namespaceName(id: string): Promise<string | undefined> {
+    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
+  }
+
   /** Of these ids, the generations still queued (the sweeper drops the others from the positions). */
   async queuedAmong(ids: string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
