@@ -132,8 +132,9 @@ describe('graceful shutdown on SIGTERM (real processes)', () => {
     slow.child.kill('SIGTERM');
     expect(await slow.exited).toEqual({ code: 0, signal: null });
     const queue = gw.app.get(JobQueues).queue(IMAGE_GENERATION_QUEUE);
-    // Handed back, not lost with the process and not counted as a failed attempt: waiting for the next worker.
-    expect(await queue.getJobState(id)).toBe('waiting');
+    // Handed back, not lost with the process and not counted as a failed attempt: waiting for the
+    // next worker in its place in the fair order (BullMQ's prioritized state).
+    expect(await queue.getJobState(id)).toBe('prioritized');
     expect((await queue.getJob(id))?.attemptsMade).toBe(0);
     await start('queue-worker', 'QUEUE_WORKER_PORT', { JOB_LOCK_DURATION_MS: '1500' });
     await waitFor(async () => (await status(id)) === 'succeeded', { timeoutMs: 30_000, description: 'the next worker to complete it' });
