@@ -2,9 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE } from '@atelier/contracts';
+import { GENERATION_COMPLETED_CHANNEL, IMAGE_GENERATION_QUEUE, QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
-import { BroadcastBus } from '@atelier/runtime';
+import { BroadcastBus, RedisService } from '@atelier/runtime';
 import { appProcessEnv, buildAppsForTest, createTenant, repoRoot, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -86,6 +86,7 @@ describe('fair scheduling of queued generations', () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ limits: { queue_weight: weight } });
   };
+  const namespaceId = async (t: Tenant) => (await gw.app.get(PrismaService).namespace.findUnique({ where: { name: t.namespace }, select: { id: true } }))?.id;
   const startOrder = (all: Row[]) => [...all].sort((a, b) => a.startedAt!.getTime() - b.startedAt!.getTime() || a.id.localeCompare(b.id));
 
   beforeAll(async () => {
@@ -161,6 +162,11 @@ describe('fair scheduling of queued generations', () => {
     // 75 of the first 100 at 3:1, within 20 %.
     expect(ofA).toBeGreaterThanOrEqual(60);
     expect(ofA).toBeLessThanOrEqual(90);
+    // Redis losing the weights while the worker runs (a restart without persistence): its next
+    // sweep restores them from Postgres.
+    const redis = gw.app.get(RedisService);
+    await redis.client.del(redis.names.key(QUEUE_WEIGHTS_KEY));
+    await waitFor(async () => (await redis.client.hget(redis.names.key(QUEUE_WEIGHTS_KEY), (await namespaceId(a))!)) === '3', { description: 'the weight to be restored' });
   }, 180_000);
 
   it('refuses a weight outside 1..100 with the error envelope', async () => {

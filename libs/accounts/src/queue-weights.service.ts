@@ -3,6 +3,9 @@ import { QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { RedisService } from '@atelier/runtime';
 
+/** A field of the hash no namespace id can be: present since the hash was last restored. */
+const RESTORED = '~restored';
+
 /**
  * Each namespace's queue weight where the fair placement of queued generations reads it (a Redis
  * hash); the namespaces table holds the durable copy, which `restore` copies back (a Redis that
@@ -28,8 +31,15 @@ export class QueueWeights {
   /** Makes the hash the table's weights again. */
   async restore(): Promise<void> {
     const rows = await this.prisma.namespace.findMany({ where: { queueWeight: { not: null } }, select: { id: true, queueWeight: true } });
-    const pipeline = this.redis.client.multi().del(this.key());
+    const pipeline = this.redis.client.multi().del(this.key()).hset(this.key(), RESTORED, '1');
     for (const r of rows) if (r.queueWeight !== null && r.queueWeight !== 1) pipeline.hset(this.key(), r.id, String(r.queueWeight));
     await pipeline.exec();
+  }
+
+  /** Restores the hash only if Redis lost it (its marker is gone), so a weight set since is not overwritten. */
+  async restoreIfLost(): Promise<boolean> {
+    if ((await this.redis.client.hexists(this.key(), RESTORED)) === 1) return false;
+    await this.restore();
+    return true;
   }
 }

@@ -34,6 +34,8 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   }
 
   async sweep(): Promise<void> {
+    // Redis restarted without its data: the weights come back from Postgres within a sweep.
+    if (await this.weights.restoreIfLost()) this.logger.log('Queue weights restored from Postgres');
     await this.pruneQueuePositions();
     const stranded = await this.state.strandedQueued(this.config.GENERATION_SWEEP_INTERVAL_MS * 2);
     if (stranded.length) await this.generations.dispatch(stranded);
