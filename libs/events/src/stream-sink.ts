@@ -35,11 +35,11 @@ const HTTP_SOCKET_LISTENERS: readonly (readonly [string, string])[] = [
   ['pause', 'onSocketPause'],
 ];
 
-/** Node's own parser release (what its `upgrade` path calls), when this Node still exports it. */
-function nodeFreeParser(): ((parser: HttpParser, req: unknown, socket: Socket) => void) | undefined {
+/** Node's own parser release (what its `upgrade` path calls), when this Node still exports it; looked up once. */
+const freeParser = ((): ((parser: HttpParser, req: unknown, socket: Socket) => void) | undefined => {
   const common = process.getBuiltinModule('_http_common') as { freeParser?: (parser: HttpParser, req: unknown, socket: Socket) => void } | undefined;
   return typeof common?.freeParser === 'function' ? common.freeParser : undefined;
-}
+})();
 
 /**
  * Takes an event stream's socket out of Node's HTTP server once its head is sent, as the server
@@ -54,7 +54,6 @@ function nodeFreeParser(): ((parser: HttpParser, req: unknown, socket: Socket) =
 function detachSocket(res: ServerResponse): Socket | undefined {
   const socket = res.socket as ParsedSocket | null;
   const parser = socket?.parser;
-  const freeParser = nodeFreeParser();
   if (!socket || !parser || parser.incoming !== res.req || socket._httpMessage !== res || !freeParser) return undefined;
   if (res.req.httpVersion !== '1.1' || !res.headersSent || !(res as ServerResponse & { chunkedEncoding?: boolean }).chunkedEncoding) return undefined;
   const found = HTTP_SOCKET_LISTENERS.map(([event, name]) => [event, socket.listeners(event).find((fn) => fn.name === name)] as const);

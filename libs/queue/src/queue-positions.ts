@@ -7,7 +7,7 @@ type Pool = 'image' | 'video';
 /** Score = BullMQ priority x 2^31 + arrival counter: the order BullMQ takes prioritized jobs in, exact in a double. */
 const SHIFT = 2 ** 31;
 /** BullMQ's highest priority number (2^21 - 1); tags beyond it share it, in arrival order. */
-export const MAX_PRIORITY = 2 ** 21 - 1;
+const MAX_PRIORITY = 2 ** 21 - 1;
 
 /**
  * Start-time fair queuing across namespaces, per pool (docs/api.md, "Fair scheduling").
