@@ -28,10 +28,10 @@ describe('fair scheduling of queued generations', () => {
   /** Slots one worker runs at once: a newcomer waits at most one round of them per job-time. */
   const SLOTS = IMAGE_GENERATION_QUEUE.settings.concurrency;
 
-  const startWorker = () => {
+  const startWorker = (env: Record<string, string> = {}) => {
     const child = spawn(process.execPath, [build.main('queue-worker')], {
       cwd: repoRoot,
-      env: appProcessEnv(gw.env, { QUEUE_WORKER_PORT: '0', QUEUE_WORKER_POOLS: 'image', JOB_LOCK_DURATION_MS: '1500', GENERATION_SWEEP_INTERVAL_MS: '500', LOG_LEVEL: 'error' }),
+      env: appProcessEnv(gw.env, { QUEUE_WORKER_PORT: '0', QUEUE_WORKER_POOLS: 'image', JOB_LOCK_DURATION_MS: '1500', GENERATION_SWEEP_INTERVAL_MS: '500', LOG_LEVEL: 'error', ...env }),
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     workers.push(child);
@@ -42,12 +42,12 @@ describe('fair scheduling of queued generations', () => {
     await Promise.all(running.map((w) => new Promise((r) => (w.once('exit', r), w.kill(signal)))));
   };
   /** `count` generations of `t`, four to a request, as a batch job would send them. */
-  const enqueue = async (t: Tenant, count: number) => {
+  const enqueue = async (t: Tenant, count: number, extra: Record<string, unknown> = {}) => {
     const ids: string[] = [];
     for (let left = count; left > 0; left -= 4) {
       const res = await gw.http.request<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', {
         token: t.apiKey,
-        body: { model: 'local-image', prompt: 'fair', width: 64, height: 64, num_generations: Math.min(4, left) },
+        body: { model: 'local-image', prompt: 'fair', width: 64, height: 64, num_generations: Math.min(4, left), ...extra },
       });
       if (res.status !== 200) throw new Error(`enqueue failed: ${res.status} ${res.text}`);
       ids.push(...res.body.generations.map((g) => g.generation_id));
@@ -167,6 +167,58 @@ describe('fair scheduling of queued generations', () => {
     const redis = gw.app.get(RedisService);
     await redis.client.del(redis.names.key(QUEUE_WEIGHTS_KEY));
     await waitFor(async () => (await redis.client.hget(redis.names.key(QUEUE_WEIGHTS_KEY), (await namespaceId(a))!)) === '3', { description: 'the weight to be restored' });
+  }, 180_000);
+
+  it("orders a namespace's own generations by priority without taking places from another namespace", async () => {
+    const [a, b] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    const aNormal = await enqueue(a, 40);
+    await enqueue(b, 40);
+    const aHigh = await enqueue(a, 4, { priority: 'high' });
+    const aLow = await enqueue(a, 4, { priority: 'low' });
+    const record = async (id: string) => (await gw.http.request<{ priority: string; queue_position: number }>('GET', `/api/ai/queue/${id}`, { token: a.apiKey })).body;
+    // A's high generations take A's first four places; A's normal ones each moved four on, behind
+    // B's first four: the positions promise what the workers will do.
+    expect(await record(aHigh[0])).toMatchObject({ priority: 'high', queue_position: 0 });
+    expect(await record(aNormal[0])).toMatchObject({ priority: 'normal', queue_position: 8 });
+    expect(await record(aLow[3])).toMatchObject({ priority: 'low', queue_position: 87 });
+    startWorker();
+    const all = await allDone([a, b], 88);
+    const order = startOrder(all);
+    const ofA = order.filter((r) => r.namespace === a.namespace).map((r) => r.id);
+    expect(new Set(ofA.slice(0, 4))).toEqual(new Set(aHigh));
+    expect(new Set(ofA.slice(-4))).toEqual(new Set(aLow));
+    // B keeps every other place: about half of the first forty starts, as without priorities.
+    const bEarly = order.slice(0, 40).filter((r) => r.namespace === b.namespace).length;
+    expect(bEarly).toBeGreaterThanOrEqual(16);
+    expect(bEarly).toBeLessThanOrEqual(24);
+    const bad = await gw.http.request<{ error: { message: string } }>('POST', '/api/ai/queue', { token: a.apiKey, body: { model: 'local-image', prompt: 'x', priority: 'urgent' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toBe('priority must be one of high, normal, low');
+  }, 180_000);
+
+  it("holds a namespace to QUEUE_NAMESPACE_MAX_SHARE of a worker's slots while another waits, and lets a lone burst take them all", async () => {
+    const [a, b] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    // At weight 3 A would take three of every four starts; the share of 50 % holds it to half the slots.
+    await setWeight(a, 3);
+    const big = { width: 1024, height: 1024 };
+    await enqueue(a, 40, big);
+    await enqueue(b, 40, big);
+    startWorker({ QUEUE_NAMESPACE_MAX_SHARE: '50' });
+    const all = await allDone([a, b], 80);
+    const ofA = all.filter((r) => r.namespace === a.namespace);
+    const bLastStart = Math.max(...all.filter((r) => r.namespace === b.namespace).map((r) => r.startedAt!.getTime()));
+    // Whenever A started one while B still had generations waiting, A ran at most half the slots.
+    const cap = SLOTS / 2;
+    const crowded = ofA
+      .filter((r) => r.startedAt!.getTime() < bLastStart)
+      .map((r) => ofA.filter((o) => o.startedAt! <= r.startedAt! && o.completedAt! > r.startedAt!).length);
+    expect(Math.max(...crowded)).toBeLessThanOrEqual(cap);
+    // A lone namespace is not held back: its burst runs on every slot.
+    const c = await createTenant(gw.http, gw.adminToken, '10');
+    await enqueue(c, 16, big);
+    const cRows = await allDone([c], 16);
+    const overlap = Math.max(...cRows.map((r) => cRows.filter((o) => o.startedAt! <= r.startedAt! && o.completedAt! > r.startedAt!).length));
+    expect(overlap).toBeGreaterThan(cap);
   }, 180_000);
 
   it('refuses a weight outside 1..100 with the error envelope', async () => {

@@ -58,6 +58,8 @@ describe('generation queue API', () => {
       // Queued with no worker running: its place in the image pool's line; no progress yet.
       queue_position: expect.any(Number),
       progress: null,
+      // Not submitted: the default, echoed.
+      priority: 'normal',
     });
     expect(Math.abs((rec.body.enqueued_at as number) - Date.now() / 1000)).toBeLessThan(60);
     // aspect_ratio and duration were not submitted, so they are absent.

@@ -50,6 +50,11 @@ const schema = z.object({
     .default('image,video')
     .transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean))
     .pipe(z.array(z.enum(['image', 'video'])).min(1, 'name at least one of image, video')),
+  /**
+   * The most of a queue worker's generation slots (percent) one namespace may hold while other
+   * namespaces' generations wait; 100 lets a burst take every idle slot until others arrive.
+   */
+  QUEUE_NAMESPACE_MAX_SHARE: positiveInt.max(100, 'must be a percentage between 1 and 100').default(100),
   /** How often a queue worker re-adds lost jobs and re-publishes stranded events. */
   GENERATION_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
   /** A generation processing this long whose BullMQ job is gone or failed is failed as lost. */

@@ -120,6 +120,8 @@ export interface MediaRenderResult {
 export interface GenerationJob {
   generationId: string;
   requestId: string;
+  /** Whose generation it is (the share cap); absent on jobs added before it was carried. */
+  namespaceId?: string;
 }
 
 /** One attempt to deliver one webhook message (a generation's transition). */

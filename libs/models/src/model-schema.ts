@@ -38,7 +38,7 @@ export const ENDPOINT_CONTRACTS: Readonly<Record<ModelEndpoint, EndpointContract
 };
 
 /** Body fields the service itself interprets; a model may not redefine them. */
-export const RESERVED_PARAMETERS: readonly string[] = ['model', 'num_generations', 'target_repo', 'target_directory'];
+export const RESERVED_PARAMETERS: readonly string[] = ['model', 'num_generations', 'target_repo', 'target_directory', 'priority'];
 
 export function supportsQueue(model: ModelDefinition): boolean {
   return ENDPOINT_CONTRACTS[model.endpoint].queueable;
@@ -258,6 +258,12 @@ function mediaCommonProperties(mode: RequestMode): Record<string, JsonSchema> {
     common.num_generations = { type: 'integer', minimum: 1, maximum: 4, default: 1 };
     common.target_repo = { type: 'string', minLength: 1 };
     common.target_directory = { type: 'string' };
+    common.priority = {
+      type: 'string',
+      enum: ['high', 'normal', 'low'],
+      default: 'normal',
+      description: "Orders the namespace's own queued generations; never its place against other namespaces",
+    };
   }
   return common;
 }

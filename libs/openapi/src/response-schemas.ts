@@ -131,6 +131,7 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
       cost: { ...nullable(decimal), description: 'Credits charged, once terminal ("0" when failed or cancelled); null while active' },
       queue_position: { ...nullable({ type: 'integer', minimum: 0 }), description: 'While queued: how many generations of its pool run before it (0 = next); otherwise null' },
       progress: { ...nullable({ type: 'number', minimum: 0, maximum: 1 }), description: 'While processing, when the engine reports it (steps, frames, the provider); 1 once succeeded; otherwise null' },
+      priority: { type: 'string', enum: ['high', 'normal', 'low'], description: "As enqueued (default normal): orders the namespace's own queued generations" },
     },
     ['generation_id', 'model_name', 'prompt', 'media_type', 'status', 'result_url', 'error_message', 'enqueued_at', 'started_at', 'completed_at'],
     { additionalProperties: { description: 'Every other submitted parameter, echoed' } },

@@ -13,14 +13,14 @@ import { backingServiceFault, BroadcastBus, ConcurrencyLimiter, GroupCommit, Job
 import { SignedUrls } from '@atelier/storage';
 import { RECORD_FIELDS, toGenerationRecord, type GenerationRecord, type GenerationJsonRow, type LiveFields } from './generation-record';
 import { GenerationProgress } from './generation-progress';
-import { QueuePositions } from './queue-positions';
+import { QUEUE_PRIORITIES, QueuePositions, type QueuePriority } from './queue-positions';
 import { modelParams, parseWebhookRequest } from './webhook-request';
 import { WebhookNotifier } from './webhook-notifier.service';
 import { WebhookSecrets } from './webhook-secrets.service';
 
 export const MAX_PAGE_SIZE = 100;
 const STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
-const CONTROL_FIELDS = new Set(['model', 'num_generations', 'target_namespace', 'target_repo', 'target_directory']);
+const CONTROL_FIELDS = new Set(['model', 'num_generations', 'target_namespace', 'target_repo', 'target_directory', 'priority']);
 
 /** Far past any real listing; beyond it Postgres's OFFSET overflows (a 500 before). */
 const MAX_OFFSET = 1_000_000;
@@ -64,14 +64,15 @@ interface GenerationRow {
   reservationId: string;
   targetRepo: string | null;
   targetDirectory: string | null;
+  priority: QueuePriority;
 }
 
 // Column-wise (unnest): one statement whatever the row count, planned once per connection.
 const INSERT_GENERATIONS = {
-  name: 'atelier_insert_generations_v1',
+  name: 'atelier_insert_generations_v2',
   text: `
-    INSERT INTO generations (id, namespace_id, owner_id, model_name, media_type, prompt, params, reservation_id, target_repo, target_directory)
-    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::"MediaType"[], $6::text[], $7::jsonb[], $8::uuid[], $9::text[], $10::text[])`,
+    INSERT INTO generations (id, namespace_id, owner_id, model_name, media_type, prompt, params, reservation_id, target_repo, target_directory, priority)
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::"MediaType"[], $6::text[], $7::jsonb[], $8::uuid[], $9::text[], $10::text[], $11::"GenerationPriority"[])`,
 };
 
 /**
@@ -83,7 +84,7 @@ const INSERT_GENERATIONS = {
  */
 const recordJson = (extra = '') => `json_build_object('id', g.id, 'modelName', g.model_name, 'mediaType', g.media_type, 'prompt', g.prompt,
   'status', g.status, 'params', g.params, 'resultKeys', coalesce(g.result_keys, '{}'), 'errorMessage', g.error_message, 'cost', g.cost::text,
-  'targetRepo', g.target_repo, 'targetDirectory', g.target_directory, 'enqueuedAt', floor(extract(epoch FROM g.enqueued_at))::bigint,
+  'targetRepo', g.target_repo, 'targetDirectory', g.target_directory, 'priority', g.priority, 'enqueuedAt', floor(extract(epoch FROM g.enqueued_at))::bigint,
   'startedAt', floor(extract(epoch FROM g.started_at))::bigint, 'completedAt', floor(extract(epoch FROM g.completed_at))::bigint${extra}) AS row`;
 
 /** One generation with its namespace (GET and DELETE /api/ai/queue/:id, its webhook deliveries). */
@@ -157,7 +158,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       values: [
         rows.map((r) => r.id), rows.map((r) => r.namespaceId), rows.map((r) => r.ownerId), rows.map((r) => r.modelName),
         rows.map((r) => r.mediaType), rows.map((r) => r.prompt), rows.map((r) => JSON.stringify(r.params)), rows.map((r) => r.reservationId),
-        rows.map((r) => r.targetRepo), rows.map((r) => r.targetDirectory),
+        rows.map((r) => r.targetRepo), rows.map((r) => r.targetDirectory), rows.map((r) => r.priority),
       ],
     });
     return batches.map(() => undefined);
@@ -235,6 +236,9 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       throw ApiError.badRequest('num_generations must be an integer between 1 and 4');
     const targetRepo = optionalText(body.target_repo, 'target_repo');
     const targetDirectory = optionalText(body.target_directory, 'target_directory');
+    const priority = body.priority ?? 'normal';
+    if (typeof priority !== 'string' || !(QUEUE_PRIORITIES as readonly string[]).includes(priority))
+      throw ApiError.badRequest(`priority must be one of ${QUEUE_PRIORITIES.join(', ')}`);
     const params = Object.fromEntries(Object.entries(body).filter(([k]) => !CONTROL_FIELDS.has(k)));
     parseWebhookRequest(params);
     const shadowing = Object.keys(params).filter((k) => k !== 'prompt' && (RECORD_FIELDS as readonly string[]).includes(k));
@@ -272,6 +276,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
         reservationId: reservations[k].id,
         targetRepo: targetRepo ?? null,
         targetDirectory: targetDirectory ?? null,
+        priority: priority as QueuePriority,
       }));
       await this.metrics.timed('queue.rows', () => this.rows.submit(rows));
     } catch (err) {
@@ -281,12 +286,12 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     }
     const ids = items.map((i) => i.id);
 
-    await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType, namespaceId: scope.id }))));
+    await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType, namespaceId: scope.id, priority: priority as QueuePriority }))));
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
   }
 
   /** Adds the jobs; duplicates are harmless (jobId = generation id), losses are re-dispatched. */
-  async dispatch(items: { id: string; mediaType: 'image' | 'video'; namespaceId: string }[]): Promise<void> {
+  async dispatch(items: { id: string; mediaType: 'image' | 'video'; namespaceId: string; priority: QueuePriority }[]): Promise<void> {
     for (const mediaType of ['image', 'video'] as const) {
       const batch = items.filter((i) => i.mediaType === mediaType);
       if (batch.length === 0) continue;
@@ -295,7 +300,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       // The rows are already durable: with Redis away the enqueue still succeeds, and the
       // queue-worker's sweeper adds these jobs once Redis is back.
       await this.adds[mediaType]
-        .submit(batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id }, jobId: i.id, namespaceId: i.namespaceId })))
+        .submit(batch.map((i) => ({ payload: { generationId: i.id, requestId: requestId ?? i.id, namespaceId: i.namespaceId }, jobId: i.id, namespaceId: i.namespaceId, priority: i.priority })))
         .catch((err: Error) => {
           // During a Redis outage every enqueue lands here; the 503s elsewhere already say Redis is away.
           const log = backingServiceFault(err) ? 'debug' : 'warn';
@@ -305,19 +310,22 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
   }
 
   private jobAdder(mediaType: 'image' | 'video') {
-    type Jobs = { payload: GenerationJob; jobId: string; namespaceId: string }[];
+    type Jobs = { payload: GenerationJob; jobId: string; namespaceId: string; priority: QueuePriority }[];
     return new GroupCommit<Jobs, void>(async (batches) => {
       const jobs = batches.flat();
       // The place in the fair order first: it is the job's BullMQ priority, and it is there
       // before any worker can start the job and take it out again.
-      const priorities = await this.positions.add(
+      const { priorities, moved } = await this.positions.add(
         mediaType,
-        jobs.map((j) => ({ id: j.jobId, namespaceId: j.namespaceId })),
+        jobs.map((j) => ({ id: j.jobId, namespaceId: j.namespaceId, priority: j.priority })),
       );
       await this.queues.addBulk(
         queueFor(mediaType),
         jobs.map((j, i) => ({ payload: j.payload, jobId: j.jobId, priority: priorities[i] })),
       );
+      // Outranked generations of the namespace moved one place on. A crash before this leaves
+      // them in their old BullMQ order: each still runs once, only out of priority order.
+      if (moved.length) await this.queues.changePriorities(queueFor(mediaType), moved.map((m) => ({ jobId: m.id, priority: m.priority })));
       return batches.map(() => undefined);
     });
   }
@@ -398,7 +406,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
       await this.paid.endWork([reservationReference('generation', id)]);
       const contract = queueFor(row.mediaType);
       await this.queues.remove(contract, id);
-      await this.positions.remove(row.mediaType, id).catch(() => undefined);
+      await this.positions.remove(row.mediaType, id, row.namespaceId).catch(() => undefined);
       if (wantsWebhook) {
         try {
           await this.webhooks.queueMessage(id, 'completed', row.params);

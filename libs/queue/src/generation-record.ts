@@ -18,6 +18,7 @@ export const RECORD_FIELDS = [
   'cost',
   'queue_position',
   'progress',
+  'priority',
 ] as const;
 
 /** What the record reads from Redis beside the row: place in the queue, and the engine's progress. */
@@ -44,7 +45,7 @@ export type GenerationRecord = Record<string, unknown> & {
 /** The row's fields a record shows: a Prisma row, or a raw one with its cost as text. */
 export type GenerationRecordRow = Pick<
   GenerationModel,
-  'id' | 'modelName' | 'prompt' | 'mediaType' | 'status' | 'errorMessage' | 'enqueuedAt' | 'startedAt' | 'completedAt' | 'params' | 'targetRepo' | 'targetDirectory' | 'resultKeys'
+  'id' | 'modelName' | 'prompt' | 'mediaType' | 'status' | 'errorMessage' | 'enqueuedAt' | 'startedAt' | 'completedAt' | 'params' | 'targetRepo' | 'targetDirectory' | 'resultKeys' | 'priority'
 > & { cost: GenerationModel['cost'] | string };
 
 /** The same fields as the gateway's reads return them (one json value per row): times already in Unix seconds. */
@@ -84,6 +85,7 @@ export function toGenerationRecord(
     target_namespace: namespace,
     target_repo: row.targetRepo,
     target_directory: row.targetDirectory,
+    priority: row.priority ?? 'normal',
     // The credits charged once terminal ("0" when failed or cancelled); null while active.
     cost: TERMINAL.has(row.status) ? new Prisma.Decimal(row.cost ?? 0).toFixed() : null,
     queue_position: row.status === 'queued' ? (live?.queuePosition ?? null) : null,

@@ -4,7 +4,7 @@ import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationComple
 import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { BroadcastBus, ConcurrencyLimiter, UserEventLog } from '@atelier/runtime';
-import { QueuePositions } from './queue-positions';
+import { QueuePositions, type QueuePriority } from './queue-positions';
 import { WebhookNotifier } from './webhook-notifier.service';
 
 /**
@@ -39,7 +39,7 @@ export class GenerationState {
     const row = (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
     // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
     if (row) {
-      await this.positions.started(row.mediaType, id).catch(() => undefined);
+      await this.positions.started(row.mediaType, id, row.namespaceId).catch(() => undefined);
       // Also for a redelivered job: the message id is the same, so the second add is a no-op.
       await this.webhooks.notify(id, 'processing', row.params);
     }
@@ -50,11 +50,13 @@ export class GenerationState {
     return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
   }
 
-  /** Of these ids, the generations still queued (the sweeper drops the others from the positions). */
-  async queuedAmong(ids: string[]): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
-    const rows = await this.prisma.generation.findMany({ where: { id: { in: ids }, status: 'queued' }, select: { id: true } });
-    return new Set(rows.map((r) => r.id));
+  /** Of these ids, the generations no longer queued, with their namespaces (the sweeper drops them from the positions). */
+  async notQueuedAmong(ids: string[]): Promise<{ id: string; namespaceId: string }[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.prisma.generation.findMany({ where: { id: { in: ids } }, select: { id: true, namespaceId: true, status: true } });
+    const known = new Set(rows.map((r) => r.id));
+    // An id without a row (deleted with its namespace) has no line left to leave.
+    return [...rows.filter((r) => r.status !== 'queued'), ...ids.filter((id) => !known.has(id)).map((id) => ({ id, namespaceId: '' }))].map(({ id, namespaceId }) => ({ id, namespaceId }));
   }
 
   /** processing -> succeeded, charging `cost`; false if the generation was cancelled meanwhile. */
@@ -108,7 +110,7 @@ export class GenerationState {
     const event = ended.payload;
     // Its max_concurrent slot (PaidRequests.reserveMany) is free again.
     await this.slots.release([reservationReference('generation', id)]).catch(() => undefined);
-    await this.positions.remove(event.media_type, id).catch(() => undefined);
+    await this.positions.remove(event.media_type, id, event.namespaceId).catch(() => undefined);
     await this.publish(event, ended.params).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
     );
@@ -186,10 +188,10 @@ export class GenerationState {
   }
 
   /** Queued generations whose job never reached Redis (crash between commit and add). */
-  async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video'; namespaceId: string }[]> {
+  async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video'; namespaceId: string; priority: QueuePriority }[]> {
     const rows = await this.prisma.generation.findMany({
       where: { status: 'queued', enqueuedAt: { lt: new Date(Date.now() - olderThanMs) } },
-      select: { id: true, mediaType: true, namespaceId: true },
+      select: { id: true, mediaType: true, namespaceId: true, priority: true },
       orderBy: { enqueuedAt: 'asc' },
       take: limit,
     });

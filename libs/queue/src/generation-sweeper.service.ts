@@ -54,8 +54,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   private async pruneQueuePositions(): Promise<void> {
     for (const pool of ['image', 'video'] as const) {
       const head = await this.positions.head(pool, 100);
-      const queued = await this.state.queuedAmong(head);
-      await this.positions.removeMany(pool, head.filter((id) => !queued.has(id)));
+      await this.positions.removeMany(pool, await this.state.notQueuedAmong(head));
     }
   }
 

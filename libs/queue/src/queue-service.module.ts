@@ -11,6 +11,7 @@ import { ImageGenerationProcessor, VideoGenerationProcessor } from './generation
 import { GenerationRunner } from './generation-runner';
 import { GenerationState, generationReservationRule } from './generation-state';
 import { GenerationSweeper } from './generation-sweeper.service';
+import { NamespaceShare } from './namespace-share';
 import { QueueGatewayModule } from './queue-gateway.module';
 import { WebhookDeliveryProcessor } from './webhook-delivery.processor';
 
@@ -48,6 +49,7 @@ export class QueueServiceModule {
       providers: [
         GenerationRunner,
         GenerationSweeper,
+        NamespaceShare,
         QueueWeights,
         ...(pools.includes('image') ? [ImageGenerationProcessor] : []),
         ...(pools.includes('video') ? [VideoGenerationProcessor] : []),

@@ -21,6 +21,11 @@ export interface JobContext {
   readonly attempt: number;
   /** Request/response queues only: streams a partial result to the waiting caller. */
   sendChunk(chunk: unknown): Promise<void>;
+  /**
+   * Work queues only: puts the job back to run again in `delayMs` (keeping its priority), without
+   * using up an attempt. Never returns: the handler's work for this delivery ends here.
+   */
+  defer(delayMs: number): Promise<never>;
 }
 
 export interface JobHandler<Q extends QueueContract> {

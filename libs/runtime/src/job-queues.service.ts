@@ -1,5 +1,5 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import { Queue, type Job, type JobsOptions } from 'bullmq';
+import { Job, Queue, type JobsOptions } from 'bullmq';
 import type { PayloadOf, QueueContract, QueueSettings } from '@atelier/contracts';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
@@ -49,6 +49,14 @@ export class JobQueues implements OnApplicationShutdown {
     return this.queue(contract).addBulk(
       jobs.map((j) => ({ name: contract.name, data: j.payload, opts: j.priority === undefined ? { jobId: j.jobId } : { jobId: j.jobId, priority: j.priority } })),
     );
+  }
+
+  /** New priorities for waiting jobs (a job already started or gone is left as it is). */
+  async changePriorities(contract: QueueContract, jobs: { jobId: string; priority: number }[]): Promise<void> {
+    this.redis.assertAvailable();
+    const queue = this.queue(contract);
+    // A Job built locally (no read of the job first): changePriority needs only the queue and id.
+    await Promise.all(jobs.map((j) => new Job(queue, contract.name, undefined, {}, j.jobId).changePriority({ priority: j.priority })));
   }
 
   /**

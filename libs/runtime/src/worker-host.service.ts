@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Module, type DynamicModule, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
-import { WaitingError, Worker, type Job } from 'bullmq';
+import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
 import { Metrics, requestContext } from '@atelier/observability';
 import { backingServiceFault, outageError } from './backing-service-fault';
@@ -154,6 +154,11 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       sendChunk: async (data) => {
         if (rpc) await this.reply(contract, job, { kind: 'chunk', data });
       },
+      defer: async (delayMs) => {
+        if (contract.settings.kind !== 'work') throw new Error(`${contract.name}: only work jobs can be deferred`);
+        await (job as Job).moveToDelayed(Date.now() + delayMs, token);
+        throw new DelayedError();
+      },
     };
     // Job timestamps are the adding process's clock: across machines this includes their skew.
     this.metrics.jobWait.observe({ queue: contract.name }, Math.max(0, Date.now() - job.timestamp) / 1000);
@@ -172,6 +177,10 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     } catch (err) {
       if (err instanceof WaitingError) {
         this.logger.log('job handed back to the queue: this worker is shutting down');
+        throw err;
+      }
+      if (err instanceof DelayedError) {
+        timer({ outcome: 'deferred' });
         throw err;
       }
       timer({ outcome: 'failed' });
