@@ -160,6 +160,16 @@ describe('fine-tunes', () => {
           status: 'created',
           error: null,
           tokenization: null,
+          // The run's fields: none yet.
+          credits_used: null,
+          trained_tokens: null,
+          trained_steps: null,
+          attempt: 0,
+          run_requested: false,
+          stop_requested: false,
+          enqueued_at: null,
+          started_at: null,
+          finished_at: null,
           created_at: expect.any(Number),
           updated_at: expect.any(Number),
         },
@@ -276,7 +286,7 @@ describe('fine-tunes', () => {
       expect(res.body).toMatchObject({
         error: {
           message: expect.stringContaining(
-            "base_model 'Qwen/Qwen3-VL-2B-Instruct' is not supported for script_type text_generation; supported base models: meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B-Instruct, meta-llama/Llama-3.1-8B-Instruct, openai/gpt-oss-20b, Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B",
+            "base_model 'Qwen/Qwen3-VL-2B-Instruct' is not supported for script_type text_generation; supported base models: atelier/local-chat, meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B-Instruct, meta-llama/Llama-3.1-8B-Instruct, openai/gpt-oss-20b, Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B",
           ),
         },
       });

@@ -55,6 +55,20 @@ const schema = z.object({
    * namespaces' generations wait; 100 lets a burst take every idle slot until others arrive.
    */
   QUEUE_NAMESPACE_MAX_SHARE: positiveInt.max(100, 'must be a percentage between 1 and 100').default(100),
+  /** How often a trainer must call in (events) on a lease; 3 times this without one and the lease is lost. */
+  TRAINER_HEARTBEAT_SECONDS: positiveInt.default(30),
+  /** Leases a fine-tune run may lose before it is errored. */
+  TRAINER_MAX_ATTEMPTS: positiveInt.default(3),
+  /** The largest file a trainer may upload into a checkpoint. */
+  MAX_CHECKPOINT_BYTES: positiveInt.default(2 * 1024 ** 3),
+  /** The fine-tune service runs the built-in trainer (atelier/local-chat) as a client of the trainer API. */
+  BUILTIN_TRAINER: bool.default(true),
+  /** Where the built-in trainer reaches the trainer API (the gateway). */
+  BUILTIN_TRAINER_API_URL: z.string().url().default('http://127.0.0.1:8080'),
+  /** The built-in trainer's pause between steps (a demonstration engine learns in milliseconds; this paces it like a real run). */
+  BUILTIN_TRAINER_STEP_MS: z.coerce.number().int().min(0).default(200),
+  /** How often lost trainer leases are looked for. */
+  TRAINER_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
   /** How often a queue worker re-adds lost jobs and re-publishes stranded events. */
   GENERATION_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
   /** A generation processing this long whose BullMQ job is gone or failed is failed as lost. */

@@ -50,6 +50,25 @@ export interface NamespaceLimitsChangedEvent {
   ackKey: string;
 }
 
+/**
+ * Any other event of a user's stream, by its SSE event type (`fine_tune.status`, with the
+ * fine-tune record as data). Retained in the user's event log like completions.
+ */
+export interface UserStreamEvent {
+  userId: string;
+  type: 'fine_tune.status';
+  data: Record<string, unknown>;
+  event_id?: string;
+}
+
+/** A fine-tune became enqueued: trainers long-polling for a lease look again. */
+export interface FineTuneEnqueuedEvent {
+  fineTuneId: string;
+  baseModel: string;
+}
+
+export const USER_EVENTS_CHANNEL = channel<UserStreamEvent>()('events.user');
+export const FINE_TUNE_ENQUEUED_CHANNEL = channel<FineTuneEnqueuedEvent>()('control.fine-tune-enqueued');
 export const GENERATION_COMPLETED_CHANNEL = channel<GenerationCompletedEvent>()('events.generation-completed');
 export const CANCEL_JOBS_CHANNEL = channel<CancelJobsEvent>()('control.cancel-jobs');
 export const API_KEY_REVOKED_CHANNEL = channel<ApiKeyRevokedEvent>()('control.api-key-revoked');

@@ -2,11 +2,14 @@ import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModu
 import { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { ApiError, GENERATION_COMPLETED_CHANNEL, type GenerationCompletedEvent } from '@atelier/contracts';
+import { ApiError, GENERATION_COMPLETED_CHANNEL, USER_EVENTS_CHANNEL, type GenerationCompletedEvent, type UserStreamEvent } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
 import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { openStreamSink, type StreamSink } from './stream-sink';
+
+/** What a user's stream carries: generation completions (the contract's event), and the others by their type. */
+type StreamEvent = GenerationCompletedEvent | UserStreamEvent;
 
 /** One event as written to a stream: its id (absent from older publishers) and the whole SSE frame. */
 interface EventFrame {
@@ -71,7 +74,12 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   }
 
   async onModuleInit(): Promise<void> {
-    this.unsubscribe = await this.bus.subscribe(GENERATION_COMPLETED_CHANNEL, (event) => this.deliver(event));
+    const completions = await this.bus.subscribe(GENERATION_COMPLETED_CHANNEL, (event) => this.deliver(event));
+    const others = await this.bus.subscribe(USER_EVENTS_CHANNEL, (event) => this.deliver(event));
+    this.unsubscribe = async () => {
+      await completions();
+      await others();
+    };
     // A draining server waits for its connections to end, and a stream never ends by itself:
     // end them when the HTTP server starts closing (SIGTERM), before it waits.
     const fastify = this.adapterHost?.httpAdapter?.getInstance?.() as { addHook?: (name: 'preClose', hook: (done: () => void) => void) => void } | undefined;
@@ -143,7 +151,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   /** Sends a resumed stream the retained events after `afterId`, then the live ones held meanwhile. */
   private async replay(conn: Connection, afterId: string): Promise<void> {
     try {
-      const { events, incomplete } = await this.log.after<GenerationCompletedEvent>(conn.userId, afterId);
+      const { events, incomplete } = await this.log.after<StreamEvent>(conn.userId, afterId);
       if (incomplete)
         this.write(conn, `: some events after ${afterId} are no longer retained (older than ${this.config.EVENTS_REPLAY_SECONDS} s or beyond the last 1000) and may be missing\n\n`);
       for (const { id, payload } of events) this.send(conn, this.frame({ ...payload, event_id: id }));
@@ -157,7 +165,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private deliver(event: GenerationCompletedEvent): void {
+  private deliver(event: StreamEvent): void {
     const set = this.byUser.get(event.userId);
     if (!set) return;
     // Built once for all of the owner's streams on this replica.
@@ -168,12 +176,13 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     }
   }
 
-  private frame(event: GenerationCompletedEvent): EventFrame {
+  private frame(event: StreamEvent): EventFrame {
     const id = event.event_id;
-    const data = JSON.stringify(eventPayload(event, (k) => this.urls.url(k)));
+    const [type, data] =
+      'type' in event ? [event.type, JSON.stringify(event.data)] : ['media_generation_completed', JSON.stringify(eventPayload(event, (k) => this.urls.url(k)))];
     // The id goes last: SSE reads fields in any order, and clients that parse frames by hand see
     // the contract's `event:` line first, followed by `data:`.
-    return { id, frame: `event: media_generation_completed\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n` };
+    return { id, frame: `event: ${type}\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n` };
   }
 
   /** Writes one event unless this stream already had it (replayed, or at or before its Last-Event-ID). */

@@ -69,6 +69,15 @@ export const BASE_MODELS = {
   'Tongyi-MAI/Z-Image-Turbo': { tokenizer: 'qwen3', approximate: false, price: { per_step: '0.002' }, note: 'text encoder is Qwen3-4B' },
   'Wan-AI/Wan2.1-T2V-1.3B-Diffusers': { tokenizer: 'llama3', approximate: true, price: { per_step: '0.004' }, note: 'umT5 has no published JS tokenizer package; a 128k BPE is used instead' },
   'Wan-AI/Wan2.1-T2V-14B-Diffusers': { tokenizer: 'llama3', approximate: true, price: { per_step: '0.02' }, note: 'umT5 has no published JS tokenizer package; a 128k BPE is used instead' },
+  // Demonstration engines, trained by the built-in trainer (docs/fine-tuning.md): the word n-gram
+  // model local-chat samples from. Counted with o200k like local-chat's own usage.
+  'atelier/local-chat': {
+    tokenizer: 'o200k_harmony',
+    approximate: true,
+    chat_format: 'harmony',
+    price: { per_million_tokens: '0.05' },
+    note: 'a demonstration engine: the built-in trainer learns word n-grams, not weights',
+  },
   'Wan-AI/Wan2.2-T2V-A14B-Diffusers': { tokenizer: 'llama3', approximate: true, price: { per_step: '0.025' }, note: 'umT5 has no published JS tokenizer package; a 128k BPE is used instead' },
 } as const satisfies Record<string, BaseModelSpec>;
 
@@ -77,6 +86,7 @@ export type BaseModelName = keyof typeof BASE_MODELS;
 /** Supported base models per script type (canonical names), in the order they are listed to users. */
 export const SUPPORTED_BASE_MODELS: Record<ScriptType, readonly BaseModelName[]> = {
   text_generation: [
+    'atelier/local-chat',
     'meta-llama/Llama-3.2-1B-Instruct',
     'meta-llama/Llama-3.2-3B-Instruct',
     'meta-llama/Llama-3.1-8B-Instruct',
@@ -86,6 +96,7 @@ export const SUPPORTED_BASE_MODELS: Record<ScriptType, readonly BaseModelName[]>
     'Qwen/Qwen3-4B',
   ],
   text_chat_messages: [
+    'atelier/local-chat',
     'meta-llama/Llama-3.2-3B-Instruct',
     'meta-llama/Llama-3.1-8B-Instruct',
     'meta-llama/Llama-4-Scout-17B-16E-Instruct',

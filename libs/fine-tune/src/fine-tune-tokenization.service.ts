@@ -10,6 +10,7 @@ import { datasetLimits, missingColumns, openResource } from './fine-tunes.servic
 import { ParquetReadError } from './parquet-dataset';
 import { tokenizeDataset, type TokenizationStats } from './tokenize-dataset';
 import { TokenizerRegistry } from './tokenizers';
+import { FineTuneRuns } from './fine-tune-runs.service';
 
 /** The dataset cannot be tokenized as it is; the fine-tune errors with this message. */
 export class DatasetUnusableError extends Error {
@@ -42,6 +43,7 @@ export class FineTuneTokenization {
     private readonly repos: RepositoriesService,
     private readonly blobs: BlobStore,
     private readonly tokenizers: TokenizerRegistry,
+    private readonly runs: FineTuneRuns,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -112,9 +114,12 @@ export class FineTuneTokenization {
   }
 
   private async finish(id: string, state: FineTuneState, error: string | null, stats: TokenizationStats | null): Promise<void> {
-    await this.prisma.fineTune.updateMany({
-      where: { id, state: 'tokenizing' satisfies FineTuneState },
-      data: { state, errorMessage: error, tokenization: stats ? (stats as unknown as Prisma.InputJsonValue) : Prisma.DbNull },
+    const ended = await this.runs.transition(id, ['tokenizing'], state, {
+      errorMessage: error,
+      tokenization: stats ? (stats as unknown as Prisma.InputJsonValue) : Prisma.DbNull,
+      ...(state === 'errored' && { runRequested: false }),
     });
+    // A run asked for while it tokenized starts now (the trainer sweep retries it after a crash here).
+    if (ended?.state === 'tokenized' && ended.runRequested) await this.runs.enqueueAfterTokenization(id);
   }
 }

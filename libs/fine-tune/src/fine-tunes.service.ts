@@ -13,6 +13,7 @@ import { blobAsyncBuffer, openParquet, ParquetReadError, type DatasetLimits, typ
 import type { TokenizationStats } from './tokenize-dataset';
 import { referencedColumns, type FieldProblem } from './training-params';
 import type { ScriptType } from './base-models';
+import { runFields } from './fine-tune-runs.service';
 
 /** The public fine-tune object. */
 export interface FineTuneView {
@@ -29,6 +30,16 @@ export interface FineTuneView {
   error: string | null;
   /** Filled by tokenization. */
   tokenization: TokenizationStats | null;
+  /** The run: credits charged once it ended, what the trainer trained, its times (Unix seconds). */
+  credits_used: string | null;
+  trained_tokens: number | null;
+  trained_steps: number | null;
+  attempt: number;
+  run_requested: boolean;
+  stop_requested: boolean;
+  enqueued_at: number | null;
+  started_at: number | null;
+  finished_at: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -50,6 +61,7 @@ export function toFineTuneView(ft: FineTuneRow, repo: { namespace: string; name:
     status: ft.state,
     error: ft.errorMessage,
     tokenization: (ft.tokenization as TokenizationStats | null) ?? null,
+    ...runFields(ft),
     created_at: unix(ft.createdAt),
     updated_at: unix(ft.updatedAt),
   };
@@ -99,7 +111,11 @@ type FineTuneJson = Omit<FineTuneView, 'namespace' | 'repo_name'>;
 /** The fine-tune row `f` as ONE json value (node-postgres then reads one column, not thirteen). */
 const FINE_TUNE_JSON = `json_build_object('id', f.id, 'name', f.name, 'resource', f.resource, 'base_model', f.base_model,
   'script_type', f.script_type, 'training_params', f.training_params, 'status', f.state, 'error', f.error_message,
-  'tokenization', f.tokenization, 'created_at', floor(extract(epoch FROM f.created_at))::bigint,
+  'tokenization', f.tokenization, 'credits_used', trim_scale(f.credits_used)::text, 'trained_tokens', f.trained_tokens,
+  'trained_steps', f.trained_steps, 'attempt', f.attempt, 'run_requested', f.run_requested,
+  'stop_requested', f.stop_requested_at IS NOT NULL, 'enqueued_at', floor(extract(epoch FROM f.enqueued_at))::bigint,
+  'started_at', floor(extract(epoch FROM f.started_at))::bigint, 'finished_at', floor(extract(epoch FROM f.finished_at))::bigint,
+  'created_at', floor(extract(epoch FROM f.created_at))::bigint,
   'updated_at', floor(extract(epoch FROM f.updated_at))::bigint)`;
 
 /**
@@ -109,7 +125,7 @@ const FINE_TUNE_JSON = `json_build_object('id', f.id, 'name', f.name, 'resource'
  * fine-tune) a poll cost the gateway 0.51 ms of CPU, against 0.14 now (bench:gateway).
  */
 const READ_FINE_TUNE = {
-  name: 'atelier_read_fine_tune_v1',
+  name: 'atelier_read_fine_tune_v2',
   text: `
     SELECT r.name AS repo, CASE WHEN f.id IS NULL THEN NULL ELSE ${FINE_TUNE_JSON} END AS row
     FROM repositories r LEFT JOIN fine_tunes f ON f.repository_id = r.id AND f.id = $3::uuid
@@ -125,7 +141,7 @@ function listStatement(byStatus: boolean) {
   const matching = `FROM fine_tunes f WHERE f.repository_id = r.id${byStatus ? ' AND f.state = $3' : ''}`;
   const [limit, offset] = byStatus ? ['$4', '$5'] : ['$3', '$4'];
   return {
-    name: byStatus ? 'atelier_list_fine_tunes_by_status_v1' : 'atelier_list_fine_tunes_v1',
+    name: byStatus ? 'atelier_list_fine_tunes_by_status_v2' : 'atelier_list_fine_tunes_v2',
     // json_agg keeps the page's order only when told: its input order is not the subquery's.
     text: `SELECT r.name AS repo, (SELECT count(*)::int ${matching}) AS total,
     coalesce((SELECT json_agg(p.row ORDER BY p.created_at DESC, p.id DESC) FROM (

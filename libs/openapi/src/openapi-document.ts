@@ -35,7 +35,7 @@ const USAGE_QUERY: { name: string; schema: Schema; description?: string }[] = [
   { name: 'format', schema: { type: 'string', enum: ['json', 'csv'], default: 'json' } },
 ];
 type Method = 'get' | 'post' | 'put' | 'delete';
-type Access = 'key' | 'admin' | 'public';
+type Access = 'key' | 'admin' | 'public' | 'trainer';
 
 interface Operation {
   method: Method;
@@ -427,6 +427,117 @@ function operations(catalog: ModelCatalog): Operation[] {
       responses: { 200: ['Tokenization started', 'FineTuneAnswer'] },
     },
     {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/actions/run',
+      idempotent: true,
+      tag: 'Fine-tunes',
+      summary: 'Run a fine-tune: from tokenized, reserve its estimate and enqueue it; from created or tokenizing, once tokenized',
+      access: 'key',
+      description:
+        'From `tokenized`: reserves `tokenization.estimated_cost` (402 without the credits) and answers `enqueued`. From `created` or `tokenizing`: ' +
+        'answers with `run_requested: true`; tokenization is started if needed, and its end enqueues the run (or errors the fine-tune, naming the shortfall). ' +
+        'Any other state: 409 `invalid_state`. Completion charges what the trainer trained, never more than the reservation; a failed run is not charged.',
+      responses: { 200: ['The fine-tune', 'FineTuneAnswer'] },
+    },
+    {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/actions/stop',
+      tag: 'Fine-tunes',
+      summary: 'Stop a run: enqueued stops at once; running is told to its trainer, and shows stopped once the trainer confirms or its lease runs out',
+      access: 'key',
+      responses: { 200: ['The fine-tune', 'FineTuneAnswer'] },
+    },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/logs',
+      tag: 'Fine-tunes',
+      summary: "The trainer's log lines, metrics, phases and checkpoints, in order",
+      access: 'key',
+      query: [
+        { name: 'after', schema: { type: 'integer', minimum: 0 }, description: 'Only entries after this id (next_after of the previous page)' },
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 5000, default: 500 } },
+        { name: 'type', schema: { type: 'string', enum: ['log', 'metrics', 'status', 'checkpoint'] } },
+      ],
+      responses: { 200: ['The entries', { type: 'object', properties: { fine_tune_id: { type: 'string' }, logs: { type: 'array', items: { type: 'object' } }, next_after: { type: ['integer', 'null'] } } }] },
+    },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/checkpoints',
+      tag: 'Fine-tunes',
+      summary: 'Sealed checkpoints by step, with their metrics and the model each one becomes when deployed',
+      access: 'key',
+      responses: { 200: ['The checkpoints', 'FineTuneCheckpoints'] },
+    },
+    {
+      method: 'get',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/train_status',
+      tag: 'Fine-tunes',
+      summary: "The run's state, its current lease and the trainer's latest phase and metrics",
+      access: 'key',
+      responses: { 200: ['The status', { type: 'object' }] },
+    },
+    {
+      method: 'post',
+      route: '/api/trainer/lease',
+      tag: 'Trainers',
+      summary: 'Long-poll for a run of one of the trainer\'s base models: 200 with the lease, or 204 when none came within wait_seconds',
+      access: 'trainer',
+      body: { type: 'object', properties: { wait_seconds: { type: 'integer', minimum: 0, maximum: 30, default: 0 } } },
+      responses: { 200: ['A lease', { type: 'object' }], 204: ['Nothing to run'] },
+    },
+    {
+      method: 'post',
+      route: '/api/trainer/leases/:lease/events',
+      tag: 'Trainers',
+      summary: 'Report log, metrics, checkpoint and status events (a heartbeat too); a repeated seq is ignored. Answers {cancel}',
+      access: 'trainer',
+      body: {
+        type: 'object',
+        required: ['events'],
+        properties: { events: { type: 'array', maxItems: 500, items: { type: 'object', required: ['seq', 'type'], properties: { seq: { type: 'integer', minimum: 1 }, type: { type: 'string', enum: ['log', 'metrics', 'checkpoint', 'status'] } } } } },
+      },
+      responses: { 200: ['Applied', { type: 'object', properties: { cancel: { type: 'boolean' }, applied: { type: 'integer' } } }] },
+    },
+    {
+      method: 'put',
+      route: '/api/trainer/leases/:lease/checkpoints/:step/files/*',
+      tag: 'Trainers',
+      summary: 'Upload one file of a checkpoint (at most MAX_CHECKPOINT_BYTES); a checkpoint event seals the step',
+      access: 'trainer',
+      body: { type: 'string', contentMediaType: 'application/octet-stream' },
+      bodyType: 'application/octet-stream',
+      responses: { 201: ['Stored', { type: 'object', properties: { step: { type: 'integer' }, path: { type: 'string' }, size_bytes: { type: 'integer' }, sha256: { type: 'string' } } }] },
+    },
+    {
+      method: 'post',
+      route: '/api/trainer/leases/:lease/complete',
+      tag: 'Trainers',
+      summary: 'End the run (completed, or stopped after a cancel), charged the trained tokens or steps reported',
+      access: 'trainer',
+      body: { type: 'object', properties: { trained_tokens: { type: 'integer', minimum: 0 }, trained_steps: { type: 'integer', minimum: 0 }, final_step: { type: 'integer', minimum: 0 } } },
+      responses: { 200: ['Ended', { type: 'object' }] },
+    },
+    {
+      method: 'post',
+      route: '/api/trainer/leases/:lease/fail',
+      tag: 'Trainers',
+      summary: 'End the run as errored; nothing is charged',
+      access: 'trainer',
+      body: { type: 'object', required: ['error'], properties: { error: { type: 'string' } } },
+      responses: { 200: ['Ended', { type: 'object' }] },
+    },
+    {
+      method: 'post',
+      route: '/api/admin/trainers',
+      tag: 'Operator',
+      summary: 'Create a trainer and its token (shown once), for the base models it serves',
+      access: 'admin',
+      body: { type: 'object', required: ['name', 'base_models'], properties: { name: { type: 'string' }, base_models: { type: 'array', items: { type: 'string' } } } },
+      responses: { 201: ['Created', { type: 'object', properties: { id: { type: 'string' }, token: { type: 'string' }, name: { type: 'string' }, base_models: { type: 'array', items: { type: 'string' } } } }] },
+    },
+    { method: 'get', route: '/api/admin/trainers', tag: 'Operator', summary: 'The trainers (without their tokens)', access: 'admin', responses: { 200: ['The trainers', { type: 'object' }] } },
+    { method: 'delete', route: '/api/admin/trainers/:id', tag: 'Operator', summary: "Revoke a trainer's token (its leases run out and their runs go back to the queue)", access: 'admin', responses: { 200: ['Revoked'] } },
+    {
       method: 'get',
       route: '/files/*',
       tag: 'Files',
@@ -555,6 +666,7 @@ const ERROR_STATUSES: Record<Access, number[]> = {
   key: [400, 401, 402, 403, 404, 409, 413, 415, 422, 502, 503, 504],
   admin: [400, 401, 404, 409],
   public: [403, 404],
+  trainer: [400, 401, 404, 409, 413],
 };
 
 function withExamples(media: Schema, examples: Record<string, unknown> | undefined): Schema {
@@ -603,7 +715,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
       tags: [op.tag],
       summary: op.summary,
       ...(op.description && { description: op.description }),
-      security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : 'apiKey']: [] }],
+      security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : op.access === 'trainer' ? 'trainerToken' : 'apiKey']: [] }],
       parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })),
         ...(op.headers ?? []).map((h) => ({ in: 'header', required: false, ...h })),
         ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
@@ -621,12 +733,13 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     },
     ...(opts.serverUrl && { servers: [{ url: opts.serverUrl }] }),
     security: [{ apiKey: [] }],
-    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Files', 'Operator', 'Operations'].map((name) => ({ name })),
+    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Operator', 'Operations'].map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API key>`' },
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
+        trainerToken: { type: 'http', scheme: 'bearer', description: 'A trainer token (`trn_...`, POST /api/admin/trainers): the /api/trainer routes only' },
       },
       schemas: RESPONSE_SCHEMAS,
     },

@@ -166,6 +166,9 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   // Our own JSON parser: nesting depth and prototype keys are refused with a 400 that says so,
   // before any validator recurses over the body (async: Nest completes sync parsers only via done).
   adapter.useBodyParser('application/json', false, { bodyLimit: config.BODY_LIMIT_BYTES }, async (_req: unknown, body: Buffer) => parseJsonBody(body));
+  // Raw uploads (a trainer's checkpoint files) reach the handler as the request stream, which
+  // bounds and stores it; nothing is buffered here.
+  fastify.addContentTypeParser('application/octet-stream', (_req, payload, done) => done(null, payload));
   // multipart/form-data is parsed lazily: handlers stream parts (repository uploads) straight
   // to storage, bounded per file; routes that never read the parts simply see no JSON body.
   void fastify.register(streamingMultipart, {

@@ -1,0 +1,210 @@
+import { createHash } from 'node:crypto';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { NgramCounts, parseNgramCounts } from '@atelier/ngram';
+import { openParquet, readRowWindows } from './parquet-dataset';
+import { datasetLimits } from './fine-tunes.service';
+import { Trainers } from './trainers.service';
+
+/** The lease as POST /api/trainer/lease returns it (the fields this trainer uses). */
+interface Lease {
+  lease_id: string;
+  heartbeat_seconds: number;
+  fine_tune: {
+    id: string;
+    base_model: string;
+    script_type: string;
+    training_params: Record<string, unknown>;
+    tokenization: { tokens_x_epochs: number | null; total_tokens: number } | null;
+  };
+  dataset: { url: string; sha256: string; size_bytes: number } | null;
+  resume_from: null | { step: number; files: { path: string; url: string }[] };
+}
+
+export const ADAPTER_FILE = 'adapter_model.json';
+export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
+/** Chunks an epoch is learned in: the steps a run reports. */
+const MAX_STEPS_PER_EPOCH = 10;
+
+class TrainerHttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The text a row teaches: a question and its answer, or the contents of a conversation. */
+export function rowText(scriptType: string, params: Record<string, unknown>, row: Record<string, unknown>): string {
+  const text = (v: unknown) => (typeof v === 'string' ? v : v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : '');
+  if (scriptType === 'text_chat_messages') {
+    const raw = text(row[String(params.messages_column)]);
+    try {
+      const messages = JSON.parse(raw) as { content?: unknown }[];
+      return Array.isArray(messages) ? messages.map((m) => (typeof m?.content === 'string' ? m.content : '')).join(' ') : '';
+    } catch {
+      return '';
+    }
+  }
+  return `${text(row[String(params.question_column)])} ${text(row[String(params.answer_column)])}`.trim();
+}
+
+/**
+ * The built-in trainer: a client of the trainer HTTP API like any team's own (TRL, axolotl...),
+ * started with the fine-tune service (BUILTIN_TRAINER), serving atelier/local-chat. It learns the
+ * word n-gram counts local-chat samples from, from the dataset's text, a chunk per step; reports
+ * the held-out negative log-likelihood per word as the loss; writes the counts as checkpoint
+ * files; and stops when told. A demonstration engine: what it exercises for real is every route,
+ * state, charge and crash path of the protocol.
+ */
+@Injectable()
+export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(BuiltinTrainer.name);
+  private readonly stopping = new AbortController();
+  private loop?: Promise<void>;
+  private token = '';
+
+  constructor(
+    private readonly trainers: Trainers,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (!this.config.BUILTIN_TRAINER) return;
+    this.loop = this.run();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let quietUntil = 0;
+    while (!this.stopping.signal.aborted) {
+      try {
+        this.token ||= await this.trainers.ensureBuiltin();
+        const lease = await this.call<Lease | undefined>('POST', '/api/trainer/lease', { wait_seconds: 20 });
+        if (lease) await this.train(lease);
+      } catch (err) {
+        if (this.stopping.signal.aborted) return;
+        // The gateway not up yet (or restarting): say so once a minute, and try again shortly.
+        if (Date.now() > quietUntil) {
+          this.logger.warn(`Built-in trainer: ${(err as Error).message}; retrying`);
+          quietUntil = Date.now() + 60_000;
+        }
+        await new Promise((r) => setTimeout(r, 2_000).unref());
+      }
+    }
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer): Promise<T> {
+    const res = await fetch(new URL(path, this.config.BUILTIN_TRAINER_API_URL), {
+      method,
+      headers: { authorization: `Bearer ${this.token}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
+      body: raw ? new Uint8Array(raw) : body === undefined ? undefined : JSON.stringify(body),
+      signal: this.stopping.signal,
+    });
+    if (res.status === 204) return undefined as T;
+    const text = await res.text();
+    if (!res.ok) throw new TrainerHttpError(res.status, `${method} ${path}: ${res.status} ${text.slice(0, 300)}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  private async download(url: string): Promise<Buffer> {
+    const res = await fetch(url, { signal: this.stopping.signal });
+    if (!res.ok) throw new Error(`download failed: ${res.status}`);
+    return Buffer.from(await res.arrayBuffer());
+  }
+
+  private async train(lease: Lease): Promise<void> {
+    const base = `/api/trainer/leases/${lease.lease_id}`;
+    let seq = 0;
+    const send = async (...events: Record<string, unknown>[]) =>
+      (await this.call<{ cancel: boolean }>('POST', `${base}/events`, { events: events.map((e) => ({ seq: ++seq, ...e })) })).cancel;
+    try {
+      const ft = lease.fine_tune;
+      await send({ type: 'status', phase: 'downloading' });
+      if (!lease.dataset) throw new Error('the lease names no dataset');
+      const bytes = await this.download(lease.dataset.url);
+      if (createHash('sha256').update(bytes).digest('hex') !== lease.dataset.sha256) throw new Error('the dataset does not match its sha256');
+      const texts = await this.datasetTexts(bytes, ft.script_type, ft.training_params);
+      if (texts.length === 0) throw new Error('the dataset has no text to learn from');
+      // Every tenth row is held out to measure the loss on (at least one).
+      const heldOut = texts.filter((_, i) => i % 10 === 9);
+      if (heldOut.length === 0) heldOut.push(texts[texts.length - 1]);
+      const train = texts.filter((_, i) => i % 10 !== 9);
+      const heldOutText = heldOut.join('\n');
+      const epochs = Math.max(1, Number(ft.training_params.epochs ?? 1) || 1);
+      const perEpoch = Math.max(1, Math.min(MAX_STEPS_PER_EPOCH, train.length));
+      const total = perEpoch * epochs;
+      const saveEvery = this.saveEvery(ft.training_params, perEpoch, total);
+      const tokens = ft.tokenization?.tokens_x_epochs ?? ft.tokenization?.total_tokens ?? 0;
+
+      let counts = new NgramCounts();
+      let step = 0;
+      if (lease.resume_from) {
+        const file = lease.resume_from.files.find((f) => f.path === ADAPTER_FILE);
+        if (file) {
+          counts = NgramCounts.fromJSON(parseNgramCounts((await this.download(file.url)).toString('utf8')));
+          step = lease.resume_from.step;
+          await send({ type: 'log', line: `resuming from checkpoint ${step}` });
+        }
+      }
+      await send({ type: 'status', phase: 'training' }, { type: 'log', line: `training ${ft.base_model} on ${train.length} rows (${heldOut.length} held out), ${total} steps` });
+      while (step < total) {
+        const chunk = step % perEpoch;
+        const from = Math.floor((chunk * train.length) / perEpoch);
+        const to = Math.floor(((chunk + 1) * train.length) / perEpoch);
+        for (const text of train.slice(from, to)) counts.learn(text);
+        step++;
+        const loss = Number(counts.nll(heldOutText).toFixed(6));
+        const metrics = { step, loss, learning_rate: Number(ft.training_params.learning_rate ?? 0), epoch: Number((step / perEpoch).toFixed(4)) };
+        let cancel = await send({ type: 'metrics', ...metrics });
+        if (step % saveEvery === 0 || step === total) cancel = (await this.checkpoint(base, send, step, counts, metrics)) || cancel;
+        if (cancel) {
+          await send({ type: 'log', line: `stopped at step ${step} of ${total}` });
+          await this.call('POST', `${base}/complete`, { trained_tokens: Math.round((tokens * step) / total), final_step: step });
+          return;
+        }
+        await new Promise((r) => setTimeout(r, this.config.BUILTIN_TRAINER_STEP_MS).unref());
+      }
+      await this.call('POST', `${base}/complete`, { trained_tokens: tokens, final_step: step });
+    } catch (err) {
+      if (this.stopping.signal.aborted) return;
+      // A lease lost meanwhile (409) is the service's to hand on; anything else fails the run.
+      if (err instanceof TrainerHttpError && err.status === 409) return;
+      this.logger.warn(`Built-in trainer: fine-tune ${lease.fine_tune.id} failed: ${(err as Error).message}`);
+      await this.call('POST', `${base}/fail`, { error: (err as Error).message }).catch(() => undefined);
+    }
+  }
+
+  /** save_strategy: every save_steps_ratio of the run ('steps'), at each epoch's end ('epoch'), or only at the end ('no'). */
+  private saveEvery(params: Record<string, unknown>, perEpoch: number, total: number): number {
+    if (params.save_strategy === 'no') return total;
+    if (params.save_strategy === 'steps') return Math.max(1, Math.round(total * Number(params.save_steps_ratio ?? 0.25)));
+    return perEpoch;
+  }
+
+  private async checkpoint(base: string, send: (...e: Record<string, unknown>[]) => Promise<boolean>, step: number, counts: NgramCounts, metrics: Record<string, number>): Promise<boolean> {
+    await send({ type: 'status', phase: 'uploading' });
+    await this.call('PUT', `${base}/checkpoints/${step}/files/${ADAPTER_FILE}`, undefined, Buffer.from(JSON.stringify(counts)));
+    const config = { base_model: 'atelier/local-chat', format: 'atelier-word-ngrams-v1', step, words: counts.words };
+    await this.call('PUT', `${base}/checkpoints/${step}/files/${ADAPTER_CONFIG_FILE}`, undefined, Buffer.from(JSON.stringify(config)));
+    return send({ type: 'checkpoint', step, metrics }, { type: 'status', phase: 'training' });
+  }
+
+  private async datasetTexts(bytes: Buffer, scriptType: string, params: Record<string, unknown>): Promise<string[]> {
+    const view = new Uint8Array(bytes).buffer;
+    const file = { byteLength: bytes.byteLength, slice: async (start: number, end?: number) => view.slice(start, end ?? bytes.byteLength) };
+    const dataset = await openParquet(file, datasetLimits(this.config));
+    const columns = scriptType === 'text_chat_messages' ? [String(params.messages_column)] : [String(params.question_column), String(params.answer_column)];
+    const texts: string[] = [];
+    for await (const window of readRowWindows(dataset, columns)) for (const row of window.rows) {
+      const text = rowText(scriptType, params, row);
+      if (text) texts.push(text);
+    }
+    return texts;
+  }
+}

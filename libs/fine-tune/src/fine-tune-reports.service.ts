@@ -1,0 +1,102 @@
+import { Injectable } from '@nestjs/common';
+import { ApiError } from '@atelier/contracts';
+import { PrismaService } from '@atelier/db';
+import type { RepositoryRecord } from '@atelier/repos';
+import { FineTuneRuns } from './fine-tune-runs.service';
+import { parseResource } from './fine-tune-request';
+
+const unix = (d: Date) => Math.floor(d.getTime() / 1000);
+const METRIC_NAMES = ['loss', 'grad_norm', 'learning_rate', 'epoch', 'mean_token_accuracy'] as const;
+
+function intQuery(value: unknown, name: string, fallback: number, min: number, max: number): number {
+  if (value === undefined || value === '') return fallback;
+  if (typeof value !== 'string' || !/^\d{1,12}$/.test(value) || Number(value) < min || Number(value) > max)
+    throw ApiError.badRequest(`${name} must be an integer between ${min} and ${max}`);
+  return Number(value);
+}
+
+/** What a run reported, for its owner: logs, checkpoints and the trainer's latest status. */
+@Injectable()
+export class FineTuneReports {
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly runs: FineTuneRuns,
+  ) {}
+
+  /** GET .../logs: every log, metrics and status event in order; `after` (an id) pages on. */
+  async logs(repo: RepositoryRecord, id: string, query: { after?: unknown; limit?: unknown; type?: unknown }) {
+    const ft = await this.runs.find(repo, id);
+    const after = intQuery(query.after, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
+    const limit = intQuery(query.limit, 'limit', 500, 1, 5000);
+    const type = query.type === undefined || query.type === '' ? undefined : String(query.type);
+    if (type !== undefined && !['log', 'metrics', 'status', 'checkpoint'].includes(type)) throw ApiError.badRequest('type must be one of log, metrics, status, checkpoint');
+    const rows = await this.prisma.fineTuneLog.findMany({
+      where: { fineTuneId: ft.id, id: { gt: BigInt(after) }, ...(type && { type }) },
+      orderBy: { id: 'asc' },
+      take: limit,
+    });
+    return {
+      fine_tune_id: ft.id,
+      logs: rows.map((r) => ({ id: Number(r.id), type: r.type, attempt: r.attempt, created_at: unix(r.createdAt), ...(r.data as Record<string, unknown>) })),
+      next_after: rows.length === limit ? Number(rows[rows.length - 1].id) : null,
+    };
+  }
+
+  /** GET .../checkpoints, in the hub's shape: sealed checkpoints by step, with the model each one became. */
+  async checkpoints(repo: RepositoryRecord, id: string) {
+    const ft = await this.runs.find(repo, id);
+    const [checkpoints, files, models] = await Promise.all([
+      this.prisma.fineTuneCheckpoint.findMany({ where: { fineTuneId: ft.id }, orderBy: { step: 'asc' } }),
+      this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId: ft.id }, select: { step: true, path: true } }),
+      this.prisma.deployedModel.findMany({ where: { fineTuneId: ft.id } }),
+    ]);
+    const resource = parseResource(ft.resource);
+    return {
+      fine_tune_id: ft.id,
+      branch: typeof resource === 'string' ? null : resource.branch,
+      total_checkpoints: checkpoints.length,
+      checkpoints: checkpoints.map((c) => {
+        const reported = c.metrics as Record<string, unknown>;
+        const model = models.find((m) => m.step === c.step);
+        return {
+          step: c.step,
+          path: `fine-tunes/${ft.id}/checkpoints/${c.step}`,
+          files: files.filter((f) => f.step === c.step).map((f) => f.path).sort(),
+          size_bytes: Number(c.sizeBytes),
+          created_at: unix(c.createdAt),
+          metrics: Object.fromEntries(METRIC_NAMES.map((k) => [k, typeof reported[k] === 'number' ? reported[k] : null])),
+          model_name: checkpointModelName(ft.name, c.step),
+          model_id: model?.id ?? null,
+          deployment_status: model?.status ?? 'not_deployed',
+        };
+      }),
+    };
+  }
+
+  /** GET .../train_status: the state, the lease and what the trainer said last. */
+  async trainStatus(repo: RepositoryRecord, id: string) {
+    const ft = await this.runs.find(repo, id);
+    const [lease, phase, metrics] = await Promise.all([
+      this.prisma.fineTuneLease.findFirst({ where: { fineTuneId: ft.id }, orderBy: { createdAt: 'desc' }, include: { trainer: { select: { name: true } } } }),
+      this.prisma.fineTuneLog.findFirst({ where: { fineTuneId: ft.id, type: 'status' }, orderBy: { id: 'desc' } }),
+      this.prisma.fineTuneLog.findFirst({ where: { fineTuneId: ft.id, type: 'metrics' }, orderBy: { id: 'desc' } }),
+    ]);
+    const last = metrics?.data as Record<string, unknown> | undefined;
+    return {
+      fine_tune_id: ft.id,
+      // Not `status`: that is the envelope's success field.
+      fine_tune_status: ft.state,
+      attempt: ft.attempt,
+      stop_requested: ft.stopRequestedAt !== null,
+      phase: (phase?.data as { phase?: string } | undefined)?.phase ?? null,
+      step: typeof last?.step === 'number' ? last.step : null,
+      metrics: last ? Object.fromEntries(Object.entries(last).filter(([k]) => k !== 'seq')) : null,
+      lease: lease ? { id: lease.id, trainer: lease.trainer.name, attempt: lease.attempt, state: lease.state, heartbeat_at: unix(lease.heartbeatAt) } : null,
+    };
+  }
+}
+
+/** `<fine_tune_name>-step-<step>`: the model a deployed checkpoint becomes. */
+export function checkpointModelName(fineTuneName: string, step: number): string {
+  return `${fineTuneName}-step-${step}`;
+}

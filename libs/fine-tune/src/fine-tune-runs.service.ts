@@ -1,0 +1,263 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { CreditLedger, PaidRequests, chargeTags, reservationReference, type Payer, type StaleReservationRule, PAID_REQUEST_KINDS } from '@atelier/billing';
+import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, UUID_PATTERN } from '@atelier/contracts';
+import { Prisma, PrismaService } from '@atelier/db';
+import { BroadcastBus, UserEventLog } from '@atelier/runtime';
+import type { RepositoryRecord } from '@atelier/repos';
+import { baseModelSpec } from './base-models';
+import type { FineTuneState } from './fine-tune-states';
+import type { TokenizationStats } from './tokenize-dataset';
+
+type Db = Prisma.TransactionClient | PrismaService;
+type FineTuneRow = Prisma.FineTuneGetPayload<object>;
+
+/** What the trainer reports at the end of a run (complete, or after a cancel). */
+export interface TrainedAmount {
+  trainedTokens?: number;
+  trainedSteps?: number;
+}
+
+/** The run fields of the public fine-tune object (beside FineTuneView's). */
+export function runFields(ft: FineTuneRow) {
+  const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
+  return {
+    credits_used: ft.creditsUsed === null ? null : new Prisma.Decimal(ft.creditsUsed).toFixed(),
+    trained_tokens: ft.trainedTokens === null ? null : Number(ft.trainedTokens),
+    trained_steps: ft.trainedSteps,
+    attempt: ft.attempt,
+    run_requested: ft.runRequested,
+    stop_requested: ft.stopRequestedAt !== null,
+    enqueued_at: unix(ft.enqueuedAt),
+    started_at: unix(ft.startedAt),
+    finished_at: unix(ft.finishedAt),
+  };
+}
+
+/**
+ * The price of what a run trained: tokens at the base model's price per million, or steps at its
+ * price per step. Never more than the run reserved: a trainer cannot bill beyond the estimate the
+ * user agreed to when it started the run.
+ */
+export function trainedCost(baseModel: string, amount: TrainedAmount, reserved: string): string {
+  const spec = baseModelSpec(baseModel);
+  let cost = new Prisma.Decimal(0);
+  if (spec && 'per_million_tokens' in spec.price && amount.trainedTokens !== undefined)
+    cost = new Prisma.Decimal(spec.price.per_million_tokens).mul(amount.trainedTokens).div(1_000_000);
+  else if (spec && 'per_step' in spec.price && amount.trainedSteps !== undefined) cost = new Prisma.Decimal(spec.price.per_step).mul(amount.trainedSteps);
+  const cap = new Prisma.Decimal(reserved);
+  return (cost.gt(cap) ? cap : cost).toDecimalPlaces(6, Prisma.Decimal.ROUND_HALF_UP).toFixed();
+}
+
+/**
+ * A fine-tune's run: run and stop, and every transition after tokenized, as conditional updates
+ * that name the states they leave (a late or duplicate caller never overwrites a later state).
+ * The run reserves its estimate through the one paid-request lifecycle; its end settles what was
+ * trained (completed, stopped) or releases it all (errored, stopped before a step). Each
+ * transition goes to the owner's event stream as `fine_tune.status`.
+ */
+@Injectable()
+export class FineTuneRuns {
+  private readonly logger = new Logger(FineTuneRuns.name);
+
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly paid: PaidRequests,
+    private readonly ledger: CreditLedger,
+    private readonly bus: BroadcastBus,
+    private readonly events: UserEventLog,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
+    const ft = UUID_PATTERN.test(id) ? await this.prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
+    if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
+    return ft;
+  }
+
+  /**
+   * POST .../actions/run. From `tokenized`: reserves the estimate (402 without the credits) and
+   * enqueues. From `created` or `tokenizing`: marks the run as wanted; tokenization starts if it
+   * has not, and its end enqueues (or errors the fine-tune, naming the shortfall, when the
+   * credits are not there then). Anything else: 409 naming the current state.
+   */
+  async run(repo: RepositoryRecord, id: string, payer: Payer, startTokenization: () => Promise<unknown>): Promise<FineTuneRow> {
+    const ft = await this.find(repo, id);
+    if (ft.state === 'created' || ft.state === 'tokenizing') {
+      const marked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['created', 'tokenizing'] } }, data: { runRequested: true } });
+      if (marked.count === 0) return this.run(repo, id, payer, startTokenization);
+      if (ft.state === 'created') await startTokenization().catch((err: unknown) => {
+        // Another request started it meanwhile: the run is still wanted.
+        if (!(err instanceof ApiError && err.type === 'invalid_state')) throw err;
+      });
+      // Tokenization may already have finished (and enqueued it) by now.
+      const now = await this.find(repo, id);
+      if (now.state === 'tokenized') return this.enqueue(now, payer);
+      return now;
+    }
+    if (ft.state !== 'tokenized')
+      throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; it can be run from 'created', 'tokenizing' or 'tokenized'`);
+    return this.enqueue(ft, payer);
+  }
+
+  /** tokenized -> enqueued with the run's reservation; 402 (and still tokenized) without the credits. */
+  async enqueue(ft: FineTuneRow, payer: Payer): Promise<FineTuneRow> {
+    const stats = ft.tokenization as TokenizationStats | null;
+    const estimate = stats?.estimated_cost ?? '0';
+    const reference = reservationReference('fineTune', ft.id, String(Date.now()));
+    // A run is not a request in flight: it counts against credits and the key's budget, not max_concurrent.
+    const { concurrency: _slots, ...tags } = chargeTags(payer, ft.baseModel, '/api/repos/fine_tunes/actions/run');
+    const reservation = await this.paid.reserveMany(payer.namespaceId, [{ amount: estimate, reference }], tags);
+    const moved = await this.transition(ft.id, ['tokenized'], 'enqueued', { reservationId: reservation[0].id, enqueuedAt: new Date(), runRequested: false });
+    if (!moved) {
+      await this.ledger.release(reservation[0].id).catch(() => false);
+      const now = await this.prisma.fineTune.findUniqueOrThrow({ where: { id: ft.id } });
+      if (now.state === 'enqueued') return now;
+      throw new ApiError('invalid_state', `Fine-tune ${ft.id} is in state '${now.state}'; it can be run from 'created', 'tokenizing' or 'tokenized'`);
+    }
+    await this.bus.publish(FINE_TUNE_ENQUEUED_CHANNEL, { fineTuneId: ft.id, baseModel: ft.baseModel }).catch(() => undefined);
+    return moved;
+  }
+
+  /**
+   * Tokenization ended with the run wanted: enqueue as its creator, or error the fine-tune with
+   * the reason (no credits) so the owner sees why it did not start.
+   */
+  async enqueueAfterTokenization(id: string): Promise<void> {
+    const ft = await this.prisma.fineTune.findUnique({ where: { id }, include: { namespace: true } });
+    if (!ft || ft.state !== 'tokenized' || !ft.runRequested) return;
+    const payer: Payer = { namespaceId: ft.namespaceId, namespace: ft.namespace.name, keyPrefix: 'fine-tune' };
+    try {
+      await this.enqueue(ft, payer);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 402) await this.transition(id, ['tokenized'], 'errored', { errorMessage: `The run could not start: ${err.message}`, runRequested: false });
+      else throw err;
+    }
+  }
+
+  /**
+   * POST .../actions/stop. enqueued -> stopped at once (released); running: the request is
+   * recorded, the trainer is told on its next call and confirms with `complete`, or its lease runs
+   * out. Anything else: 409.
+   */
+  async stop(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
+    const ft = await this.find(repo, id);
+    if (ft.state !== 'enqueued' && ft.state !== 'running')
+      throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; only an enqueued or running fine-tune can be stopped`);
+    if (ft.state === 'enqueued') {
+      // No trainer holds it: stopped now. One that does (leased, not yet started) is told below.
+      const stopped = await this.end(id, ['enqueued'], 'stopped', { release: true }, { skipIfLeased: true });
+      if (stopped) return stopped;
+    }
+    const asked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['running', 'enqueued'] } }, data: { stopRequestedAt: new Date() } });
+    const now = await this.find(repo, id);
+    if (asked.count > 0) {
+      await this.announce(now);
+      return now;
+    }
+    // Ended meanwhile (its trainer completed, or another stop won): what it is now.
+    if (now.state === 'stopped') return now;
+    throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${now.state}'; only an enqueued or running fine-tune can be stopped`);
+  }
+
+  /**
+   * Moves a fine-tune from one of `from` to `to` with `data`, and announces it; undefined when
+   * it was in none of them (someone else moved it first).
+   */
+  async transition(id: string, from: FineTuneState[], to: FineTuneState, data: Prisma.FineTuneUpdateManyMutationInput = {}, db: Db = this.prisma): Promise<FineTuneRow | undefined> {
+    const moved = await db.fineTune.updateMany({ where: { id, state: { in: from } }, data: { ...data, state: to } });
+    if (moved.count === 0) return undefined;
+    const row = await db.fineTune.findUniqueOrThrow({ where: { id } });
+    if (db === this.prisma) await this.announce(row);
+    return row;
+  }
+
+  /**
+   * Ends a run: to `to` from one of `from`, settling `settle` (what was trained) or releasing the
+   * reservation, in one transaction with the transition, so a run is never charged twice.
+   * skipIfLeased: only while no trainer holds a lease (a stop of an enqueued run racing a lease).
+   */
+  async end(
+    id: string,
+    from: FineTuneState[],
+    to: FineTuneState,
+    money: { release: true } | { settle: TrainedAmount },
+    opts: { error?: string; skipIfLeased?: boolean; db?: Prisma.TransactionClient } = {},
+  ): Promise<FineTuneRow | undefined> {
+    const work = async (tx: Prisma.TransactionClient) => {
+      const rows = await tx.$queryRaw<{ id: string }[]>`
+        SELECT id::text FROM fine_tunes WHERE id = ${id}::uuid AND state = ANY(${from}::text[])
+        ${opts.skipIfLeased ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM fine_tune_leases l WHERE l.fine_tune_id = fine_tunes.id AND l.state = 'active')` : Prisma.empty}
+        FOR UPDATE`;
+      if (rows.length === 0) return undefined;
+      const ft = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+      let credits: string | null = ft.creditsUsed === null ? null : ft.creditsUsed.toString();
+      if (ft.reservationId) {
+        const reservation = await tx.creditReservation.findUnique({ where: { id: ft.reservationId }, select: { amount: true } });
+        if ('settle' in money && reservation) {
+          const cost = trainedCost(ft.baseModel, money.settle, reservation.amount.toString());
+          credits = (await this.ledger.settle(ft.reservationId, cost, tx)).charged;
+        } else {
+          await this.ledger.release(ft.reservationId, tx);
+          credits = '0';
+        }
+      }
+      const amount = 'settle' in money ? money.settle : {};
+      await tx.fineTune.update({
+        where: { id },
+        data: {
+          state: to,
+          finishedAt: new Date(),
+          creditsUsed: credits,
+          ...(amount.trainedTokens !== undefined && { trainedTokens: BigInt(amount.trainedTokens) }),
+          ...(amount.trainedSteps !== undefined && { trainedSteps: amount.trainedSteps }),
+          ...(opts.error !== undefined && { errorMessage: opts.error.slice(0, 2000) }),
+        },
+      });
+      return tx.fineTune.findUniqueOrThrow({ where: { id } });
+    };
+    const row = opts.db ? await work(opts.db) : await this.prisma.$transaction(work);
+    if (!row) return undefined;
+    if (!opts.db) await this.announce(row);
+    return row;
+  }
+
+  /** The owner's event stream gets the record as `fine_tune.status`; a failure here only loses the live event. */
+  async announce(ft: FineTuneRow): Promise<void> {
+    try {
+      const repo = await this.prisma.repository.findUnique({ where: { id: ft.repositoryId }, select: { name: true, namespace: { select: { name: true } } } });
+      const data = {
+        id: ft.id,
+        name: ft.name,
+        namespace: repo?.namespace.name ?? null,
+        repo_name: repo?.name ?? null,
+        base_model: ft.baseModel,
+        status: ft.state,
+        error: ft.errorMessage,
+        ...runFields(ft),
+        updated_at: Math.floor(ft.updatedAt.getTime() / 1000),
+      };
+      const payload = { userId: ft.createdById, type: 'fine_tune.status' as const, data };
+      const eventId = await this.events.append(ft.createdById, payload);
+      await this.bus.publish(USER_EVENTS_CHANNEL, { ...payload, event_id: eventId });
+    } catch (err) {
+      this.logger.warn(`fine_tune.status of ${ft.id} (${ft.state}) not published: ${(err as Error).message}`);
+    }
+  }
+}
+
+/**
+ * Run reservations are owned by their fine-tune while it is enqueued or running (its end settles
+ * or releases them); only those no such fine-tune refers to are stale.
+ */
+export function fineTuneReservationRule(prisma: PrismaService, maxAgeMs: number): StaleReservationRule {
+  return {
+    prefix: PAID_REQUEST_KINDS.fineTune,
+    maxAgeMs,
+    inUse: async (ids) => {
+      const rows = await prisma.$queryRaw<{ id: string }[]>`
+        SELECT reservation_id::text AS id FROM fine_tunes WHERE reservation_id = ANY(${ids}::uuid[]) AND state IN ('enqueued', 'running')`;
+      return new Set(rows.map((r) => r.id));
+    },
+  };
+}

@@ -1,0 +1,286 @@
+import { Transform, type Readable } from 'node:stream';
+import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, UUID_PATTERN } from '@atelier/contracts';
+import { Prisma, PrismaService } from '@atelier/db';
+import { pathSegments } from '@atelier/repos';
+import { BroadcastBus } from '@atelier/runtime';
+import { BlobStore, SignedUrls } from '@atelier/storage';
+import { parseResource } from './fine-tune-request';
+import { FineTuneRuns, runFields } from './fine-tune-runs.service';
+import { toFineTuneView } from './fine-tunes.service';
+import type { TrainerIdentity } from './trainers.service';
+
+type FineTuneRow = Prisma.FineTuneGetPayload<object>;
+type LeaseRow = Prisma.FineTuneLeaseGetPayload<object>;
+
+export const TRAINER_EVENT_TYPES = ['log', 'metrics', 'checkpoint', 'status'] as const;
+export const TRAINER_PHASES = ['downloading', 'training', 'uploading'] as const;
+const MAX_EVENTS_PER_CALL = 500;
+const MAX_LOG_LINE = 10_000;
+/** A long-poll with nothing to wake it still looks again this often (a wake-up lost with Redis). */
+const LEASE_RECHECK_MS = 5_000;
+
+export interface TrainerEvent {
+  seq: number;
+  type: (typeof TRAINER_EVENT_TYPES)[number];
+  body: Record<string, unknown>;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/** The events of one call, checked whole: a bad one refuses the call and applies nothing. */
+export function parseTrainerEvents(body: unknown): TrainerEvent[] {
+  if (!isObject(body) || !Array.isArray(body.events)) throw ApiError.badRequest('Request body must be {"events": [...]}');
+  if (body.events.length > MAX_EVENTS_PER_CALL) throw ApiError.badRequest(`At most ${MAX_EVENTS_PER_CALL} events per call`);
+  return body.events.map((raw, i) => {
+    const at = `events[${i}]`;
+    if (!isObject(raw)) throw ApiError.badRequest(`${at} must be an object`);
+    const { seq, type, ...rest } = raw;
+    if (!isCount(seq) || seq < 1) throw ApiError.badRequest(`${at}.seq must be a positive integer, increasing per lease`);
+    if (typeof type !== 'string' || !(TRAINER_EVENT_TYPES as readonly string[]).includes(type)) throw ApiError.badRequest(`${at}.type must be one of ${TRAINER_EVENT_TYPES.join(', ')}`);
+    if (type === 'log' && (typeof rest.line !== 'string' || rest.line.length > MAX_LOG_LINE)) throw ApiError.badRequest(`${at}.line must be a string of at most ${MAX_LOG_LINE} characters`);
+    if ((type === 'metrics' || type === 'checkpoint') && !isCount(rest.step)) throw ApiError.badRequest(`${at}.step must be a non-negative integer`);
+    if (type === 'metrics') for (const [k, v] of Object.entries(rest)) if (typeof v !== 'number' || !Number.isFinite(v)) throw ApiError.badRequest(`${at}.${k} must be a finite number`);
+    if (type === 'checkpoint' && rest.metrics !== undefined && !isObject(rest.metrics)) throw ApiError.badRequest(`${at}.metrics must be an object`);
+    if (type === 'status' && (typeof rest.phase !== 'string' || !(TRAINER_PHASES as readonly string[]).includes(rest.phase)))
+      throw ApiError.badRequest(`${at}.phase must be one of ${TRAINER_PHASES.join(', ')}`);
+    return { seq, type: type as TrainerEvent['type'], body: rest };
+  });
+}
+
+/**
+ * The trainer side of a fine-tune run (README, "The trainer protocol"): leases long-polled from
+ * the enqueued fine-tunes of the trainer's base models, events that are heartbeats too,
+ * checkpoint files, and the run's end. Postgres holds every decision: a lease is a row that only
+ * one trainer can take (SKIP LOCKED, one active lease per fine-tune by a unique index), and every
+ * call on it locks it first, so retries, replicas and crashes cannot run or charge a run twice.
+ */
+@Injectable()
+export class TrainerLeases implements OnModuleDestroy {
+  private readonly logger = new Logger(TrainerLeases.name);
+  /** Long-polls waiting on this replica; a fine-tune enqueued anywhere wakes them. */
+  private readonly waiting = new Set<() => void>();
+  private unsubscribe?: Promise<() => Promise<void>>;
+  /** Shutting down: long-polls answer 204 now instead of looking again. */
+  private closing = false;
+
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly runs: FineTuneRuns,
+    private readonly blobs: BlobStore,
+    private readonly urls: SignedUrls,
+    private readonly bus: BroadcastBus,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async onModuleDestroy(): Promise<void> {
+    this.closing = true;
+    for (const wake of [...this.waiting]) wake();
+    await (await this.unsubscribe)?.().catch(() => undefined);
+  }
+
+  private listen(): void {
+    this.unsubscribe ??= this.bus.subscribe(FINE_TUNE_ENQUEUED_CHANNEL, () => {
+      for (const wake of [...this.waiting]) wake();
+    });
+  }
+
+  /** POST /api/trainer/lease: a lease on the oldest enqueued fine-tune this trainer serves, waiting up to wait_seconds; undefined = 204. */
+  async lease(trainer: TrainerIdentity, body: unknown, signal: AbortSignal) {
+    const wait = isObject(body) && body.wait_seconds !== undefined ? body.wait_seconds : 0;
+    if (!isCount(wait) || wait > 30) throw ApiError.badRequest('wait_seconds must be an integer between 0 and 30');
+    this.listen();
+    const deadline = Date.now() + wait * 1000;
+    for (;;) {
+      if (this.closing || signal.aborted) return undefined;
+      const leased = await this.claim(trainer);
+      if (leased) return this.leaseView(leased.lease, leased.ft);
+      const left = deadline - Date.now();
+      if (left <= 0 || signal.aborted) return undefined;
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', wake);
+          this.waiting.delete(wake);
+          resolve();
+        };
+        const timer = setTimeout(wake, Math.min(left, LEASE_RECHECK_MS));
+        signal.addEventListener('abort', wake, { once: true });
+        this.waiting.add(wake);
+      });
+    }
+  }
+
+  private async claim(trainer: TrainerIdentity): Promise<{ lease: LeaseRow; ft: FineTuneRow } | undefined> {
+    if (trainer.baseModels.length === 0) return undefined;
+    return this.prisma.$transaction(async (tx) => {
+      const [candidate] = await tx.$queryRaw<{ id: string }[]>`
+        SELECT f.id::text FROM fine_tunes f
+        WHERE f.state = 'enqueued' AND f.base_model = ANY(${trainer.baseModels}::text[]) AND f.stop_requested_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM fine_tune_leases l WHERE l.fine_tune_id = f.id AND l.state = 'active')
+        ORDER BY f.enqueued_at, f.id LIMIT 1 FOR UPDATE SKIP LOCKED`;
+      if (!candidate) return undefined;
+      const ft = await tx.fineTune.update({ where: { id: candidate.id }, data: { attempt: { increment: 1 } } });
+      const lease = await tx.fineTuneLease.create({ data: { fineTuneId: ft.id, trainerId: trainer.id, attempt: ft.attempt } });
+      return { lease, ft };
+    });
+  }
+
+  private async leaseView(lease: LeaseRow, ft: FineTuneRow) {
+    const repo = await this.prisma.repository.findUniqueOrThrow({ where: { id: ft.repositoryId }, include: { namespace: true } });
+    const resource = parseResource(ft.resource);
+    const file = typeof resource === 'string' ? null : await this.prisma.repositoryFile.findUnique({ where: { repositoryId_branch_path: { repositoryId: repo.id, branch: resource.branch, path: resource.path } } });
+    const last = await this.prisma.fineTuneCheckpoint.findFirst({ where: { fineTuneId: ft.id }, orderBy: { step: 'desc' } });
+    const files = last ? await this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId: ft.id, step: last.step }, orderBy: { path: 'asc' } }) : [];
+    return {
+      lease_id: lease.id,
+      attempt: lease.attempt,
+      heartbeat_seconds: this.config.TRAINER_HEARTBEAT_SECONDS,
+      fine_tune: { ...toFineTuneView(ft, { namespace: repo.namespace.name, name: repo.name }), ...runFields(ft) },
+      dataset: file ? { url: this.urls.url(file.blobKey), sha256: file.sha256, size_bytes: Number(file.size) } : null,
+      resume_from: last ? { step: last.step, files: files.map((f) => ({ path: f.path, url: this.urls.url(f.blobKey), size_bytes: Number(f.sizeBytes), sha256: f.sha256 })) } : null,
+    };
+  }
+
+  /** The lease, locked for this call's transaction; 404 unknown (or another trainer's), 409 once it is lost or finished. */
+  private async lockLease(tx: Prisma.TransactionClient, trainer: TrainerIdentity, leaseId: string): Promise<LeaseRow> {
+    const rows = UUID_PATTERN.test(leaseId) ? await tx.$queryRaw<{ id: string }[]>`SELECT id::text FROM fine_tune_leases WHERE id = ${leaseId}::uuid FOR UPDATE` : [];
+    const lease = rows.length ? await tx.fineTuneLease.findUnique({ where: { id: leaseId } }) : null;
+    if (!lease || lease.trainerId !== trainer.id) throw ApiError.notFound(`Lease not found: ${leaseId}`);
+    if (lease.state !== 'active') throw new ApiError('invalid_state', `Lease ${leaseId} is ${lease.state}; its fine-tune is no longer this trainer's to run`);
+    return lease;
+  }
+
+  /**
+   * POST /api/trainer/leases/{id}/events: applies the events after the last seq seen (a repeated
+   * one is ignored), counts as a heartbeat, and moves an enqueued fine-tune to running. Answers
+   * whether the trainer must stop.
+   */
+  async events(trainer: TrainerIdentity, leaseId: string, body: unknown): Promise<{ cancel: boolean; applied: number }> {
+    const events = parseTrainerEvents(body).sort((a, b) => a.seq - b.seq);
+    const { started, cancel, applied } = await this.prisma.$transaction(async (tx) => {
+      const lease = await this.lockLease(tx, trainer, leaseId);
+      let last = lease.lastSeq;
+      let count = 0;
+      for (const e of events) {
+        if (e.seq <= last) continue;
+        if (e.type === 'checkpoint') await this.seal(tx, lease, e);
+        await tx.fineTuneLog.create({ data: { fineTuneId: lease.fineTuneId, attempt: lease.attempt, type: e.type, data: { seq: e.seq, ...e.body } as Prisma.InputJsonValue } });
+        last = e.seq;
+        count++;
+      }
+      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { lastSeq: last, heartbeatAt: new Date() } });
+      const started = await this.runs.transition(lease.fineTuneId, ['enqueued'], 'running', { startedAt: new Date() }, tx);
+      const ft = started ?? (await tx.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId } }));
+      return { started, cancel: ft.stopRequestedAt !== null, applied: count };
+    });
+    if (started) await this.runs.announce(started);
+    return { cancel, applied };
+  }
+
+  /** A checkpoint event seals the files uploaded for its step: it needs at least one. */
+  private async seal(tx: Prisma.TransactionClient, lease: LeaseRow, e: TrainerEvent): Promise<void> {
+    const step = e.body.step as number;
+    const files = await tx.fineTuneCheckpointFile.findMany({ where: { fineTuneId: lease.fineTuneId, step }, select: { sizeBytes: true } });
+    if (files.length === 0) throw ApiError.badRequest(`Checkpoint ${step} has no files: upload them (PUT .../checkpoints/${step}/files/{path}) before its checkpoint event`);
+    const size = files.reduce((n, f) => n + f.sizeBytes, 0n);
+    await tx.fineTuneCheckpoint.upsert({
+      where: { fineTuneId_step: { fineTuneId: lease.fineTuneId, step } },
+      create: { fineTuneId: lease.fineTuneId, step, metrics: (e.body.metrics ?? {}) as Prisma.InputJsonValue, sizeBytes: size },
+      update: {},
+    });
+  }
+
+  /** PUT .../checkpoints/{step}/files/{path}: one file, streamed to the blob store, at most MAX_CHECKPOINT_BYTES. */
+  async upload(trainer: TrainerIdentity, leaseId: string, stepParam: string, rawPath: string, body: unknown) {
+    if (!/^\d{1,9}$/.test(stepParam)) throw ApiError.badRequest('step must be a non-negative integer');
+    const step = Number(stepParam);
+    const path = pathSegments(rawPath, 'file path').join('/');
+    if (!path) throw ApiError.badRequest('The file path is empty');
+    if (!body || typeof (body as Readable).pipe !== 'function') throw new ApiError('unsupported_media_type', 'Send the file as the request body with Content-Type: application/octet-stream');
+    const lease = await this.prisma.$transaction((tx) => this.lockLease(tx, trainer, leaseId));
+    if (await this.prisma.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId: lease.fineTuneId, step } } }))
+      throw new ApiError('invalid_state', `Checkpoint ${step} is sealed; its files cannot change`);
+    const ft = await this.prisma.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId }, include: { namespace: true } });
+    const key = `${ft.namespace.name}/fine-tunes/${ft.id}/checkpoints/${step}/${path}`;
+    const max = this.config.MAX_CHECKPOINT_BYTES;
+    let seen = 0;
+    const bounded = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        seen += chunk.length;
+        if (seen > max) done(new ApiError('payload_too_large', `A checkpoint file may be at most ${max} bytes (MAX_CHECKPOINT_BYTES)`));
+        else done(null, chunk);
+      },
+    });
+    (body as Readable).on('error', (err) => bounded.destroy(err));
+    const stored = await this.blobs.put(key, (body as Readable).pipe(bounded), 'application/octet-stream');
+    const data = { blobKey: stored.key, sizeBytes: BigInt(stored.size), sha256: stored.sha256 };
+    await this.prisma.fineTuneCheckpointFile.upsert({ where: { fineTuneId_step_path: { fineTuneId: ft.id, step, path } }, create: { fineTuneId: ft.id, step, path, ...data }, update: data });
+    await this.prisma.fineTuneLease.updateMany({ where: { id: lease.id, state: 'active' }, data: { heartbeatAt: new Date() } });
+    return { step, path, size_bytes: stored.size, sha256: stored.sha256 };
+  }
+
+  /**
+   * POST .../complete: the run ends completed (stopped, when a stop was asked), charged what the
+   * trainer reports it trained; the lease is finished in the same transaction.
+   */
+  async complete(trainer: TrainerIdentity, leaseId: string, body: unknown) {
+    if (!isObject(body)) throw ApiError.badRequest('Request body must be a JSON object');
+    const { trained_tokens: tokens, trained_steps: steps, final_step: finalStep } = body;
+    if (tokens === undefined && steps === undefined) throw ApiError.badRequest('Report trained_tokens or trained_steps');
+    if (tokens !== undefined && !isCount(tokens)) throw ApiError.badRequest('trained_tokens must be a non-negative integer');
+    if (steps !== undefined && !isCount(steps)) throw ApiError.badRequest('trained_steps must be a non-negative integer');
+    if (finalStep !== undefined && !isCount(finalStep)) throw ApiError.badRequest('final_step must be a non-negative integer');
+    const ended = await this.prisma.$transaction(async (tx) => {
+      const lease = await this.lockLease(tx, trainer, leaseId);
+      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', heartbeatAt: new Date() } });
+      const ft = await tx.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId } });
+      const to = ft.stopRequestedAt ? 'stopped' : 'completed';
+      const amount = { ...(tokens !== undefined && { trainedTokens: tokens as number }), ...(steps !== undefined && { trainedSteps: steps as number }) };
+      return this.runs.end(lease.fineTuneId, ['enqueued', 'running'], to, { settle: amount }, { db: tx });
+    });
+    if (!ended) throw new ApiError('invalid_state', `The fine-tune of lease ${leaseId} has already ended`);
+    await this.runs.announce(ended);
+    return { fine_tune_id: ended.id, status: ended.state, credits_used: runFields(ended).credits_used };
+  }
+
+  /** POST .../fail: the run errors with the trainer's message; nothing is charged. */
+  async fail(trainer: TrainerIdentity, leaseId: string, body: unknown) {
+    const error = isObject(body) ? body.error : undefined;
+    if (typeof error !== 'string' || error.trim() === '') throw ApiError.badRequest('error must be a non-empty string');
+    const ended = await this.prisma.$transaction(async (tx) => {
+      const lease = await this.lockLease(tx, trainer, leaseId);
+      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', heartbeatAt: new Date() } });
+      return this.runs.end(lease.fineTuneId, ['enqueued', 'running'], 'errored', { release: true }, { db: tx, error: `The trainer failed: ${error}` });
+    });
+    if (!ended) throw new ApiError('invalid_state', `The fine-tune of lease ${leaseId} has already ended`);
+    await this.runs.announce(ended);
+    return { fine_tune_id: ended.id, status: ended.state };
+  }
+
+  /**
+   * Leases without a call for 3 x TRAINER_HEARTBEAT_SECONDS are lost. Their fine-tune goes back
+   * to enqueued (the next lease resumes from its last sealed checkpoint), is errored after
+   * TRAINER_MAX_ATTEMPTS, or stopped when a stop was waiting for the trainer. Returns how many.
+   */
+  async sweepLost(): Promise<number> {
+    const lostAfterMs = 3 * this.config.TRAINER_HEARTBEAT_SECONDS * 1000;
+    const lost = await this.prisma.$queryRaw<{ fine_tune_id: string; attempt: number }[]>`
+      UPDATE fine_tune_leases SET state = 'lost'
+      WHERE state = 'active' AND heartbeat_at < now() - (${lostAfterMs}::int * interval '1 millisecond')
+      RETURNING fine_tune_id::text, attempt`;
+    for (const { fine_tune_id: id, attempt } of lost) {
+      const ft = await this.prisma.fineTune.findUnique({ where: { id } });
+      if (!ft) continue;
+      this.logger.warn(`Lease ${attempt} of fine-tune ${id} lost (no call for ${lostAfterMs / 1000} s)`);
+      if (ft.stopRequestedAt) await this.runs.end(id, ['enqueued', 'running'], 'stopped', { release: true });
+      else if (ft.attempt >= this.config.TRAINER_MAX_ATTEMPTS)
+        await this.runs.end(id, ['enqueued', 'running'], 'errored', { release: true }, { error: `The run lost its trainer ${ft.attempt} times (TRAINER_MAX_ATTEMPTS); nothing was charged` });
+      else if (await this.runs.transition(id, ['running', 'enqueued'], 'enqueued', { enqueuedAt: new Date() }))
+        await this.bus.publish(FINE_TUNE_ENQUEUED_CHANNEL, { fineTuneId: id, baseModel: ft.baseModel }).catch(() => undefined);
+    }
+    return lost.length;
+  }
+}

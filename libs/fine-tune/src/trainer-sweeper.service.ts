@@ -1,0 +1,41 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { PrismaService } from '@atelier/db';
+import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { FineTuneRuns } from './fine-tune-runs.service';
+import { TrainerLeases } from './trainer-leases.service';
+
+/**
+ * In the fine-tune service: hands the runs of lost leases back (or ends them), and enqueues runs
+ * whose tokenization ended while the service that would enqueue them crashed.
+ */
+@Injectable()
+export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(TrainerSweeper.name);
+  private periodic?: { stop(): Promise<void> };
+
+  constructor(
+    private readonly leases: TrainerLeases,
+    private readonly runs: FineTuneRuns,
+    private readonly prisma: PrismaService,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.periodic = runPeriodically(this.config.TRAINER_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
+  }
+
+  async sweep(): Promise<void> {
+    await this.leases.sweepLost();
+    const waiting = await this.prisma.fineTune.findMany({
+      where: { state: 'tokenized', runRequested: true, updatedAt: { lt: new Date(Date.now() - this.config.TRAINER_SWEEP_INTERVAL_MS) } },
+      select: { id: true },
+      take: 100,
+    });
+    for (const { id } of waiting) await this.runs.enqueueAfterTokenization(id);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.periodic?.stop();
+  }
+}
