@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { defaultCatalogDir } from '@atelier/models';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { Prisma } from '@atelier/db';
 import { buildAppsForTest, createTenant, freePort, startAppProcess, waitFor, type AppProcess, type Tenant } from '@atelier/testing';
@@ -44,6 +47,54 @@ interface Lease {
 }
 
 /**
+ * A vLLM-like server: serves a base model and loads LoRA adapters at run time from a directory
+ * (`POST /v1/load_lora_adapter {lora_name, lora_path}`), answering 404 for an adapter it does not
+ * hold. `restart()` forgets every adapter, as a restarted server does.
+ */
+async function startFakeLoraServer(base: string) {
+  const loaded = new Map<string, Record<string, string>>();
+  const loads: string[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const send = (status: number, json: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(json));
+      if (req.method === 'GET' && req.url === '/v1/models') return send(200, { object: 'list', data: [base, ...loaded.keys()].map((id) => ({ id, object: 'model' })) });
+      const parsed = body ? (JSON.parse(body) as Record<string, unknown>) : {};
+      if (req.method === 'POST' && req.url === '/v1/load_lora_adapter') {
+        const dir = String(parsed.lora_path);
+        // What a server does: read the adapter's files from the shared directory.
+        const files = Object.fromEntries(readdirSync(dir).map((f) => [f, readFileSync(path.join(dir, f), 'utf8')]));
+        loaded.set(String(parsed.lora_name), files);
+        loads.push(String(parsed.lora_name));
+        return send(200, { status: 'ok' });
+      }
+      if (req.method === 'POST' && req.url === '/v1/chat/completions') {
+        const model = String(parsed.model);
+        if (model !== base && !loaded.has(model)) return send(404, { object: 'error', message: `The model \`${model}\` does not exist.`, type: 'NotFoundError', code: 404 });
+        const content = `answered by ${model} with ${JSON.stringify(loaded.get(model) ?? {})}`;
+        return send(200, {
+          id: 'chatcmpl-fake',
+          object: 'chat.completion',
+          created: 1,
+          model,
+          choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 },
+        });
+      }
+      send(404, { message: 'not found' });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    loads,
+    restart: () => loaded.clear(),
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+/**
  * Fine-tunes that train: the gateway in-process on a real port, the compiled fine-tune service
  * as its own process with the built-in trainer, and external trainers written here against the
  * documented routes only.
@@ -53,6 +104,8 @@ describe('fine-tune runs and the trainer protocol', () => {
   let url: string;
   let build: ReturnType<typeof buildAppsForTest>;
   let service: AppProcess;
+  let chat: AppProcess;
+  let lora: Awaited<ReturnType<typeof startFakeLoraServer>>;
   let alice: Tenant;
 
   const api = async <T = Record<string, unknown>>(method: string, route: string, token: string, body?: unknown, raw?: Buffer) => {
@@ -103,10 +156,32 @@ describe('fine-tune runs and the trainer protocol', () => {
   beforeAll(async () => {
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-train-')), PUBLIC_URL: url, TRAINER_HEARTBEAT_SECONDS: '1' });
+    // The catalog plus a LoRA server for Qwen/Qwen3-0.6B fine-tunes.
+    lora = await startFakeLoraServer('Qwen/Qwen3-0.6B');
+    const catalog = mkdtempSync(path.join(tmpdir(), 'atelier-train-catalog-'));
+    for (const file of readdirSync(defaultCatalogDir())) copyFileSync(path.join(defaultCatalogDir(), file), path.join(catalog, file));
+    writeFileSync(path.join(catalog, 'qwen3-lora.json'), JSON.stringify({
+      id: 'qwen3-0.6b-lora',
+      created: 1767225600,
+      owned_by: 'test',
+      display_name: 'Qwen3 0.6B with LoRA adapters',
+      description: 'A vLLM-like server started by the test',
+      endpoint: '/chat/completions',
+      capabilities: { input: ['text'], output: ['text'] },
+      pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
+      context_window: 8192,
+      default_max_tokens: 64,
+      features: { tools: false, json_mode: false, streaming: true },
+      engine: { type: 'openai-compatible', base_url: lora.url, upstream_model: 'Qwen/Qwen3-0.6B', lora_base_model: 'Qwen/Qwen3-0.6B', max_retries: 0 },
+      parameters: { type: 'object', properties: {} },
+    }));
+    const shared = { MODEL_CATALOG_DIR: catalog, LORA_ADAPTER_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-lora-')) };
+    gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-train-')), PUBLIC_URL: url, TRAINER_HEARTBEAT_SECONDS: '1', ...shared });
     await gw.app.listen({ port, host: '127.0.0.1' });
-    build = buildAppsForTest(['fine-tune']);
+    build = buildAppsForTest(['fine-tune', 'chat']);
+    chat = await startAppProcess(build, gw.env, 'chat', 'CHAT_PORT', { ...shared, LORA_RECONCILE_INTERVAL_MS: '500' });
     service = await startAppProcess(build, gw.env, 'fine-tune', 'FINE_TUNE_PORT', {
+      ...shared,
       PUBLIC_URL: url,
       BUILTIN_TRAINER_API_URL: url,
       BUILTIN_TRAINER_STEP_MS: '20',
@@ -117,8 +192,9 @@ describe('fine-tune runs and the trainer protocol', () => {
     alice = await newTenant();
   }, 120_000);
   afterAll(async () => {
-    if (service?.alive()) await new Promise((r) => (service.child.once('exit', r), service.child.kill('SIGTERM')));
+    for (const proc of [service, chat]) if (proc?.alive()) await new Promise((r) => (proc.child.once('exit', r), proc.child.kill('SIGTERM')));
     await gw?.close();
+    await lora?.close();
     build?.cleanup();
   });
 
@@ -170,6 +246,38 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect(logs.body.logs.length).toBeGreaterThanOrEqual(losses.length);
     const status = await api('GET', `${fineTunes(alice)}/${id}/train_status`, alice.apiKey);
     expect(status.body).toMatchObject({ fine_tune_status: 'completed', phase: 'training', step: losses.length > 0 ? expect.any(Number) : null, lease: { state: 'finished', trainer: 'atelier-builtin' } });
+
+    // Deploy the last checkpoint: a model of alice's namespace only, answering in the dataset's words.
+    const last = cps.body.checkpoints[cps.body.checkpoints.length - 1];
+    const deployed = await api<{ fine_tune: FineTune; model: { id: string; endpoint: string; base_model: string; owned_by: string } }>(
+      'POST', `${fineTunes(alice)}/${id}/checkpoints/${last.step}/deploy`, alice.apiKey, { deployment_type: 'fast' });
+    expect(deployed.status).toBe(200);
+    expect(deployed.body).toMatchObject({ fine_tune: { status: 'deployed' }, model: { id: last.model_name, endpoint: '/chat/completions', base_model: 'atelier/local-chat', owned_by: alice.namespace } });
+    expect((await api('POST', `${fineTunes(alice)}/${id}/checkpoints/${last.step}/deploy`, alice.apiKey, {})).status).toBe(409);
+    expect((await api('POST', `${fineTunes(alice)}/${id}/checkpoints/${last.step}/deploy?retry=true`, alice.apiKey, {})).status).toBe(200);
+    expect((await api('GET', `/api/ai/models/${last.model_name}`, alice.apiKey)).status).toBe(200);
+    const listed = await api<{ data: { id: string }[] }>('GET', '/api/ai/models?endpoint=chat/completions', alice.apiKey);
+    expect(listed.body.data.map((m) => m.id)).toEqual(expect.arrayContaining(['local-chat', last.model_name]));
+    const bob = await createTenant(gw.http, gw.adminToken, '1');
+    expect((await api('GET', `/api/ai/models/${last.model_name}`, bob.apiKey)).status).toBe(404);
+    expect((await api<{ data: { id: string }[] }>('GET', '/api/ai/models', bob.apiKey)).body.data.map((m) => m.id)).not.toContain(last.model_name);
+
+    const ask = async (model: string, token = alice.apiKey) =>
+      api<{ model: string; choices: { message: { content: string } }[] }>('POST', '/api/ai/chat/completions', token, {
+        model,
+        messages: [{ role: 'user', content: 'Tell me about the lighthouse keeper.' }],
+        max_tokens: 120,
+        seed: 7,
+      });
+    const tuned = await ask(last.model_name);
+    expect(tuned.status).toBe(200);
+    expect(tuned.body.model).toBe(last.model_name);
+    const vocabulary = new RegExp(`\\b(${WORDS.join('|')})\\b`, 'gi');
+    const tunedWords = tuned.body.choices[0].message.content.match(vocabulary) ?? [];
+    const baseWords = (await ask('local-chat')).body.choices[0].message.content.match(vocabulary) ?? [];
+    expect(tunedWords.length).toBeGreaterThanOrEqual(3);
+    expect(tunedWords.length).toBeGreaterThan(baseWords.length);
+    expect((await ask(last.model_name, bob.apiKey)).status).toBe(404);
   }, 120_000);
 
   it('serves an external trainer through the documented routes: lease, dataset bytes, events with a repeated seq, checkpoint upload, complete', async () => {
@@ -266,6 +374,52 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect((await api('POST', `${base}/events`, t.token, { events: [{ seq: 3, type: 'log', line: 'back' }] })).status).toBe(409);
     await api('POST', `/api/trainer/leases/${second.body.lease_id}/complete`, t.token, { trained_tokens: ft.tokenization!.tokens_x_epochs });
     expect(await get(alice, ft.id)).toMatchObject({ status: 'completed', attempt: 2 });
+  }, 60_000);
+
+  it('deploys a checkpoint to a LoRA server: its files where the server reads them, chat by the model name, and a reload after the server restarts', async () => {
+    const t = await trainer(['Qwen/Qwen3-0.6B', 'Qwen/Qwen3-1.7B']);
+    const trained = async (baseModel: string) => {
+      const ft = await tokenized(alice, baseModel);
+      await api('POST', `${fineTunes(alice)}/${ft.id}/actions/run`, alice.apiKey);
+      const leased = await lease(t.token, 5);
+      expect(leased.body.fine_tune.id).toBe(ft.id);
+      const base = `/api/trainer/leases/${leased.body.lease_id}`;
+      await api('PUT', `${base}/checkpoints/1/files/adapter_config.json`, t.token, undefined, Buffer.from('{"r":16}'));
+      await api('PUT', `${base}/checkpoints/1/files/adapter_model.safetensors`, t.token, undefined, Buffer.from('lora weights'));
+      await api('POST', `${base}/events`, t.token, { events: [{ seq: 1, type: 'checkpoint', step: 1, metrics: { loss: 1 } }] });
+      // Not deployable while it runs.
+      expect((await api('POST', `${fineTunes(alice)}/${ft.id}/checkpoints/1/deploy`, alice.apiKey, {})).status).toBe(409);
+      await api('POST', `${base}/complete`, t.token, { trained_tokens: 10, final_step: 1 });
+      return ft;
+    };
+    const ft = await trained('Qwen/Qwen3-0.6B');
+    expect((await api('POST', `${fineTunes(alice)}/${ft.id}/checkpoints/7/deploy`, alice.apiKey, {})).status).toBe(404);
+    expect((await api('POST', `${fineTunes(alice)}/${ft.id}/checkpoints/1/deploy`, alice.apiKey, { deployment_type: 'instant' })).status).toBe(400);
+    const deployed = await api<{ model: { id: string } }>('POST', `${fineTunes(alice)}/${ft.id}/checkpoints/1/deploy`, alice.apiKey, {});
+    expect(deployed.status).toBe(200);
+    const name = deployed.body.model.id;
+    expect(lora.loads).toEqual([name]);
+    const chatWith = () => api<{ model: string; choices: { message: { content: string } }[] }>('POST', '/api/ai/chat/completions', alice.apiKey, { model: name, messages: [{ role: 'user', content: 'hi' }] });
+    const first = await chatWith();
+    expect(first.status).toBe(200);
+    expect(first.body.model).toBe(name);
+    // The server got the checkpoint's own bytes, and was asked for the adapter by its name.
+    expect(first.body.choices[0].message.content).toBe(`answered by ${name} with ${JSON.stringify({ 'adapter_config.json': '{"r":16}', 'adapter_model.safetensors': 'lora weights' })}`);
+    // The server restarts and forgets the adapter: the next chat loads it again and answers.
+    lora.restart();
+    const again = await chatWith();
+    expect(again.status).toBe(200);
+    expect(lora.loads.filter((n) => n === name).length).toBeGreaterThanOrEqual(2);
+    // And without any chat, the periodic reconcile loads it back too.
+    lora.restart();
+    const before = lora.loads.length;
+    await waitFor(() => lora.loads.length > before, { timeoutMs: 10_000, description: 'the reconcile to load the adapter again' });
+
+    // A base model no server can serve: 409, saying so.
+    const other = await trained('Qwen/Qwen3-1.7B');
+    const refused = await api('POST', `${fineTunes(alice)}/${other.id}/checkpoints/1/deploy`, alice.apiKey, {});
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.message).toMatch(/Nothing can serve fine-tunes of Qwen\/Qwen3-1.7B/);
   }, 60_000);
 
   it('answers wrong states and inputs with 409, 402, 404, 400 and 401 in the error envelope', async () => {

@@ -1,13 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
-import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { LoraAdapters, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { chatRequestFrom, parseChatRequest, providerBody } from './chat-request';
 import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
 import type { ChatProvider, ChatProviderCall } from './providers/chat-provider';
 import { OpenAiCompatibleProvider } from './providers/openai-compatible.provider';
+import { AdaptedModels } from './local-chat/adapted-models';
+import { BlobStore } from '@atelier/storage';
 
 export interface ChatRunContext {
   signal: AbortSignal;
@@ -28,14 +30,19 @@ export class ChatCompletionRunner {
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly metrics: Metrics,
+    blobs: BlobStore,
+    lora: LoraAdapters,
   ) {
-    this.local = new LocalChatProvider(new ChatMediaInspector(config));
-    this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv);
+    const adapted = new AdaptedModels(blobs);
+    this.local = new LocalChatProvider(new ChatMediaInspector(config), (key) => adapted.get(key));
+    this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv, (serving, name) => lora.reload(serving, name));
   }
 
   async run(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
-    const model = this.catalog.get(job.model);
-    if (!model || model.endpoint !== '/chat/completions') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
+    const serving = this.catalog.get(job.model);
+    if (!serving || serving.endpoint !== '/chat/completions') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
+    // A deployed fine-tune answers under its own name, served by its catalog model with its adapter.
+    const model = job.deployed ? { ...serving, id: job.deployed.name } : serving;
     // The gateway validated and counted this body; it is read, not checked again. A job from a
     // gateway older than `limits` (a rolling upgrade) is parsed here as before.
     const { request, promptTokens } = job.limits
@@ -49,6 +56,7 @@ export class ChatCompletionRunner {
       completionId: job.completionId,
       created: Math.floor(Date.now() / 1000),
       signal: ctx.signal,
+      ...(job.deployed && { adapter: job.deployed.adapter }),
     };
     const provider = this.providerFor(model);
     if (request.stream) {

@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
-import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome } from '@atelier/contracts';
-import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome, type ChatModelAdapter } from '@atelier/contracts';
+import { DeployedModels, deployedDefinition, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { randomToken, uuidV7 } from '@atelier/random';
 import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
@@ -32,6 +32,8 @@ interface ValidatedChat {
   caller: Caller;
   scope: NamespaceScope;
   model: ChatModelDefinition;
+  /** A deployed fine-tune: the catalog model serving it, and its adapter. */
+  deployed?: { serving: string; adapter: ChatModelAdapter };
   request: ChatRequest;
   body: Record<string, unknown>;
   promptTokens: number;
@@ -78,7 +80,24 @@ export class ChatCompletionsService {
     private readonly rpc: RpcClient,
     private readonly metrics: Metrics,
     private readonly limiter: RateLimiter,
+    private readonly deployedModels: DeployedModels,
   ) {}
+
+  /**
+   * The catalog model named in the body, else a deployed fine-tune of that name the caller may
+   * call (looked up only then, so catalog models cost nothing more), else the catalog's 404.
+   */
+  private async chatModel(caller: Caller, rawBody: unknown): Promise<{ model: ChatModelDefinition; deployed?: ValidatedChat['deployed'] }> {
+    try {
+      return { model: resolveChatModel(this.catalog, rawBody) };
+    } catch (err) {
+      const name = (rawBody as { model?: unknown }).model;
+      if (!(err instanceof ApiError && err.type === 'resource_not_found') || typeof name !== 'string') throw err;
+      const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
+      if (!found || found.serving.endpoint !== '/chat/completions') throw err;
+      return { model: deployedDefinition(found) as ChatModelDefinition, deployed: { serving: found.serving.id, adapter: found.adapter } };
+    }
+  }
 
   /**
    * The whole paid request: validate and reserve, hand off to the chat service, deliver, then
@@ -141,7 +160,7 @@ export class ChatCompletionsService {
 
   private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
-    const model = resolveChatModel(this.catalog, rawBody);
+    const { model, deployed } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
     const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true });
     const scope = await this.access.resolve(caller, body.target_namespace);
@@ -152,7 +171,7 @@ export class ChatCompletionsService {
     tokensTaken.catch(() => undefined);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);
-    return { completionId, caller, scope, model, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
+    return { completionId, caller, scope, model, deployed, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 
   /**
@@ -176,7 +195,8 @@ export class ChatCompletionsService {
       CHAT_COMPLETION_QUEUE,
       {
         caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId: prepared.requestId },
-        model: prepared.model.id,
+        model: prepared.deployed?.serving ?? prepared.model.id,
+        ...(prepared.deployed && { deployed: { name: prepared.model.id, adapter: prepared.deployed.adapter } }),
         body: prepared.body,
         limits: { promptTokens: prepared.promptTokens, maxTokens: prepared.request.maxTokens, maxTokensExplicit: prepared.request.maxTokensExplicit },
         reservationId,

@@ -2,8 +2,10 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { PAID_REQUEST_KINDS, StaleReservationsModule, syncReservationMaxAgeMs } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { CHAT_COMPLETION_QUEUE } from '@atelier/contracts';
-import { ModelCatalogModule } from '@atelier/models';
+import { LoraAdapters, ModelCatalogModule } from '@atelier/models';
+import { LoraReconciler } from './lora-reconciler.service';
 import { ServiceRuntimeModule } from '@atelier/runtime';
+import { StorageModule } from '@atelier/storage';
 import { ChatCompletionProcessor } from './chat-completion.processor';
 import { ChatCompletionRunner } from './chat-completion.runner';
 
@@ -20,12 +22,14 @@ export class ChatServiceModule {
       imports: [
         ServiceRuntimeModule.forRoot({ service: 'chat', config, consumes: [CHAT_COMPLETION_QUEUE] }),
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
+        // Deployed fine-tunes' files (their adapters).
+        StorageModule,
         StaleReservationsModule.forRoot({
           inject: [APP_CONFIG],
           useFactory: (c: AppConfig) => [{ prefix: PAID_REQUEST_KINDS.chat, maxAgeMs: syncReservationMaxAgeMs(c) }],
         }),
       ],
-      providers: [ChatCompletionRunner, ChatCompletionProcessor],
+      providers: [ChatCompletionRunner, ChatCompletionProcessor, LoraAdapters, LoraReconciler],
     };
   }
 }

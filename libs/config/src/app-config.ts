@@ -67,6 +67,13 @@ const schema = z.object({
   BUILTIN_TRAINER_API_URL: z.string().url().default('http://127.0.0.1:8080'),
   /** The built-in trainer's pause between steps (a demonstration engine learns in milliseconds; this paces it like a real run). */
   BUILTIN_TRAINER_STEP_MS: z.coerce.number().int().min(0).default(200),
+  /**
+   * Where deployed LoRA adapters are written, one directory per model; the LoRA servers (the
+   * catalog models with lora_base_model) must see it at the same path (a shared volume).
+   */
+  LORA_ADAPTER_DIR: z.string().default('var/lora-adapters'),
+  /** How often the chat service checks that the LoRA servers still hold their deployed adapters. */
+  LORA_RECONCILE_INTERVAL_MS: positiveInt.default(60_000),
   /** How often lost trainer leases are looked for. */
   TRAINER_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
   /** How often a queue worker re-adds lost jobs and re-publishes stranded events. */

@@ -58,9 +58,15 @@ export interface ChatTokenLimits {
   maxTokensExplicit: boolean;
 }
 
+/** What a deployed fine-tune adds to the catalog model serving it (DeployedModels). */
+export type ChatModelAdapter = { kind: 'ngram'; key: string } | { kind: 'lora'; name: string };
+
 export interface ChatCompletionJob {
   caller: CallerContext;
+  /** The catalog model that serves the request (for a deployed fine-tune, its serving model). */
   model: string;
+  /** A deployed fine-tune: the name the caller asked for and answers carry, and its adapter. */
+  deployed?: { name: string; adapter: ChatModelAdapter };
   /** The OpenAI-style request body, already validated against the model's schema (defaults filled in). */
   body: Record<string, unknown>;
   limits: ChatTokenLimits;

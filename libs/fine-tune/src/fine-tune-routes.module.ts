@@ -4,6 +4,8 @@ import { BillingModule } from '@atelier/billing';
 import { ReposGatewayModule } from '@atelier/repos';
 import { FineTuneCatalogController } from './fine-tune-catalog.controller';
 import { FineTuneGatewayModule } from './fine-tune-gateway.module';
+import { LoraAdapters } from '@atelier/models';
+import { FineTuneDeployments } from './fine-tune-deployments.service';
 import { FineTuneReports } from './fine-tune-reports.service';
 import { FineTuneRunsController } from './fine-tune-runs.controller';
 import { FineTuneRuns } from './fine-tune-runs.service';
@@ -16,6 +18,6 @@ import { TrainerGuard, Trainers } from './trainers.service';
 @Module({
   imports: [FineTuneGatewayModule, ReposGatewayModule, AuthModule, BillingModule],
   controllers: [FineTunesController, FineTuneRunsController, FineTuneCatalogController, TrainerController, TrainersAdminController],
-  providers: [FineTuneRuns, FineTuneReports, TrainerLeases, Trainers, TrainerGuard],
+  providers: [FineTuneRuns, FineTuneReports, FineTuneDeployments, LoraAdapters, TrainerLeases, Trainers, TrainerGuard],
 })
 export class FineTuneRoutesModule {}

@@ -1,8 +1,9 @@
-import { Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { CountsAsWork, CurrentCaller, NamespaceAccess, RequiresScope, type Caller } from '@atelier/auth';
 import { IDEMPOTENT } from '@atelier/idempotency';
 import { RepositoriesService, type RepositoryRecord } from '@atelier/repos';
+import { FineTuneDeployments } from './fine-tune-deployments.service';
 import { FineTuneReports } from './fine-tune-reports.service';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { FineTunesService, toFineTuneView } from './fine-tunes.service';
@@ -17,6 +18,7 @@ export class FineTuneRunsController {
     private readonly fineTunes: FineTunesService,
     private readonly runs: FineTuneRuns,
     private readonly reports: FineTuneReports,
+    private readonly deployments: FineTuneDeployments,
   ) {}
 
   private async repo(caller: Caller, namespace: string, name: string): Promise<RepositoryRecord> {
@@ -52,6 +54,24 @@ export class FineTuneRunsController {
   @Get('checkpoints')
   async checkpoints(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string) {
     return { ...(await this.reports.checkpoints(await this.repo(caller, namespace, name), id)), status: 'success', status_message: 'resources_found' };
+  }
+
+  @Post('checkpoints/:step/deploy')
+  @CountsAsWork()
+  @RouteConfig(IDEMPOTENT)
+  @HttpCode(200)
+  async deploy(
+    @CurrentCaller() caller: Caller,
+    @Param('namespace') namespace: string,
+    @Param('repo') name: string,
+    @Param('id') id: string,
+    @Param('step') step: string,
+    @Body() body: unknown,
+    @Query('retry') retry: unknown,
+  ) {
+    const repo = await this.repo(caller, namespace, name);
+    const deployed = await this.deployments.deploy(repo, id, step, body, retry === 'true');
+    return { fine_tune: toFineTuneView(deployed.fine_tune, repo), model: deployed.model, status: 'success', status_message: 'resource_created' };
   }
 
   @Get('train_status')

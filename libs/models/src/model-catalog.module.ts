@@ -1,5 +1,6 @@
 import { Global, Module, type DynamicModule } from '@nestjs/common';
 import { ModelCatalog, defaultCatalogDir } from './model-catalog';
+import { DeployedModels } from './deployed-models.service';
 
 /** The catalog, loaded once at start and shared by every module of the app. */
 @Global()
@@ -8,8 +9,8 @@ export class ModelCatalogModule {
   static forRoot(dir?: string): DynamicModule {
     return {
       module: ModelCatalogModule,
-      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }],
-      exports: [ModelCatalog],
+      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }, DeployedModels],
+      exports: [ModelCatalog, DeployedModels],
     };
   }
 }

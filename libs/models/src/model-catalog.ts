@@ -142,6 +142,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           keep_alive_ms: keepAliveMs,
           max_retries: { type: 'integer', minimum: 0, maximum: 10 },
           retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
+          lora_base_model: nonEmptyString,
           fallbacks: {
             type: 'array',
             items: {

@@ -146,6 +146,11 @@ export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
   /** First retry delay, doubled each time (default 200 ms). */
   retry_backoff_ms?: number;
   fallbacks?: ChatFallbackEndpoint[];
+  /**
+   * The server serves this fine-tune base model and loads LoRA adapters at run time (vLLM's
+   * `POST {base_url}/load_lora_adapter`): checkpoints of that base model deploy to it.
+   */
+  lora_base_model?: string;
 }
 
 export interface OpenAiImagesEngineConfig extends RemoteEngineBase {

@@ -3,7 +3,8 @@ import { ApiError } from '@atelier/contracts';
 import { ModelCatalog } from './model-catalog';
 import type { ModelDefinition, ModelEndpoint, Modality, PublicModel } from './model-types';
 import { toPublicModel } from './public-model';
-import { RequiresScope } from '@atelier/auth';
+import { CurrentCaller, NamespaceAccess, RequiresScope, type Caller } from '@atelier/auth';
+import { DeployedModels, deployedDefinition, deployedModelObject } from './deployed-models.service';
 
 const ENDPOINTS: readonly string[] = ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'];
 const MODALITIES: readonly string[] = ['text', 'image', 'video', 'audio'];
@@ -22,7 +23,11 @@ export class ModelsController {
    */
   private readonly answers = new Map<string, string>();
 
-  constructor(@Inject(ModelCatalog) private readonly catalog: ModelCatalog) {}
+  constructor(
+    @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    private readonly deployed: DeployedModels,
+    private readonly access: NamespaceAccess,
+  ) {}
 
   private toPublic(model: ModelDefinition): PublicModel {
     let cached = this.publicModels.get(model.id);
@@ -36,7 +41,7 @@ export class ModelsController {
   /** OpenAI-style list; filters accept `endpoint` (with or without leading slash) and modalities. */
   @Get()
   @Header('content-type', JSON_CONTENT_TYPE)
-  list(@Query() query: Record<string, unknown>): string {
+  async list(@CurrentCaller() caller: Caller, @Query() query: Record<string, unknown>): Promise<string> {
     const endpoint = optionalString(query, 'endpoint');
     const input = optionalString(query, 'input');
     const output = optionalString(query, 'output');
@@ -45,20 +50,30 @@ export class ModelsController {
       throw ApiError.badRequest(`endpoint must be one of ${ENDPOINTS.join(', ')}`);
     for (const [name, value] of [['input', input], ['output', output]] as const)
       if (value && !MODALITIES.includes(value)) throw ApiError.badRequest(`${name} must be one of ${MODALITIES.join(', ')}`);
-    return this.answer(`list ${normalized ?? ''} ${input ?? ''} ${output ?? ''}`, () => {
+    const catalog = this.answer(`list ${normalized ?? ''} ${input ?? ''} ${output ?? ''}`, () => {
       const data = this.catalog
         .list({ endpoint: normalized as ModelEndpoint | undefined, input: input as Modality | undefined, output: output as Modality | undefined })
         .map((m) => this.toPublic(m));
       return { object: 'list', data };
     });
+    // The caller's deployed fine-tunes follow the catalog's models, by the same filters.
+    const own = (await this.deployed.visibleTo(caller))
+      .map((v) => ({ view: v, model: deployedDefinition(v) }))
+      .filter(({ model }) => (!normalized || model.endpoint === normalized) && (!input || model.capabilities.input.includes(input as Modality)) && (!output || model.capabilities.output.includes(output as Modality)));
+    if (own.length === 0) return catalog;
+    const extra = own.map(({ view }) => JSON.stringify(deployedModelObject(view)));
+    return `${catalog.slice(0, -2)}${catalog.endsWith('[]}') ? '' : ','}${extra.join(',')}]}`;
   }
 
   @Get(':id')
   @Header('content-type', JSON_CONTENT_TYPE)
-  get(@Param('id') id: string): string {
+  async get(@CurrentCaller() caller: Caller, @Param('id') id: string): Promise<string> {
     const model = this.catalog.get(id);
-    if (!model) throw new ApiError('resource_not_found', `Model not found: ${id}`);
-    return this.answer(`model ${model.id}`, () => this.toPublic(model));
+    if (model) return this.answer(`model ${model.id}`, () => this.toPublic(model));
+    // Not in the catalog: a deployed fine-tune the caller may call, or the same 404.
+    const view = await this.deployed.resolve(caller, id, (ns) => this.access.canAccess(caller, ns));
+    if (!view) throw new ApiError('resource_not_found', `Model not found: ${id}`);
+    return JSON.stringify(deployedModelObject(view));
   }
 
   private answer(key: string, build: () => unknown): string {

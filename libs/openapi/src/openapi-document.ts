@@ -469,6 +469,21 @@ function operations(catalog: ModelCatalog): Operation[] {
       responses: { 200: ['The checkpoints', 'FineTuneCheckpoints'] },
     },
     {
+      method: 'post',
+      route: '/api/repos/:namespace/:repo/fine_tunes/:id/checkpoints/:step/deploy',
+      idempotent: true,
+      tag: 'Fine-tunes',
+      summary: 'Deploy a checkpoint as the model `<fine_tune_name>-step-<step>`, callable by its namespace and members only',
+      access: 'key',
+      description:
+        'Once the run has ended (completed or stopped; 409 otherwise). atelier/local-chat checkpoints are served by local-chat with their counts; other base models by ' +
+        'a catalog model whose openai-compatible engine declares `lora_base_model` (the adapter is written under LORA_ADAPTER_DIR and loaded there); none: 409. ' +
+        'Already deployed: 409 unless `?retry=true`. 404 for a step that was never sealed.',
+      query: [{ name: 'retry', schema: { type: 'boolean' }, description: 'Deploy again (reload the adapter)' }],
+      body: { type: 'object', properties: { deployment_type: { type: 'string', enum: ['fast', 'normal'], default: 'normal' } } },
+      responses: { 200: ['The fine-tune (deployed) and the model', { type: 'object', properties: { fine_tune: { $ref: '#/components/schemas/FineTune' }, model: { type: 'object' } } }] },
+    },
+    {
       method: 'get',
       route: '/api/repos/:namespace/:repo/fine_tunes/:id/train_status',
       tag: 'Fine-tunes',

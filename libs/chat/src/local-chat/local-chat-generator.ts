@@ -3,7 +3,7 @@ import { ApiError } from '@atelier/contracts';
 import type { JsonSchemaObject } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ChatToolCall, FinishReason } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
-import { isSentenceEnd, joinWords, localChatModel, tokenizeWords, wordPiece, type SamplingOptions } from './markov-model';
+import { isSentenceEnd, joinWords, localChatModel, tokenizeWords, wordPiece, type MarkovModel, type SamplingOptions } from './markov-model';
 import { requestRng, type Rng } from './rng';
 import { sampleSchemaValue, SchemaSamplingError, type SamplerContext } from './schema-sampler';
 import { schemaRefusal, UserSchemaError } from '../user-schema';
@@ -72,8 +72,7 @@ function describeMedia(media: readonly MediaDescription[]): string {
  * Stops after a few sentences or once the token budget is clearly exceeded (the exact cut is
  * made on the final text).
  */
-function generateText(prompt: string, request: ChatRequest, rng: Rng, tokenBudget: number, sentences: number): string {
-  const model = localChatModel();
+function generateText(prompt: string, request: ChatRequest, rng: Rng, tokenBudget: number, sentences: number, model: MarkovModel = localChatModel()): string {
   const options: SamplingOptions = {
     temperature: request.temperature,
     topP: request.topP,
@@ -182,7 +181,7 @@ function sampleOrThrow(schema: JsonSchemaObject, ctx: SamplerContext, field: str
  * arguments valid against their schemas, and produces JSON (any object, or a value valid against
  * a given schema) when response_format asks for it.
  */
-export function generateLocalChat(request: ChatRequest, media: readonly MediaDescription[] = []): LocalChatOutput {
+export function generateLocalChat(request: ChatRequest, media: readonly MediaDescription[] = [], model: MarkovModel = localChatModel()): LocalChatOutput {
   const messages = request.messages;
   const last = messages[messages.length - 1];
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
@@ -190,7 +189,7 @@ export function generateLocalChat(request: ChatRequest, media: readonly MediaDes
   // Greedy decoding (temperature 0) is deterministic even without a seed, lengths and ids included.
   const rng = requestRng(request.seed ?? (request.temperature === 0 ? 0 : undefined), JSON.stringify(messages.map((m) => [m.role, textOf(m)])));
   const hints = hintsFrom(prompt);
-  const ctx: SamplerContext = { rng, hints, phrase: () => generateText(prompt, { ...request, stop: [] }, rng, 8, 1).replace(/[.,;:!?]$/, '') };
+  const ctx: SamplerContext = { rng, hints, phrase: () => generateText(prompt, { ...request, stop: [] }, rng, 8, 1, model).replace(/[.,;:!?]$/, '') };
 
   const calls = toolsToCall(request, prompt, last?.role);
   if (calls.length > 0) {
@@ -207,7 +206,7 @@ export function generateLocalChat(request: ChatRequest, media: readonly MediaDes
   if (format.type === 'json_schema' && format.json_schema.schema !== undefined) {
     text = JSON.stringify(sampleOrThrow(format.json_schema.schema, ctx, 'response_format.json_schema.schema'));
   } else if (format.type === 'json_object' || format.type === 'json_schema') {
-    text = JSON.stringify({ answer: generateText(prompt, request, rng, Math.min(request.maxTokens, 64), 1) });
+    text = JSON.stringify({ answer: generateText(prompt, request, rng, Math.min(request.maxTokens, 64), 1, model) });
   } else {
     let prefix = describeMedia(media);
     if (last?.role === 'tool') {
@@ -215,7 +214,7 @@ export function generateLocalChat(request: ChatRequest, media: readonly MediaDes
       prefix += `The ${call?.function.name ?? 'tool'} tool returned ${textOf(last).slice(0, 400)}. `;
     }
     const sentences = 1 + Math.floor(rng() * 3);
-    text = prefix + generateText(prompt, request, rng, request.maxTokens, sentences);
+    text = prefix + generateText(prompt, request, rng, request.maxTokens, sentences, model);
   }
   const limited = limit(text, request);
   return {

@@ -2,6 +2,7 @@ import { ApiError } from '@atelier/contracts';
 import type { ChatCompletion, ChatCompletionChunk, ChatRequest } from '../chat-types';
 import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type ChunkSink, type ProviderCompletion, type ProviderStream } from '../providers/chat-provider';
 import { generateLocalChat, type MediaDescription } from './local-chat-generator';
+import type { MarkovModel } from './markov-model';
 
 /** Looks at the image/video parts of a request (downloads them through the SSRF guard). */
 export interface MediaInspector {
@@ -16,10 +17,20 @@ function throwIfAborted(signal: AbortSignal): void {
 
 /** The built-in offline model as a provider: generation is in-process and synchronous. */
 export class LocalChatProvider implements ChatProvider {
-  constructor(private readonly media: MediaInspector) {}
+  constructor(
+    private readonly media: MediaInspector,
+    /** A deployed fine-tune's model, by the blob key of its checkpoint's counts. */
+    private readonly adapted?: (key: string) => Promise<MarkovModel>,
+  ) {}
+
+  private async modelFor(call: ChatProviderCall): Promise<MarkovModel | undefined> {
+    if (call.adapter?.kind !== 'ngram') return undefined;
+    if (!this.adapted) throw new ApiError('service_unavailable', `Model ${call.model.id} needs its fine-tuned counts, which this chat service cannot load`);
+    return this.adapted(call.adapter.key);
+  }
 
   async complete(call: ChatProviderCall): Promise<ProviderCompletion> {
-    const out = generateLocalChat(call.request, await this.media.describe(call.request, call.signal));
+    const out = generateLocalChat(call.request, await this.media.describe(call.request, call.signal), await this.modelFor(call));
     throwIfAborted(call.signal);
     const completion: ChatCompletion = {
       id: call.completionId,
@@ -41,7 +52,7 @@ export class LocalChatProvider implements ChatProvider {
   }
 
   async stream(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
-    const out = generateLocalChat(call.request, await this.media.describe(call.request, call.signal));
+    const out = generateLocalChat(call.request, await this.media.describe(call.request, call.signal), await this.modelFor(call));
     const chunk = (delta: ChatCompletionChunk['choices'][number]['delta'], finish: ChatCompletionChunk['choices'][number]['finish_reason'] = null) =>
       JSON.stringify({
         id: call.completionId,

@@ -1,3 +1,4 @@
+import { isSentenceEnd, tokenizeWords, type NgramCountsJson } from '@atelier/ngram';
 import { CORPUS } from './corpus';
 import type { Rng } from './rng';
 
@@ -14,17 +15,10 @@ export interface SamplingOptions {
   presencePenalty: number;
 }
 
-const SENTENCE_END = new Set(['.', '!', '?']);
 const PUNCTUATION = new Set(['.', ',', ';', ':', '!', '?']);
 
-/** Words (letters, inner apostrophes and hyphens), numbers and punctuation; quotes are dropped. */
-export function tokenizeWords(text: string): string[] {
-  return text.match(/[A-Za-z][A-Za-z'-]*[A-Za-z]|[A-Za-z]|\d+|[.,;:!?]/g) ?? [];
-}
-
-export function isSentenceEnd(word: string): boolean {
-  return SENTENCE_END.has(word);
-}
+// The same words the trainer learns (libs/ngram), so an adapter's contexts match the model's.
+export { isSentenceEnd, tokenizeWords };
 
 /** Joins generated words back into text: no space before punctuation. */
 export function joinWords(words: readonly string[]): string {
@@ -44,11 +38,11 @@ export function wordPiece(word: string, isFirst: boolean): string {
  * top_p and the penalties can reshape the distribution per request.
  */
 export class MarkovModel {
-  private readonly trigram = new Map<string, Successors>();
-  private readonly bigram = new Map<string, Successors>();
+  protected readonly trigram = new Map<string, Successors>();
+  protected readonly bigram = new Map<string, Successors>();
   /** Lower-cased word -> its spelling in the corpus, to start from a word of the prompt. */
-  private readonly vocabulary = new Map<string, string>();
-  readonly sentenceStarts: Successors;
+  protected readonly vocabulary = new Map<string, string>();
+  sentenceStarts: Successors;
 
   constructor(corpus: string) {
     const words = tokenizeWords(corpus);
@@ -81,6 +75,44 @@ export class MarkovModel {
       (n >= 1 ? this.bigram.get(previous[n - 1]) : undefined) ??
       this.sentenceStarts;
     return sample(successors, rng, options, occurrences);
+  }
+}
+
+/**
+ * A fine-tuned local-chat: the counts a checkpoint learned (libs/ngram, the built-in trainer's
+ * adapter file) tried first, the base corpus's where they know nothing, as a LoRA adds to the
+ * weights it was trained against.
+ */
+export class AdaptedMarkovModel extends MarkovModel {
+  constructor(
+    counts: NgramCountsJson,
+    private readonly base: MarkovModel,
+  ) {
+    super('');
+    const fill = (table: Map<string, Successors>, record: Record<string, Record<string, number>>) => {
+      for (const [ctx, row] of Object.entries(record)) table.set(ctx, { words: Object.keys(row), counts: Object.values(row) });
+    };
+    fill(this.trigram, counts.trigram);
+    fill(this.bigram, counts.bigram);
+    for (const w of Object.keys(counts.unigram)) if (!PUNCTUATION.has(w) && !this.vocabulary.has(w.toLowerCase())) this.vocabulary.set(w.toLowerCase(), w);
+    this.sentenceStarts = Object.keys(counts.starts).length > 0 ? { words: Object.keys(counts.starts), counts: Object.values(counts.starts) } : base.sentenceStarts;
+  }
+
+  override get vocabularySize(): number {
+    return this.vocabulary.size + this.base.vocabularySize;
+  }
+
+  override known(word: string): string | undefined {
+    return super.known(word) ?? this.base.known(word);
+  }
+
+  override next(previous: readonly string[], rng: Rng, options: SamplingOptions, occurrences: ReadonlyMap<string, number>): string {
+    const n = previous.length;
+    const own = (n >= 2 ? this.trigram.get(`${previous[n - 2]} ${previous[n - 1]}`) : undefined) ?? (n >= 1 ? this.bigram.get(previous[n - 1]) : undefined);
+    if (own) return sample(own, rng, options, occurrences);
+    // Where the adapter knows nothing (a word of the base corpus), the base model goes on; a sentence starts from the adapter's.
+    if (n >= 1 && !isSentenceEnd(previous[n - 1]) && this.base.known(previous[n - 1]) !== undefined) return this.base.next(previous, rng, options, occurrences);
+    return sample(this.sentenceStarts, rng, options, occurrences);
   }
 }
 

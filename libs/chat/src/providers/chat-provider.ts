@@ -1,3 +1,4 @@
+import type { ChatModelAdapter } from '@atelier/contracts';
 import type { ChatModelDefinition } from '@atelier/models';
 import type { ChatCompletion, ChatRequest, ChatUsage } from '../chat-types';
 
@@ -13,6 +14,8 @@ export interface ChatProviderCall {
   created: number;
   /** Aborted when the caller goes away or the job is cancelled: the provider must stop. */
   signal: AbortSignal;
+  /** A deployed fine-tune's adapter, applied by the provider that serves it. */
+  adapter?: ChatModelAdapter;
 }
 
 export interface ProviderCompletion {

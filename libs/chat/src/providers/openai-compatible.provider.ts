@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
 import { abortFollowing } from '@atelier/runtime';
-import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
+import type { ChatModelDefinition, OpenAiCompatibleEngineConfig } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
 import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type ChunkSink, type ProviderCompletion, type ProviderStream } from './chat-provider';
@@ -46,6 +46,12 @@ class AttemptError extends Error {
 }
 
 class UpstreamTimeout extends Error {}
+
+/** The server does not know the LoRA adapter asked for (it restarted and lost it). */
+class AdapterNotLoaded extends ApiError {}
+
+/** Loads a deployed LoRA adapter into its server again (LoraAdapters.reload). */
+export type AdapterReload = (serving: ChatModelDefinition, name: string) => Promise<void>;
 
 export type SecretLookup = (envName: string) => string | undefined;
 
@@ -205,9 +211,27 @@ export class OpenAiCompatibleProvider implements ChatProvider {
    */
   private readonly agents = new Map<number, Agent>();
 
-  constructor(private readonly secrets: SecretLookup) {}
+  constructor(
+    private readonly secrets: SecretLookup,
+    private readonly reloadAdapter?: AdapterReload,
+  ) {}
+
+  /** A call for a LoRA adapter its server lost is made again once, after the adapter is loaded again. */
+  private async withAdapter<T>(call: ChatProviderCall, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      if (!(err instanceof AdapterNotLoaded) || call.adapter?.kind !== 'lora' || !this.reloadAdapter) throw err;
+      await this.reloadAdapter(call.model, call.adapter.name);
+      return run();
+    }
+  }
 
   async complete(call: ChatProviderCall): Promise<ProviderCompletion> {
+    return this.withAdapter(call, () => this.completeOnce(call));
+  }
+
+  private async completeOnce(call: ChatProviderCall): Promise<ProviderCompletion> {
     return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
       const text = await this.postBuffered(call, endpoint, signal, armTimer);
       let completion: ChatCompletion;
@@ -233,6 +257,10 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   async stream(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
+    return this.withAdapter(call, () => this.streamOnce(call, emit));
+  }
+
+  private async streamOnce(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
     let emitted = false;
     return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
       const res = await this.postStream(call, endpoint, signal);
@@ -305,7 +333,8 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${call.model.id} is not configured (its API key is not set)`));
       headers.authorization = `Bearer ${key}`;
     } else if (endpoint.target.basicAuth) headers.authorization = endpoint.target.basicAuth;
-    const body: Record<string, unknown> = { ...call.body, model: endpoint.upstreamModel, stream };
+    // A deployed LoRA adapter is asked for by its name, which the server loaded it under.
+    const body: Record<string, unknown> = { ...call.body, model: call.adapter?.kind === 'lora' ? call.adapter.name : endpoint.upstreamModel, stream };
     // The completion limit atelier reserved credits for, in the field the caller used.
     if (call.body.max_completion_tokens !== undefined) {
       body.max_completion_tokens = call.request.maxTokens;
@@ -334,7 +363,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     }
     const { statusCode, headers, text } = answer;
     if (statusCode >= 200 && statusCode < 300) return text;
-    throw this.refusal(endpoint, statusCode, messageOf(text, statusCode), headers);
+    throw this.refusal(endpoint, statusCode, messageOf(text, statusCode), headers, call);
   }
 
   /** A streamed answer whose status is 2xx and whose body is an event stream. */
@@ -354,11 +383,13 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       }
       return res;
     }
-    throw this.refusal(endpoint, status, await upstreamMessage(res), res.headers);
+    throw this.refusal(endpoint, status, await upstreamMessage(res), res.headers, call);
   }
 
   /** What a non-2xx answer means for the attempt. */
-  private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers']): AttemptError {
+  private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers'], call: ChatProviderCall): AttemptError {
+    if (status === 404 && call.adapter?.kind === 'lora')
+      return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
     if (status === 429)
       return new AttemptError('retry', new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(headers));
     if (status >= 500 || status === 408)

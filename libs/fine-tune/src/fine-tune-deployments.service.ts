@@ -1,0 +1,75 @@
+import { Injectable } from '@nestjs/common';
+import { ApiError } from '@atelier/contracts';
+import { Prisma, PrismaService } from '@atelier/db';
+import { DeployedModels, deployedModelObject, LoraAdapters } from '@atelier/models';
+import type { RepositoryRecord } from '@atelier/repos';
+import { checkpointModelName } from './fine-tune-reports.service';
+import { FineTuneRuns } from './fine-tune-runs.service';
+
+export const DEPLOYMENT_TYPES = ['fast', 'normal'] as const;
+/** A checkpoint can become a model once its run has ended. */
+const DEPLOYABLE_STATES = ['completed', 'stopped', 'deployed'];
+
+
+/**
+ * POST .../checkpoints/{step}/deploy: a sealed checkpoint becomes the model
+ * `<fine_tune_name>-step-<step>`, owned by the fine-tune's namespace and callable through the
+ * endpoint of its serving model. atelier/local-chat checkpoints are served by local-chat with
+ * their counts; other base models by a LoRA server (LoraServers), which loads the adapter first.
+ */
+@Injectable()
+export class FineTuneDeployments {
+  constructor(
+    private readonly prisma: PrismaService,
+    private readonly runs: FineTuneRuns,
+    private readonly deployed: DeployedModels,
+    private readonly lora: LoraAdapters,
+  ) {}
+
+  async deploy(repo: RepositoryRecord, id: string, stepParam: string, body: unknown, retry: boolean) {
+    const ft = await this.runs.find(repo, id);
+    if (!/^\d{1,9}$/.test(stepParam)) throw ApiError.badRequest('step must be a non-negative integer');
+    const step = Number(stepParam);
+    const type = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>).deployment_type ?? 'normal' : 'normal';
+    if (typeof type !== 'string' || !(DEPLOYMENT_TYPES as readonly string[]).includes(type)) throw ApiError.badRequest(`deployment_type must be one of ${DEPLOYMENT_TYPES.join(', ')}`);
+    if (!DEPLOYABLE_STATES.includes(ft.state))
+      throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; its checkpoints can be deployed once the run has ended (completed or stopped)`);
+    const checkpoint = await this.prisma.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId: ft.id, step } } });
+    if (!checkpoint) throw ApiError.notFound(`Checkpoint not found: step ${step} of fine-tune ${id}`);
+    const serving = this.deployed.servingModel(ft.baseModel);
+    if (!serving)
+      throw new ApiError(
+        'invalid_state',
+        `Nothing can serve fine-tunes of ${ft.baseModel}: the catalog has no model with "lora_base_model": "${ft.baseModel}" (an openai-compatible server that loads LoRA adapters at run time)`,
+      );
+    const name = checkpointModelName(ft.name, step);
+    const existing = await this.prisma.deployedModel.findUnique({ where: { fineTuneId_step: { fineTuneId: ft.id, step } } });
+    if (existing?.status === 'deployed' && !retry) throw ApiError.conflict(`Checkpoint ${step} is already deployed as ${name}; ?retry=true deploys it again`);
+    let status = 'deployed';
+    let failure: unknown;
+    if (serving.engine.type === 'openai-compatible') {
+      try {
+        await this.lora.deploy(serving, name, ft.id, step);
+      } catch (err) {
+        status = 'failed';
+        failure = err;
+      }
+    }
+    try {
+      await this.prisma.deployedModel.upsert({
+        where: { fineTuneId_step: { fineTuneId: ft.id, step } },
+        create: { namespaceId: ft.namespaceId, name, fineTuneId: ft.id, step, baseModel: ft.baseModel, deploymentType: type, status },
+        update: { deploymentType: type, status },
+      });
+    } catch (err) {
+      if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') throw ApiError.conflict(`A model named ${name} already exists in namespace ${repo.namespace}`);
+      throw err;
+    }
+    this.deployed.forget();
+    if (failure) throw failure;
+    const moved = (await this.runs.transition(ft.id, ['completed', 'stopped', 'deployed'], 'deployed')) ?? (await this.runs.find(repo, id));
+    const view = await this.deployed.inNamespace(ft.namespaceId, name);
+    if (!view) throw new ApiError('service_unavailable', `${name} was deployed but cannot be served now; try again`);
+    return { fine_tune: moved, model: deployedModelObject(view) };
+  }
+}
