@@ -17,7 +17,11 @@ describe('examples/', () => {
   beforeAll(async () => {
     env = await createTestEnvironment({ ADMIN_TOKEN: 'examples-admin-token-0123456789' });
     build = buildAppsForTest(SERVICE_APPS.map(([name]) => name));
-    for (const [name, portVar] of SERVICE_APPS) apps.push(await startAppProcess(build, env, name, portVar, {}, (c) => spawned.push(c)));
+    for (const [name, portVar] of SERVICE_APPS) {
+      // The built-in trainer calls the gateway (started first) over HTTP, as in `npm start`.
+      const extra = name === 'fine-tune' ? { BUILTIN_TRAINER_API_URL: `http://127.0.0.1:${apps[0].port}`, BUILTIN_TRAINER_STEP_MS: '20' } : {};
+      apps.push(await startAppProcess(build, env, name, portVar, extra, (c) => spawned.push(c)));
+    }
     baseUrl = `http://127.0.0.1:${apps[0].port}`;
     const res = await fetch(`${baseUrl}/api/admin/users`, {
       method: 'POST',
@@ -115,9 +119,14 @@ describe('examples/', () => {
     expect(out.match(/^completed: \S+ succeeded http/gm)).toHaveLength(2);
   });
 
-  it('fine-tune.mjs: a Parquet dataset, uploaded, fine-tuned and tokenized', async () => {
-    const out = await run('fine-tune.mjs');
+  it('fine-tune.mjs: a Parquet dataset, uploaded, tokenized, trained by the built-in trainer, deployed and asked', async () => {
+    const out = await run('fine-tune.mjs', { deadlineMs: 60_000 });
     expect(out).toMatch(/^uploaded: main\/train\.parquet by \S+/m);
-    expect(out).toMatch(/^tokenized: tokenized \{.*"valid_rows":3/m);
+    expect(out).toMatch(/^tokenized: tokenized \{.*"valid_rows":12/m);
+    expect(out).toMatch(/^completed: charged 0\.\d+ credits for \d+ tokens/m);
+    const [, first, last] = /^checkpoints: \d+, loss (\S+) -> (\S+)$/m.exec(out) ?? [];
+    expect(Number(last)).toBeLessThan(Number(first));
+    expect(out).toMatch(/^deployed: \S+-step-\d+$/m);
+    expect(out).toMatch(/^answer: .*\b(orchard|cider|apple|harvest|press)\b/im);
   });
 });

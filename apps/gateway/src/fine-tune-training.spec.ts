@@ -422,6 +422,35 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect(refused.body.error.message).toMatch(/Nothing can serve fine-tunes of Qwen\/Qwen3-1.7B/);
   }, 60_000);
 
+  it("lists fine-tunes across a user's and an org's repositories, with the hub's filters", async () => {
+    const carol = await newTenant();
+    const a = await tokenized(carol, 'Qwen/Qwen3-0.6B');
+    const b = await tokenized(carol, 'Qwen/Qwen3-1.7B');
+    await api('POST', `${fineTunes(carol)}/${b.id}/actions/run`, carol.apiKey);
+    type Page = { fine_tunes: { id: string; status: string; repo_name: string }[]; total: number; page: number; page_size: number };
+    const all = await api<Page>('GET', '/api/user/fine_tunes', carol.apiKey);
+    expect(all.body).toMatchObject({ total: 2, page: 1, page_size: 20 });
+    expect(all.body.fine_tunes.map((f) => f.id)).toEqual([b.id, a.id]);
+    expect((await api<Page>('GET', '/api/user/fine_tunes?status=enqueued', carol.apiKey)).body.fine_tunes.map((f) => f.id)).toEqual([b.id]);
+    expect((await api<Page>('GET', '/api/user/fine_tunes?sort=created_at&page_size=1&page=2', carol.apiKey)).body.fine_tunes.map((f) => f.id)).toEqual([b.id]);
+    expect((await api<Page>('GET', `/api/user/fine_tunes?created_by=${carol.username}&search=DS`, carol.apiKey)).body.total).toBe(2);
+    expect((await api<Page>('GET', '/api/user/fine_tunes?created_by=nobody-at-all', carol.apiKey)).body.total).toBe(0);
+    expect((await api('GET', '/api/user/fine_tunes?sort=size', carol.apiKey)).status).toBe(400);
+
+    const org = `org-${carol.username}`;
+    expect((await api('POST', '/api/admin/orgs', gw.adminToken, { name: org, credits: '5' })).status).toBe(201);
+    expect((await api('PUT', `/api/admin/orgs/${org}/members/${carol.username}`, gw.adminToken)).status).toBe(200);
+    expect((await api('POST', '/api/repos', carol.apiKey, { namespace: org, name: 'ds' })).status).toBe(201);
+    expect((await uploadFiles(gw.http, carol.apiKey, `${org}/ds`, 'main', [{ field: 'files[]', filename: 'qa.parquet', content: DATASET }])).status).toBe(201);
+    const orgFt = await api<{ fine_tune: FineTune }>('POST', `/api/repos/${org}/ds/fine_tunes`, carol.apiKey, {
+      base_model: 'Qwen/Qwen3-0.6B', script_type: 'text_generation', resource: 'main/qa.parquet', training_params: { question_column: 'question', answer_column: 'answer' },
+    });
+    const ofOrg = await api<Page>('GET', `/api/orgs/${org}/fine_tunes`, carol.apiKey);
+    expect(ofOrg.body.fine_tunes.map((f) => f.id)).toEqual([orgFt.body.fine_tune.id]);
+    expect((await api('GET', `/api/orgs/${org}/fine_tunes`, alice.apiKey)).status).toBe(403);
+    expect((await api('GET', `/api/orgs/${carol.namespace}/fine_tunes`, carol.apiKey)).status).toBe(404);
+  }, 60_000);
+
   it('answers wrong states and inputs with 409, 402, 404, 400 and 401 in the error envelope', async () => {
     const t = await trainer(['Qwen/Qwen3-0.6B']);
     const missing = await api('POST', `${fineTunes(alice)}/00000000-0000-4000-8000-000000000000/actions/run`, alice.apiKey);

@@ -196,6 +196,8 @@ describe('Idempotency-Key', () => {
         'post /api/ai/videos/generate',
         'post /api/repos/{namespace}/{repo}/fine_tunes',
         'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/tokenize',
+        'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/actions/run',
+        'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/checkpoints/{step}/deploy',
       ].sort(),
     );
   });

@@ -91,8 +91,10 @@ export class ChatCompletionsService {
     try {
       return { model: resolveChatModel(this.catalog, rawBody) };
     } catch (err) {
+      // Only a well-formed body naming an unknown model gets here (anything else was refused first).
+      if (!(err instanceof ApiError && err.type === 'resource_not_found')) throw err;
       const name = (rawBody as { model?: unknown }).model;
-      if (!(err instanceof ApiError && err.type === 'resource_not_found') || typeof name !== 'string') throw err;
+      if (typeof name !== 'string') throw err;
       const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
       if (!found || found.serving.endpoint !== '/chat/completions') throw err;
       return { model: deployedDefinition(found) as ChatModelDefinition, deployed: { serving: found.serving.id, adapter: found.adapter } };

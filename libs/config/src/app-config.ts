@@ -63,8 +63,8 @@ const schema = z.object({
   MAX_CHECKPOINT_BYTES: positiveInt.default(2 * 1024 ** 3),
   /** The fine-tune service runs the built-in trainer (atelier/local-chat) as a client of the trainer API. */
   BUILTIN_TRAINER: bool.default(true),
-  /** Where the built-in trainer reaches the trainer API (the gateway). */
-  BUILTIN_TRAINER_API_URL: z.string().url().default('http://127.0.0.1:8080'),
+  /** Where the built-in trainer reaches the trainer API (the gateway); default http://127.0.0.1:<PORT>. */
+  BUILTIN_TRAINER_API_URL: z.string().url().optional(),
   /** The built-in trainer's pause between steps (a demonstration engine learns in milliseconds; this paces it like a real run). */
   BUILTIN_TRAINER_STEP_MS: z.coerce.number().int().min(0).default(200),
   /**

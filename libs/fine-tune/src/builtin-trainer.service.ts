@@ -100,7 +100,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer): Promise<T> {
-    const res = await fetch(new URL(path, this.config.BUILTIN_TRAINER_API_URL), {
+    const res = await fetch(new URL(path, this.config.BUILTIN_TRAINER_API_URL ?? `http://127.0.0.1:${this.config.PORT}`), {
       method,
       headers: { authorization: `Bearer ${this.token}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
       body: raw ? new Uint8Array(raw) : body === undefined ? undefined : JSON.stringify(body),

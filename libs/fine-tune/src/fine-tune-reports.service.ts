@@ -96,7 +96,11 @@ export class FineTuneReports {
   }
 }
 
-/** `<fine_tune_name>-step-<step>`: the model a deployed checkpoint becomes. */
+/**
+ * `<fine_tune_name>-step-<step>`: the model a deployed checkpoint becomes. The name is a model id,
+ * used in URLs and by SDKs: anything but letters, digits, `.`, `_` and `-` becomes `-`.
+ */
 export function checkpointModelName(fineTuneName: string, step: number): string {
-  return `${fineTuneName}-step-${step}`;
+  const safe = fineTuneName.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '') || 'fine-tune';
+  return `${safe}-step-${step}`;
 }

@@ -18,8 +18,6 @@ export const TRAINER_EVENT_TYPES = ['log', 'metrics', 'checkpoint', 'status'] as
 export const TRAINER_PHASES = ['downloading', 'training', 'uploading'] as const;
 const MAX_EVENTS_PER_CALL = 500;
 const MAX_LOG_LINE = 10_000;
-/** A long-poll with nothing to wake it still looks again this often (a wake-up lost with Redis). */
-const LEASE_RECHECK_MS = 5_000;
 
 export interface TrainerEvent {
   seq: number;
@@ -34,6 +32,8 @@ const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isS
 export function parseTrainerEvents(body: unknown): TrainerEvent[] {
   if (!isObject(body) || !Array.isArray(body.events)) throw ApiError.badRequest('Request body must be {"events": [...]}');
   if (body.events.length > MAX_EVENTS_PER_CALL) throw ApiError.badRequest(`At most ${MAX_EVENTS_PER_CALL} events per call`);
+  // Postgres keeps no NUL in text or jsonb: refused here rather than failing the write.
+  if (JSON.stringify(body.events).includes('\\u0000')) throw ApiError.badRequest('Events must not contain NUL characters');
   return body.events.map((raw, i) => {
     const at = `events[${i}]`;
     if (!isObject(raw)) throw ApiError.badRequest(`${at} must be an object`);
@@ -54,7 +54,7 @@ export function parseTrainerEvents(body: unknown): TrainerEvent[] {
  * The trainer side of a fine-tune run (README, "The trainer protocol"): leases long-polled from
  * the enqueued fine-tunes of the trainer's base models, events that are heartbeats too,
  * checkpoint files, and the run's end. Postgres holds every decision: a lease is a row that only
- * one trainer can take (SKIP LOCKED, one active lease per fine-tune by a unique index), and every
+ * one trainer can take (SKIP LOCKED, one active lease per fine-tune by a unique column), and every
  * call on it locks it first, so retries, replicas and crashes cannot run or charge a run twice.
  */
 @Injectable()
@@ -106,7 +106,9 @@ export class TrainerLeases implements OnModuleDestroy {
           this.waiting.delete(wake);
           resolve();
         };
-        const timer = setTimeout(wake, Math.min(left, LEASE_RECHECK_MS));
+        // No periodic look while it waits: an idle trainer costs one claim per poll. A wake-up lost
+        // with Redis only delays the run to the trainer's next poll, whose first claim finds it.
+        const timer = setTimeout(wake, left);
         signal.addEventListener('abort', wake, { once: true });
         this.waiting.add(wake);
       });
@@ -123,7 +125,7 @@ export class TrainerLeases implements OnModuleDestroy {
         ORDER BY f.enqueued_at, f.id LIMIT 1 FOR UPDATE SKIP LOCKED`;
       if (!candidate) return undefined;
       const ft = await tx.fineTune.update({ where: { id: candidate.id }, data: { attempt: { increment: 1 } } });
-      const lease = await tx.fineTuneLease.create({ data: { fineTuneId: ft.id, trainerId: trainer.id, attempt: ft.attempt } });
+      const lease = await tx.fineTuneLease.create({ data: { fineTuneId: ft.id, trainerId: trainer.id, attempt: ft.attempt, activeFor: ft.id } });
       return { lease, ft };
     });
   }
@@ -235,7 +237,7 @@ export class TrainerLeases implements OnModuleDestroy {
     if (finalStep !== undefined && !isCount(finalStep)) throw ApiError.badRequest('final_step must be a non-negative integer');
     const ended = await this.prisma.$transaction(async (tx) => {
       const lease = await this.lockLease(tx, trainer, leaseId);
-      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', heartbeatAt: new Date() } });
+      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
       const ft = await tx.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId } });
       const to = ft.stopRequestedAt ? 'stopped' : 'completed';
       const amount = { ...(tokens !== undefined && { trainedTokens: tokens as number }), ...(steps !== undefined && { trainedSteps: steps as number }) };
@@ -249,10 +251,10 @@ export class TrainerLeases implements OnModuleDestroy {
   /** POST .../fail: the run errors with the trainer's message; nothing is charged. */
   async fail(trainer: TrainerIdentity, leaseId: string, body: unknown) {
     const error = isObject(body) ? body.error : undefined;
-    if (typeof error !== 'string' || error.trim() === '') throw ApiError.badRequest('error must be a non-empty string');
+    if (typeof error !== 'string' || error.trim() === '' || error.includes('\u0000')) throw ApiError.badRequest('error must be a non-empty string without NUL characters');
     const ended = await this.prisma.$transaction(async (tx) => {
       const lease = await this.lockLease(tx, trainer, leaseId);
-      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', heartbeatAt: new Date() } });
+      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
       return this.runs.end(lease.fineTuneId, ['enqueued', 'running'], 'errored', { release: true }, { db: tx, error: `The trainer failed: ${error}` });
     });
     if (!ended) throw new ApiError('invalid_state', `The fine-tune of lease ${leaseId} has already ended`);
@@ -268,7 +270,7 @@ export class TrainerLeases implements OnModuleDestroy {
   async sweepLost(): Promise<number> {
     const lostAfterMs = 3 * this.config.TRAINER_HEARTBEAT_SECONDS * 1000;
     const lost = await this.prisma.$queryRaw<{ fine_tune_id: string; attempt: number }[]>`
-      UPDATE fine_tune_leases SET state = 'lost'
+      UPDATE fine_tune_leases SET state = 'lost', active_for = NULL
       WHERE state = 'active' AND heartbeat_at < now() - (${lostAfterMs}::int * interval '1 millisecond')
       RETURNING fine_tune_id::text, attempt`;
     for (const { fine_tune_id: id, attempt } of lost) {

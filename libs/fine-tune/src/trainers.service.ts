@@ -40,7 +40,8 @@ export class Trainers {
   async create(body: unknown): Promise<{ id: string; name: string; base_models: string[]; token: string; created_at: number }> {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
     const { name, base_models: models } = body as Record<string, unknown>;
-    if (typeof name !== 'string' || name.trim() === '' || name.length > 100) throw ApiError.badRequest('name must be a non-empty string of at most 100 characters');
+    if (typeof name !== 'string' || name.trim() === '' || name.length > 100 || name.includes('\u0000'))
+      throw ApiError.badRequest('name must be a non-empty string of at most 100 characters, without NUL');
     if (!Array.isArray(models) || models.length === 0 || models.some((m) => typeof m !== 'string'))
       throw ApiError.badRequest('base_models must be a non-empty array of base model names (GET /api/fine_tunes/base_models)');
     const unknown = (models as string[]).filter((m) => !Object.hasOwn(BASE_MODELS, m));

@@ -27,6 +27,10 @@ export interface DeployedModelView {
   createdAt: Date;
 }
 
+const MAX_NAME_LENGTH = 512;
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+
 /** Looked-up deployed models are trusted this long; a deploy clears this replica's entries at once. */
 const CACHE_MS = 2_000;
 
@@ -60,6 +64,8 @@ export class DeployedModels {
   }
 
   private async named(name: string): Promise<DeployedModelView[]> {
+    // No deployed model has such a name, and Postgres refuses a NUL in text: not a lookup at all.
+    if (name.length > MAX_NAME_LENGTH || CONTROL_CHARACTERS.test(name)) return [];
     const hit = this.byName.get(name);
     if (hit && performance.now() - hit.at < CACHE_MS) return hit.rows;
     const rows = await this.prisma.deployedModel.findMany({ where: { name, status: 'deployed' } });

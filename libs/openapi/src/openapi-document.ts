@@ -491,6 +491,24 @@ function operations(catalog: ModelCatalog): Operation[] {
       access: 'key',
       responses: { 200: ['The status', { type: 'object' }] },
     },
+    ...(['/api/user/fine_tunes', '/api/orgs/:name/fine_tunes'] as const).map(
+      (route): Operation => ({
+        method: 'get',
+        route,
+        tag: 'Fine-tunes',
+        summary: route.startsWith('/api/user') ? "Fine-tunes across the caller's own repositories" : "Fine-tunes across an organization's repositories (members only)",
+        access: 'key',
+        query: [
+          { name: 'page', schema: { type: 'integer', minimum: 1, default: 1 } },
+          { name: 'page_size', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+          { name: 'search', schema: { type: 'string' }, description: "In the fine-tune's or its repository's name, ignoring case" },
+          { name: 'status', schema: { type: 'string', enum: [...FINE_TUNE_STATES] } },
+          { name: 'created_by', schema: { type: 'string' }, description: 'A username' },
+          { name: 'sort', schema: { type: 'string', enum: ['created_at', '-created_at', 'updated_at', '-updated_at', 'name', '-name'], default: '-created_at' } },
+        ],
+        responses: { 200: ['A page', { type: 'object', properties: { fine_tunes: { type: 'array', items: { $ref: '#/components/schemas/FineTune' } }, total: { type: 'integer' }, page: { type: 'integer' }, page_size: { type: 'integer' } } }] },
+      }),
+    ),
     {
       method: 'post',
       route: '/api/trainer/lease',

@@ -30,6 +30,7 @@ CREATE TABLE "fine_tune_leases" (
   "trainer_id" UUID NOT NULL,
   "attempt" INTEGER NOT NULL,
   "state" TEXT NOT NULL DEFAULT 'active',
+  "active_for" UUID,
   "last_seq" INTEGER NOT NULL DEFAULT 0,
   "heartbeat_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
   "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
@@ -40,7 +41,7 @@ CREATE TABLE "fine_tune_leases" (
 CREATE INDEX "fine_tune_leases_fine_tune_id_idx" ON "fine_tune_leases"("fine_tune_id");
 CREATE INDEX "fine_tune_leases_state_heartbeat_at_idx" ON "fine_tune_leases"("state", "heartbeat_at");
 -- One run of a fine-tune at a time, whatever the replicas and trainers do.
-CREATE UNIQUE INDEX "fine_tune_leases_one_active" ON "fine_tune_leases"("fine_tune_id") WHERE "state" = 'active';
+CREATE UNIQUE INDEX "fine_tune_leases_active_for_key" ON "fine_tune_leases"("active_for");
 
 CREATE TABLE "fine_tune_logs" (
   "id" BIGSERIAL NOT NULL,
