@@ -28,7 +28,6 @@ export interface DeployedModelView {
 }
 
 const MAX_NAME_LENGTH = 512;
-// eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
 /** Looked-up deployed models are trusted this long; a deploy clears this replica's entries at once. */
