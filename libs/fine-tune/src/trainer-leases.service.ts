@@ -162,35 +162,41 @@ export class TrainerLeases implements OnModuleDestroy {
    */
   async events(trainer: TrainerIdentity, leaseId: string, body: unknown): Promise<{ cancel: boolean; applied: number }> {
     const events = parseTrainerEvents(body).sort((a, b) => a.seq - b.seq);
+    // The hot call of the protocol (every heartbeat): the lease locked and its run read in one
+    // statement, the new events in one insert, the lease's seq and heartbeat in one update.
     const { started, cancel, applied } = await this.prisma.$transaction(async (tx) => {
-      const lease = await this.lockLease(tx, trainer, leaseId);
-      let last = lease.lastSeq;
-      let count = 0;
-      for (const e of events) {
-        if (e.seq <= last) continue;
-        if (e.type === 'checkpoint') await this.seal(tx, lease, e);
-        await tx.fineTuneLog.create({ data: { fineTuneId: lease.fineTuneId, attempt: lease.attempt, type: e.type, data: { seq: e.seq, ...e.body } as Prisma.InputJsonValue } });
-        last = e.seq;
-        count++;
-      }
-      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { lastSeq: last, heartbeatAt: new Date() } });
-      const started = await this.runs.transition(lease.fineTuneId, ['enqueued'], 'running', { startedAt: new Date() }, tx);
-      const ft = started ?? (await tx.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId } }));
-      return { started, cancel: ft.stopRequestedAt !== null, applied: count };
+      const [locked] = UUID_PATTERN.test(leaseId)
+        ? await tx.$queryRaw<{ trainer_id: string; state: string; last_seq: number; attempt: number; fine_tune_id: string; ft_state: string; stop_requested: boolean }[]>`
+            SELECT l.trainer_id::text, l.state, l.last_seq, l.attempt, l.fine_tune_id::text, f.state AS ft_state, f.stop_requested_at IS NOT NULL AS stop_requested
+            FROM fine_tune_leases l JOIN fine_tunes f ON f.id = l.fine_tune_id
+            WHERE l.id = ${leaseId}::uuid FOR UPDATE OF l`
+        : [];
+      if (!locked || locked.trainer_id !== trainer.id) throw ApiError.notFound(`Lease not found: ${leaseId}`);
+      if (locked.state !== 'active') throw new ApiError('invalid_state', `Lease ${leaseId} is ${locked.state}; its fine-tune is no longer this trainer's to run`);
+      const fresh = events.filter((e, i) => e.seq > locked.last_seq && (i === 0 || e.seq !== events[i - 1].seq));
+      for (const e of fresh) if (e.type === 'checkpoint') await this.seal(tx, locked.fine_tune_id, e);
+      if (fresh.length)
+        await tx.fineTuneLog.createMany({
+          data: fresh.map((e) => ({ fineTuneId: locked.fine_tune_id, attempt: locked.attempt, type: e.type, data: { seq: e.seq, ...e.body } as Prisma.InputJsonValue })),
+        });
+      const last = fresh.length ? fresh[fresh.length - 1].seq : locked.last_seq;
+      await tx.$executeRaw`UPDATE fine_tune_leases SET last_seq = ${last}, heartbeat_at = now() WHERE id = ${leaseId}::uuid`;
+      const started = locked.ft_state === 'enqueued' ? await this.runs.transition(locked.fine_tune_id, ['enqueued'], 'running', { startedAt: new Date() }, tx) : undefined;
+      return { started, cancel: locked.stop_requested, applied: fresh.length };
     });
     if (started) await this.runs.announce(started);
     return { cancel, applied };
   }
 
   /** A checkpoint event seals the files uploaded for its step: it needs at least one. */
-  private async seal(tx: Prisma.TransactionClient, lease: LeaseRow, e: TrainerEvent): Promise<void> {
+  private async seal(tx: Prisma.TransactionClient, fineTuneId: string, e: TrainerEvent): Promise<void> {
     const step = e.body.step as number;
-    const files = await tx.fineTuneCheckpointFile.findMany({ where: { fineTuneId: lease.fineTuneId, step }, select: { sizeBytes: true } });
+    const files = await tx.fineTuneCheckpointFile.findMany({ where: { fineTuneId, step }, select: { sizeBytes: true } });
     if (files.length === 0) throw ApiError.badRequest(`Checkpoint ${step} has no files: upload them (PUT .../checkpoints/${step}/files/{path}) before its checkpoint event`);
     const size = files.reduce((n, f) => n + f.sizeBytes, 0n);
     await tx.fineTuneCheckpoint.upsert({
-      where: { fineTuneId_step: { fineTuneId: lease.fineTuneId, step } },
-      create: { fineTuneId: lease.fineTuneId, step, metrics: (e.body.metrics ?? {}) as Prisma.InputJsonValue, sizeBytes: size },
+      where: { fineTuneId_step: { fineTuneId, step } },
+      create: { fineTuneId, step, metrics: (e.body.metrics ?? {}) as Prisma.InputJsonValue, sizeBytes: size },
       update: {},
     });
   }
