@@ -4,6 +4,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import sharp from 'sharp';
+import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner } from '@atelier/fine-tune';
 import { defaultCatalogDir } from '@atelier/models';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { Prisma } from '@atelier/db';
@@ -105,6 +107,8 @@ describe('fine-tune runs and the trainer protocol', () => {
   let build: ReturnType<typeof buildAppsForTest>;
   let service: AppProcess;
   let chat: AppProcess;
+  let media: AppProcess;
+  let queueWorker: AppProcess;
   let lora: Awaited<ReturnType<typeof startFakeLoraServer>>;
   let alice: Tenant;
 
@@ -178,8 +182,10 @@ describe('fine-tune runs and the trainer protocol', () => {
     const shared = { MODEL_CATALOG_DIR: catalog, LORA_ADAPTER_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-lora-')) };
     gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-train-')), PUBLIC_URL: url, TRAINER_HEARTBEAT_SECONDS: '1', ...shared });
     await gw.app.listen({ port, host: '127.0.0.1' });
-    build = buildAppsForTest(['fine-tune', 'chat']);
+    build = buildAppsForTest(['fine-tune', 'chat', 'media', 'queue-worker']);
     chat = await startAppProcess(build, gw.env, 'chat', 'CHAT_PORT', { ...shared, LORA_RECONCILE_INTERVAL_MS: '500' });
+    media = await startAppProcess(build, gw.env, 'media', 'MEDIA_PORT', shared);
+    queueWorker = await startAppProcess(build, gw.env, 'queue-worker', 'QUEUE_WORKER_PORT', { ...shared, QUEUE_WORKER_POOLS: 'image' });
     service = await startAppProcess(build, gw.env, 'fine-tune', 'FINE_TUNE_PORT', {
       ...shared,
       PUBLIC_URL: url,
@@ -192,7 +198,7 @@ describe('fine-tune runs and the trainer protocol', () => {
     alice = await newTenant();
   }, 120_000);
   afterAll(async () => {
-    for (const proc of [service, chat]) if (proc?.alive()) await new Promise((r) => (proc.child.once('exit', r), proc.child.kill('SIGTERM')));
+    for (const proc of [service, chat, media, queueWorker]) if (proc?.alive()) await new Promise((r) => (proc.child.once('exit', r), proc.child.kill('SIGTERM')));
     await gw?.close();
     await lora?.close();
     build?.cleanup();
@@ -279,6 +285,67 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect(tunedWords.length).toBeGreaterThan(baseWords.length);
     expect((await ask(last.model_name, bob.apiKey)).status).toBe(404);
   }, 120_000);
+
+  it('trains atelier/local-image on a dataset of teal pictures, and the deployed model paints teal through images/generate and the queue', async () => {
+    // Twelve pictures in teal and its neighbours: a bright sky over a darker lower half.
+    const picture = (hue: number) => {
+      const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect width="64" height="30" fill="hsl(${hue},70%,60%)"/><rect y="30" width="64" height="34" fill="hsl(${hue + 10},60%,30%)"/></svg>`;
+      return sharp(Buffer.from(svg)).png().toBuffer();
+    };
+    const pictures = await Promise.all(Array.from({ length: 12 }, (_, i) => picture(175 + (i % 3) * 5)));
+    const images = parquet([
+      { name: 'caption', data: pictures.map((_, i) => `a teal landscape ${i}`), type: 'STRING' },
+      { name: 'image', data: pictures.map((p) => new Uint8Array(p)), type: 'BYTE_ARRAY' },
+    ]);
+    expect((await uploadFiles(gw.http, alice.apiKey, `${alice.namespace}/ds`, 'main', [{ field: 'files[]', filename: 'teal.parquet', content: images }])).status).toBe(201);
+    const created = await api<{ fine_tune: FineTune }>('POST', fineTunes(alice), alice.apiKey, {
+      base_model: 'atelier/local-image',
+      script_type: 'image_generation',
+      resource: 'main/teal.parquet',
+      training_params: { caption_column: 'caption', image_column: 'image', steps: 40 },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.fine_tune.id;
+    expect((await api('POST', `${fineTunes(alice)}/${id}/actions/run`, alice.apiKey)).status).toBe(200);
+    const done = await until(alice, id, 'completed');
+    // Charged per step, at the base model's price per step.
+    expect(done.credits_used).toBe(new Prisma.Decimal('0.00005').mul(40).toFixed());
+    const cps = await api<{ checkpoints: { step: number; model_name: string; metrics: { loss: number } }[] }>('GET', `${fineTunes(alice)}/${id}/checkpoints`, alice.apiKey);
+    const last = cps.body.checkpoints[cps.body.checkpoints.length - 1];
+    expect(last.step).toBe(40);
+    const deployed = await api<{ model: { id: string; endpoint: string } }>('POST', `${fineTunes(alice)}/${id}/checkpoints/40/deploy`, alice.apiKey, {});
+    expect(deployed.status).toBe(200);
+    expect(deployed.body.model).toMatchObject({ id: last.model_name, endpoint: '/images/generate' });
+
+    /** The dominant hue of a picture, by the same measure the trainer learns with. */
+    const dominantHue = async (bytes: Buffer) => {
+      const raw = await sharp(bytes).resize(STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE, { fit: 'fill' }).removeAlpha().raw().toBuffer();
+      const learner = new StyleLearner();
+      learner.learn(describeImage(raw, STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE));
+      return learner.hues()[0];
+    };
+    const near = (hue: number, target: number) => Math.abs(((hue - target + 540) % 360) - 180) <= 30;
+    const prompt = 'a red sunset over the desert';
+    const generate = (model: string) =>
+      api<{ images: { b64_json: string }[]; model: string }>('POST', '/api/ai/images/generate', alice.apiKey, { model, prompt, width: 256, height: 256, seed: 3, response_format: 'b64_json' });
+    const tuned = await generate(last.model_name);
+    expect(tuned.status).toBe(200);
+    expect(tuned.body.model).toBe(last.model_name);
+    const base = await generate('local-image');
+    expect(near(await dominantHue(Buffer.from(tuned.body.images[0].b64_json, 'base64')), 182)).toBe(true);
+    expect(near(await dominantHue(Buffer.from(base.body.images[0].b64_json, 'base64')), 182)).toBe(false);
+
+    // The queue renders it the same way.
+    const queued = await api<{ generations: { generation_id: string }[] }>('POST', '/api/ai/queue', alice.apiKey, { model: last.model_name, prompt, width: 256, height: 256, seed: 3 });
+    expect(queued.status).toBe(200);
+    const record = await waitFor(async () => {
+      const r = await api<{ status: string; result_url: string | null; model_name: string }>('GET', `/api/ai/queue/${queued.body.generations[0].generation_id}`, alice.apiKey);
+      if (r.body.status === 'failed') throw new Error(`the generation failed: ${JSON.stringify(r.body)}`);
+      return r.body.status === 'succeeded' ? r.body : undefined;
+    }, { timeoutMs: 30_000, description: 'the queued generation to succeed' });
+    expect(record.model_name).toBe(last.model_name);
+    expect(near(await dominantHue(Buffer.from(await (await fetch(record.result_url!)).arrayBuffer())), 182)).toBe(true);
+  }, 90_000);
 
   it('serves an external trainer through the documented routes: lease, dataset bytes, events with a repeated seq, checkpoint upload, complete', async () => {
     const t = await trainer(['Qwen/Qwen3-0.6B']);

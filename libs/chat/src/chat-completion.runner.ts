@@ -8,8 +8,9 @@ import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
 import type { ChatProvider, ChatProviderCall } from './providers/chat-provider';
 import { OpenAiCompatibleProvider } from './providers/openai-compatible.provider';
-import { AdaptedModels } from './local-chat/adapted-models';
-import { BlobStore } from '@atelier/storage';
+import { BlobStore, ParsedBlobs } from '@atelier/storage';
+import { parseNgramCounts } from '@atelier/ngram';
+import { AdaptedMarkovModel, localChatModel, type MarkovModel } from './local-chat/markov-model';
 
 export interface ChatRunContext {
   signal: AbortSignal;
@@ -33,7 +34,8 @@ export class ChatCompletionRunner {
     blobs: BlobStore,
     lora: LoraAdapters,
   ) {
-    const adapted = new AdaptedModels(blobs);
+    // Deployed fine-tunes' counts, loaded once, over the base corpus's model.
+    const adapted = new ParsedBlobs<MarkovModel>(blobs, (text) => new AdaptedMarkovModel(parseNgramCounts(text), localChatModel()), 32);
     this.local = new LocalChatProvider(new ChatMediaInspector(config), (key) => adapted.get(key));
     this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv, (serving, name) => lora.reload(serving, name));
   }

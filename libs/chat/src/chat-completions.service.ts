@@ -96,7 +96,7 @@ export class ChatCompletionsService {
       const name = (rawBody as { model?: unknown }).model;
       if (typeof name !== 'string') throw err;
       const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
-      if (!found || found.serving.endpoint !== '/chat/completions') throw err;
+      if (!found || found.serving.endpoint !== '/chat/completions' || found.adapter.kind === 'style') throw err;
       return { model: deployedDefinition(found) as ChatModelDefinition, deployed: { serving: found.serving.id, adapter: found.adapter } };
     }
   }

@@ -60,6 +60,8 @@ export interface ChatTokenLimits {
 
 /** What a deployed fine-tune adds to the catalog model serving it (DeployedModels). */
 export type ChatModelAdapter = { kind: 'ngram'; key: string } | { kind: 'lora'; name: string };
+/** A deployed atelier/local-image checkpoint: the blob key of its learned style (ImageStyle). */
+export type MediaModelAdapter = { kind: 'style'; key: string };
 
 export interface ChatCompletionJob {
   caller: CallerContext;
@@ -95,7 +97,10 @@ export interface MediaOutputTarget {
 
 export interface MediaRenderJob {
   caller: CallerContext;
+  /** The catalog model that renders (for a deployed fine-tune, its serving model). */
   model: string;
+  /** A deployed fine-tune: the name answers carry, and its adapter. */
+  deployed?: { name: string; adapter: MediaModelAdapter };
   /** The request body, already validated against the model's json_request_schema (defaults filled). */
   params: Record<string, unknown>;
   target?: MediaOutputTarget;

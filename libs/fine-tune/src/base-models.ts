@@ -78,6 +78,12 @@ export const BASE_MODELS = {
     price: { per_million_tokens: '0.05' },
     note: 'a demonstration engine: the built-in trainer learns word n-grams, not weights',
   },
+  'atelier/local-image': {
+    tokenizer: 'qwen3',
+    approximate: true,
+    price: { per_step: '0.00005' },
+    note: 'a demonstration engine: the built-in trainer learns a palette and a horizon, not weights',
+  },
   'Wan-AI/Wan2.2-T2V-A14B-Diffusers': { tokenizer: 'llama3', approximate: true, price: { per_step: '0.025' }, note: 'umT5 has no published JS tokenizer package; a 128k BPE is used instead' },
 } as const satisfies Record<string, BaseModelSpec>;
 
@@ -109,7 +115,7 @@ export const SUPPORTED_BASE_MODELS: Record<ScriptType, readonly BaseModelName[]>
   image_editing: ['Qwen/Qwen-Image-Edit', 'black-forest-labs/FLUX.1-Kontext-dev'],
   multi_image_editing: ['Qwen/Qwen-Image-Edit-2509', 'Qwen/Qwen-Image-Edit-2511'],
   image_to_video: ['Wan-AI/Wan2.1-T2V-1.3B-Diffusers', 'Wan-AI/Wan2.1-T2V-14B-Diffusers', 'Wan-AI/Wan2.2-T2V-A14B-Diffusers'],
-  image_generation: ['Qwen/Qwen-Image', 'black-forest-labs/FLUX.1-dev', 'black-forest-labs/FLUX.2-dev', 'Tongyi-MAI/Z-Image-Turbo'],
+  image_generation: ['atelier/local-image', 'Qwen/Qwen-Image', 'black-forest-labs/FLUX.1-dev', 'black-forest-labs/FLUX.2-dev', 'Tongyi-MAI/Z-Image-Turbo'],
 };
 
 export function isScriptType(value: unknown): value is ScriptType {

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { NgramCounts, parseNgramCounts } from '@atelier/ngram';
+import sharp from 'sharp';
+import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner, type ImageStyleState } from './image-style-learning';
 import { openParquet, readRowWindows } from './parquet-dataset';
 import { datasetLimits } from './fine-tunes.service';
 import { Trainers } from './trainers.service';
@@ -22,6 +24,13 @@ interface Lease {
 }
 
 export const ADAPTER_FILE = 'adapter_model.json';
+const LOCAL_IMAGE_BASE = 'atelier/local-image';
+
+/** A downloaded file as the Parquet reader reads it. */
+function arrayBufferOf(bytes: Buffer) {
+  const view = new Uint8Array(bytes).buffer;
+  return { byteLength: bytes.byteLength, slice: async (start: number, end?: number) => view.slice(start, end ?? bytes.byteLength) };
+}
 export const ADAPTER_CONFIG_FILE = 'adapter_config.json';
 /** Chunks an epoch is learned in: the steps a run reports. */
 const MAX_STEPS_PER_EPOCH = 10;
@@ -129,6 +138,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
       if (!lease.dataset) throw new Error('the lease names no dataset');
       const bytes = await this.download(lease.dataset.url);
       if (createHash('sha256').update(bytes).digest('hex') !== lease.dataset.sha256) throw new Error('the dataset does not match its sha256');
+      if (ft.base_model === LOCAL_IMAGE_BASE) return await this.trainStyle(lease, bytes, base, send);
       const texts = await this.datasetTexts(bytes, ft.script_type, ft.training_params);
       if (texts.length === 0) throw new Error('the dataset has no text to learn from');
       // Every tenth row is held out to measure the loss on (at least one).
@@ -180,6 +190,59 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
+  /**
+   * atelier/local-image: learns the palette, saturation, lightness and horizon of the dataset's
+   * images (bytes in the image column, or http(s) links), a chunk of images per report. Its
+   * `steps` are the run's steps (charged per step); the loss is the share of the held-out images'
+   * colour the learned palette does not cover.
+   */
+  private async trainStyle(lease: Lease, bytes: Buffer, base: string, send: (...e: Record<string, unknown>[]) => Promise<boolean>): Promise<void> {
+    const ft = lease.fine_tune;
+    const column = String(ft.training_params.image_column);
+    const images: ReturnType<typeof describeImage>[] = [];
+    for await (const window of readRowWindows(await openParquet(arrayBufferOf(bytes), datasetLimits(this.config)), [column])) {
+      for (const row of window.rows) {
+        const cell = row[column];
+        const data = cell instanceof Uint8Array ? Buffer.from(cell) : typeof cell === 'string' && /^https?:\/\//.test(cell) ? await this.download(cell).catch(() => undefined) : undefined;
+        if (!data) continue;
+        const raw = await sharp(data).resize(STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE, { fit: 'fill' }).removeAlpha().raw().toBuffer().catch(() => undefined);
+        if (raw) images.push(describeImage(raw, STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE));
+      }
+    }
+    if (images.length === 0) throw new Error(`no image of the dataset's ${column} column could be read (bytes or http(s) links)`);
+    const heldOut = images.filter((_, i) => i % 10 === 9);
+    if (heldOut.length === 0) heldOut.push(images[images.length - 1]);
+    const train = images.filter((_, i) => i % 10 !== 9);
+    const steps = Math.max(1, Number(ft.training_params.steps ?? 1) || 1);
+    const chunks = Math.max(1, Math.min(MAX_STEPS_PER_EPOCH, train.length, steps));
+    let learner = new StyleLearner();
+    let chunk = 0;
+    if (lease.resume_from) {
+      const file = lease.resume_from.files.find((f) => f.path === ADAPTER_FILE);
+      if (file) {
+        learner = StyleLearner.from(JSON.parse((await this.download(file.url)).toString('utf8')) as ImageStyleState);
+        chunk = Math.round((lease.resume_from.step / steps) * chunks);
+      }
+    }
+    await send({ type: 'status', phase: 'training' }, { type: 'log', line: `learning the style of ${train.length} images (${heldOut.length} held out) over ${steps} steps` });
+    while (chunk < chunks) {
+      const from = Math.floor((chunk * train.length) / chunks);
+      const to = Math.floor(((chunk + 1) * train.length) / chunks);
+      for (const image of train.slice(from, to)) learner.learn(image);
+      chunk++;
+      const step = Math.round((chunk * steps) / chunks);
+      const metrics = { step, loss: Number(learner.loss(heldOut).toFixed(6)), learning_rate: Number(ft.training_params.learning_rate ?? 0), epoch: Number((chunk / chunks).toFixed(4)) };
+      let cancel = await send({ type: 'metrics', ...metrics });
+      cancel = (await this.checkpointFiles(base, send, step, JSON.stringify(learner.state()), { base_model: LOCAL_IMAGE_BASE, format: 'atelier-image-style-v1', step }, metrics)) || cancel;
+      if (cancel) {
+        await this.call('POST', `${base}/complete`, { trained_steps: step, final_step: step });
+        return;
+      }
+      await new Promise((r) => setTimeout(r, this.config.BUILTIN_TRAINER_STEP_MS).unref());
+    }
+    await this.call('POST', `${base}/complete`, { trained_steps: steps, final_step: steps });
+  }
+
   /** save_strategy: every save_steps_ratio of the run ('steps'), at each epoch's end ('epoch'), or only at the end ('no'). */
   private saveEvery(params: Record<string, unknown>, perEpoch: number, total: number): number {
     if (params.save_strategy === 'no') return total;
@@ -187,18 +250,27 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     return perEpoch;
   }
 
-  private async checkpoint(base: string, send: (...e: Record<string, unknown>[]) => Promise<boolean>, step: number, counts: NgramCounts, metrics: Record<string, number>): Promise<boolean> {
+  private checkpoint(base: string, send: (...e: Record<string, unknown>[]) => Promise<boolean>, step: number, counts: NgramCounts, metrics: Record<string, number>): Promise<boolean> {
+    return this.checkpointFiles(base, send, step, JSON.stringify(counts), { base_model: 'atelier/local-chat', format: 'atelier-word-ngrams-v1', step, words: counts.words }, metrics);
+  }
+
+  /** Uploads a checkpoint's two files, then seals it with its event. */
+  private async checkpointFiles(
+    base: string,
+    send: (...e: Record<string, unknown>[]) => Promise<boolean>,
+    step: number,
+    adapter: string,
+    config: Record<string, unknown>,
+    metrics: Record<string, number>,
+  ): Promise<boolean> {
     await send({ type: 'status', phase: 'uploading' });
-    await this.call('PUT', `${base}/checkpoints/${step}/files/${ADAPTER_FILE}`, undefined, Buffer.from(JSON.stringify(counts)));
-    const config = { base_model: 'atelier/local-chat', format: 'atelier-word-ngrams-v1', step, words: counts.words };
+    await this.call('PUT', `${base}/checkpoints/${step}/files/${ADAPTER_FILE}`, undefined, Buffer.from(adapter));
     await this.call('PUT', `${base}/checkpoints/${step}/files/${ADAPTER_CONFIG_FILE}`, undefined, Buffer.from(JSON.stringify(config)));
     return send({ type: 'checkpoint', step, metrics }, { type: 'status', phase: 'training' });
   }
 
   private async datasetTexts(bytes: Buffer, scriptType: string, params: Record<string, unknown>): Promise<string[]> {
-    const view = new Uint8Array(bytes).buffer;
-    const file = { byteLength: bytes.byteLength, slice: async (start: number, end?: number) => view.slice(start, end ?? bytes.byteLength) };
-    const dataset = await openParquet(file, datasetLimits(this.config));
+    const dataset = await openParquet(arrayBufferOf(bytes), datasetLimits(this.config));
     const columns = scriptType === 'text_chat_messages' ? [String(params.messages_column)] : [String(params.question_column), String(params.answer_column)];
     const texts: string[] = [];
     for await (const window of readRowWindows(dataset, columns)) for (const row of window.rows) {

@@ -25,3 +25,4 @@ export { tokenizeDataset, estimateCost, LengthStats, type TokenizationStats, typ
 export { createFineTuneJsonSchema, trainingParamsJsonSchema } from './fine-tune-json-schema';
 export { baseModelListing, exampleCreateBody, type ScriptTypeListing } from './base-model-listing';
 export { FineTuneRoutesModule } from './fine-tune-routes.module';
+export { describeImage, StyleLearner, STYLE_SAMPLE_SIZE, type ImageStyleState } from './image-style-learning';

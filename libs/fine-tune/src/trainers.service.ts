@@ -12,7 +12,7 @@ export const TRAINER_TOKEN_PREFIX = 'trn_';
 
 /** The built-in trainer's name, and the base models it serves. */
 export const BUILTIN_TRAINER_NAME = 'atelier-builtin';
-export const BUILTIN_BASE_MODELS = ['atelier/local-chat'] as const;
+export const BUILTIN_BASE_MODELS = ['atelier/local-chat', 'atelier/local-image'] as const;
 
 export interface TrainerIdentity {
   id: string;

@@ -75,7 +75,7 @@ describe('training_params tables', () => {
       image_editing: 2,
       multi_image_editing: 2,
       image_to_video: 3,
-      image_generation: 4,
+      image_generation: 5,
     });
   });
 

@@ -1,3 +1,4 @@
+import type { ImageStyle } from '@atelier/contracts';
 import type { MediaModelDefinition } from '@atelier/models';
 import type { FetchedMedia } from '@atelier/safe-fetch';
 
@@ -9,6 +10,8 @@ export interface EngineRequest {
   signal: AbortSignal;
   /** Engines that can tell report how far along they are (0-1: sampling steps, encoded frames, the provider's figure). */
   onProgress?: (fraction: number) => void;
+  /** A deployed atelier/local-image fine-tune's learned style (local-image paints with it). */
+  style?: ImageStyle;
 }
 
 export interface EngineOutput {

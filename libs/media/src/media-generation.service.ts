@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference } from '@atelier/billing';
-import { IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderResult } from '@atelier/contracts';
-import { ModelCatalog, type ModelEndpoint } from '@atelier/models';
+import { ApiError, IMAGE_RENDER_QUEUE, VIDEO_RENDER_QUEUE, type MediaRenderJob, type MediaRenderResult } from '@atelier/contracts';
+import { DeployedModels, deployedDefinition, ModelCatalog, type MediaModelDefinition, type ModelEndpoint } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { randomToken } from '@atelier/random';
 import { RpcClient } from '@atelier/runtime';
@@ -33,7 +33,23 @@ export class MediaGenerations {
     private readonly urls: SignedUrls,
     private readonly blobs: BlobStore,
     private readonly metrics: Metrics,
+    private readonly deployedModels: DeployedModels,
   ) {}
+
+  /**
+   * The catalog model named in the body, else a deployed atelier/local-image fine-tune of that name
+   * the caller may call (looked up only then), else the catalog's 404.
+   */
+  private async mediaModel(caller: Caller, body: unknown, endpoint: MediaEndpoint): Promise<{ model: MediaModelDefinition; deployed?: MediaRenderJob['deployed'] & { serving: string } }> {
+    try {
+      return { model: resolveMediaModel(this.catalog, body, endpoint) };
+    } catch (err) {
+      if (!(err instanceof ApiError && err.type === 'resource_not_found')) throw err;
+      const found = await this.deployedModels.resolve(caller, String((body as { model: unknown }).model), (ns) => this.access.canAccess(caller, ns));
+      if (!found || found.serving.endpoint !== endpoint || found.adapter.kind !== 'style') throw err;
+      return { model: deployedDefinition(found) as MediaModelDefinition, deployed: { name: found.name, adapter: found.adapter, serving: found.serving.id } };
+    }
+  }
 
   /**
    * Validates, reserves, renders, hands the answer to `deliver`, then settles: the charge lands
@@ -50,7 +66,7 @@ export class MediaGenerations {
     deliver: (answer: MediaAnswer) => Promise<void>,
   ): Promise<void> {
     const validating = this.metrics.stage('media.validate');
-    const model = resolveMediaModel(this.catalog, body, endpoint);
+    const { model, deployed } = await this.mediaModel(caller, body, endpoint);
     const params = validateMediaParams(model, body);
     const scope = await this.access.resolve(caller, params.target_namespace);
     validating();
@@ -68,7 +84,12 @@ export class MediaGenerations {
         this.metrics.timed('media.rpc', () =>
           this.rpc.call(
             endpoint === '/videos/generate' ? VIDEO_RENDER_QUEUE : IMAGE_RENDER_QUEUE,
-            { caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId }, model: model.id, params },
+            {
+              caller: { userId: caller.userId, username: caller.username, namespaceId: scope.id, namespace: scope.name, requestId },
+              model: deployed?.serving ?? model.id,
+              ...(deployed && { deployed: { name: deployed.name, adapter: deployed.adapter } }),
+              params,
+            },
             { signal: callSignal },
           ),
         ),

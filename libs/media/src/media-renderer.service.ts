@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { ApiError, type MediaRenderJob, type MediaRenderOutput, type MediaRenderResult } from '@atelier/contracts';
+import { ApiError, parseImageStyle, type ImageStyle, type MediaRenderJob, type MediaRenderOutput, type MediaRenderResult } from '@atelier/contracts';
 import { ModelCatalog, type MediaModelDefinition } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
-import { BlobStore, outputKey } from '@atelier/storage';
+import { BlobStore, outputKey, ParsedBlobs } from '@atelier/storage';
 import { throwIfAborted } from './engine-errors';
 import { EngineRegistry } from './engine-registry';
 import { requestedUsage } from './pricing';
@@ -22,7 +22,12 @@ export class MediaRenderer {
     private readonly engines: EngineRegistry,
     private readonly blobs: BlobStore,
     @Optional() private readonly metrics?: Metrics,
-  ) {}
+  ) {
+    this.styles = new ParsedBlobs(blobs, parseImageStyle, 64);
+  }
+
+  /** Deployed atelier/local-image fine-tunes' learned styles, loaded once. */
+  private readonly styles: ParsedBlobs<ImageStyle>;
 
   model(id: string): MediaModelDefinition {
     const model = this.catalog.get(id);
@@ -32,10 +37,13 @@ export class MediaRenderer {
   }
 
   async render(job: MediaRenderJob, signal: AbortSignal, onProgress?: (fraction: number) => void): Promise<MediaRenderResult> {
-    const model = this.model(job.model);
+    const serving = this.model(job.model);
+    // A deployed fine-tune renders with its serving model's engine, under its own name, in its learned style.
+    const model = job.deployed ? { ...serving, id: job.deployed.name } : serving;
+    const style = job.deployed ? await this.styles.get(job.deployed.adapter.key) : undefined;
     const started = performance.now();
     const engine = this.engines.engineFor(model);
-    const run = () => engine.run({ model, params: job.params, signal, onProgress });
+    const run = () => engine.run({ model, params: job.params, signal, onProgress, ...(style && { style }) });
     // Labelled by engine type: remote providers' latency is what this mostly shows (builtin = local engines).
     const result = this.metrics ? await this.metrics.timeUpstream(model.engine.type, run) : await run();
     const engineMs = performance.now() - started;

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Caller } from '@atelier/auth';
-import type { ChatModelAdapter } from '@atelier/contracts';
+import type { ChatModelAdapter, MediaModelAdapter } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { ModelCatalog } from './model-catalog';
 import type { ModelDefinition } from './model-types';
@@ -9,9 +9,12 @@ import { toPublicModel } from './public-model';
 /** The built-in base model of fine-tunes, and the catalog model that serves it (with the checkpoint's counts). */
 export const LOCAL_CHAT_BASE_MODEL = 'atelier/local-chat';
 const LOCAL_CHAT_MODEL = 'local-chat';
+/** ... and of the image one, served by local-image with the checkpoint's learned style. */
+export const LOCAL_IMAGE_BASE_MODEL = 'atelier/local-image';
+const LOCAL_IMAGE_MODEL = 'local-image';
 
 /** What a deployed model adds to its serving model: the built-in engine's counts, or a LoRA adapter loaded into its server. */
-export type ModelAdapter = ChatModelAdapter;
+export type ModelAdapter = ChatModelAdapter | MediaModelAdapter;
 
 export interface DeployedModelView {
   /** The deployed name: `<fine_tune_name>-step-<step>`. */
@@ -54,6 +57,7 @@ export class DeployedModels {
   /** The catalog model that can serve fine-tunes of `baseModel`, if any. */
   servingModel(baseModel: string): ModelDefinition | undefined {
     if (baseModel === LOCAL_CHAT_BASE_MODEL) return this.catalog.get(LOCAL_CHAT_MODEL);
+    if (baseModel === LOCAL_IMAGE_BASE_MODEL) return this.catalog.get(LOCAL_IMAGE_MODEL);
     return this.catalog.list({}).find((m) => m.engine.type === 'openai-compatible' && (m.engine as { lora_base_model?: string }).lora_base_model === baseModel);
   }
 
@@ -79,10 +83,10 @@ export class DeployedModels {
     if (!serving) return undefined;
     const ns = await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { name: true } });
     let adapter: ModelAdapter;
-    if (row.baseModel === LOCAL_CHAT_BASE_MODEL) {
+    if (row.baseModel === LOCAL_CHAT_BASE_MODEL || row.baseModel === LOCAL_IMAGE_BASE_MODEL) {
       const file = await this.prisma.fineTuneCheckpointFile.findUnique({ where: { fineTuneId_step_path: { fineTuneId: row.fineTuneId, step: row.step, path: 'adapter_model.json' } } });
       if (!file) return undefined;
-      adapter = { kind: 'ngram', key: file.blobKey };
+      adapter = { kind: row.baseModel === LOCAL_CHAT_BASE_MODEL ? 'ngram' : 'style', key: file.blobKey };
     } else adapter = { kind: 'lora', name: row.name };
     return { ...row, namespace: ns?.name ?? '', serving, adapter };
   }
@@ -98,6 +102,12 @@ export class DeployedModels {
     if (own) return own;
     for (const r of rows) if (await canAccess(r.namespaceId)) return r;
     return undefined;
+  }
+
+  /** A deployed model by name for work already authorized (a queued generation): its namespace's first. */
+  async forWork(name: string, namespaceId: string): Promise<DeployedModelView | undefined> {
+    const rows = await this.named(name);
+    return rows.find((r) => r.namespaceId === namespaceId) ?? rows[0];
   }
 
   /** The namespace's deployed model of this name, read now (after a deploy). */

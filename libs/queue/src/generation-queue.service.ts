@@ -6,7 +6,7 @@ import { chargeTags, CreditLedger, PaidRequests, reservationReference } from '@a
 import { ApiError, CANCEL_JOBS_CHANNEL, IMAGE_GENERATION_QUEUE, UUID_PATTERN, VIDEO_GENERATION_QUEUE, type GenerationJob } from '@atelier/contracts';
 import { createPgPool, PrismaService, type GenerationModel } from '@atelier/db';
 import { requestedUsage, usageCost } from '@atelier/media';
-import { ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
+import { DeployedModels, deployedDefinition, ModelCatalog, validateModelRequest, type MediaModelDefinition, type ModelDefinition } from '@atelier/models';
 import { Metrics, requestContext } from '@atelier/observability';
 import { uuidV7 } from '@atelier/random';
 import { backingServiceFault, BroadcastBus, ConcurrencyLimiter, GroupCommit, JobQueues } from '@atelier/runtime';
@@ -196,6 +196,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     private readonly webhooks: WebhookNotifier,
     private readonly secrets: WebhookSecrets,
     private readonly slots: ConcurrencyLimiter,
+    private readonly deployedModels: DeployedModels,
   ) {}
 
   async onModuleDestroy(): Promise<void> {
@@ -226,7 +227,8 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     const body = rawBody as Record<string, unknown>;
     const scope = await this.access.resolve(caller, body.target_namespace);
     if (typeof body.model !== 'string' || body.model === '') throw ApiError.badRequest('You must specify a model to call');
-    const model = this.catalog.get(body.model);
+    // A catalog model, or a deployed atelier/local-image fine-tune the caller may call.
+    const model = this.catalog.get(body.model) ?? (await this.deployedImageModel(caller, body.model));
     if (!model) throw new ApiError('resource_not_found', `Model not found: ${body.model}`);
     const mediaType = mediaTypeOf(model);
     if (!mediaType)
@@ -288,6 +290,11 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
 
     await this.metrics.timed('queue.dispatch', () => this.dispatch(ids.map((id) => ({ id, mediaType, namespaceId: scope.id, priority: priority as QueuePriority }))));
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
+  }
+
+  private async deployedImageModel(caller: Caller, name: string): Promise<ModelDefinition | undefined> {
+    const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
+    return found?.adapter.kind === 'style' ? deployedDefinition(found) : undefined;
   }
 
   /** Adds the jobs; duplicates are harmless (jobId = generation id), losses are re-dispatched. */

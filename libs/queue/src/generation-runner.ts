@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { MediaRenderer, usageCost } from '@atelier/media';
-import { ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
+import { DeployedModels, deployedDefinition, ModelCatalog, validateModelRequest, type MediaModelDefinition } from '@atelier/models';
 import { Metrics, TopLabels } from '@atelier/observability';
 import { retryThroughOutage } from '@atelier/runtime';
 import { GenerationProgress } from './generation-progress';
@@ -43,6 +43,7 @@ export class GenerationRunner {
     private readonly media: MediaRenderer,
     private readonly progress: GenerationProgress,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
+    private readonly deployedModels: DeployedModels,
     @Optional() private readonly metrics?: Metrics,
   ) {}
 
@@ -78,7 +79,9 @@ export class GenerationRunner {
     if (this.metrics && row.startedAt)
       this.metrics.generationWait.observe({ pool: row.mediaType, namespace: await this.namespaceLabel(row.namespaceId) }, (row.startedAt.getTime() - row.enqueuedAt.getTime()) / 1000);
     seen.model = row.modelName;
-    const model = this.catalog.get(row.modelName);
+    // A catalog model, or a deployed atelier/local-image fine-tune (rendered by its serving model in its style).
+    const deployed = this.catalog.get(row.modelName) ? undefined : await durably(() => this.deployedModels.forWork(row.modelName, row.namespaceId));
+    const model = deployed?.adapter.kind === 'style' ? deployedDefinition(deployed) : this.catalog.get(row.modelName);
     if (!model) {
       await durably(() => this.state.fail(id, `Model not found: ${row.modelName}`));
       return 'failed';
@@ -95,7 +98,17 @@ export class GenerationRunner {
     const progress = this.progress.reporter(id);
     try {
       // The same engines and storage layout as the synchronous endpoints.
-      result = await this.media.render({ caller, model: model.id, params: checked.value as Record<string, unknown>, target }, signal, progress.report);
+      result = await this.media.render(
+        {
+          caller,
+          model: deployed?.adapter.kind === 'style' ? deployed.serving.id : model.id,
+          ...(deployed?.adapter.kind === 'style' && { deployed: { name: deployed.name, adapter: deployed.adapter } }),
+          params: checked.value as Record<string, unknown>,
+          target,
+        },
+        signal,
+        progress.report,
+      );
     } catch (err) {
       if (signal.aborted) return 'cancelled';
       // Problems of the request itself (unreachable input, provider refusal) fail the generation;

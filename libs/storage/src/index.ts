@@ -4,3 +4,4 @@ export { S3BlobStore, type S3Settings } from './s3-blob-store';
 export { SignedUrls } from './signed-urls';
 export { StorageModule, createBlobStore, createSignedUrls } from './storage.module';
 export { outputKey, directorySegments, type OutputLocation } from './output-keys';
+export { ParsedBlobs } from './parsed-blobs';

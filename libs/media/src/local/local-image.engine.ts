@@ -25,7 +25,7 @@ export function seedOf(params: Readonly<Record<string, unknown>>): number {
 export class LocalImageEngine implements MediaEngine {
   constructor(private readonly env: EngineEnvironment) {}
 
-  async run({ params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
+  async run({ params, signal, onProgress, style }: EngineRequest): Promise<EngineResult> {
     const steps = inferenceSteps(params);
     // Sampling is 90 % of the run; encoding each output the rest.
     await sampledSteps(this.env.localLatencyMs, steps, signal, (done, n) => onProgress?.((0.9 * done) / n));
@@ -45,6 +45,7 @@ export class LocalImageEngine implements MediaEngine {
         height,
         steps,
         guidance: typeof params.guidance_scale === 'number' ? params.guidance_scale : typeof params.guidance === 'number' ? params.guidance : undefined,
+        style,
       });
       outputs.push(await encodeImage(sharp(Buffer.from(svg)), format, quality));
       onProgress?.(0.9 + (0.1 * (i + 1)) / count);

@@ -1,3 +1,4 @@
+import type { ImageStyle } from '@atelier/contracts';
 import { fnv1a32, pick, range, seededRandom, type Random } from '@atelier/random';
 
 /**
@@ -16,6 +17,8 @@ export interface SceneOptions {
   steps: number;
   /** guidance_scale (0-20): higher means more saturated, more "on prompt" colours. */
   guidance?: number;
+  /** A fine-tune's learned style: its hues and saturation replace the prompt's, its horizon places the land. */
+  style?: ImageStyle;
 }
 
 const COLOR_HUES: Readonly<Record<string, number>> = {
@@ -134,9 +137,9 @@ export function sceneSvg(options: SceneOptions): string {
   const negative = words(options.negativePrompt);
   const random = seededRandom(fnv1a32(options.prompt.trim().toLowerCase()) ^ options.seed);
   const detail = Math.min(50, Math.max(1, Math.round(options.steps))) / 50;
-  const saturation = 30 + Math.min(20, Math.max(0, options.guidance ?? 3.5)) * 3;
+  const saturation = options.style ? options.style.saturation : 30 + Math.min(20, Math.max(0, options.guidance ?? 3.5)) * 3;
   const mood = moodOf(prompt, negative, random);
-  const hues = promptHues(options.prompt, options.negativePrompt);
+  const hues = options.style?.hues.length ? options.style.hues : promptHues(options.prompt, options.negativePrompt);
   const base = hues[0];
   const accent = hues[1] ?? (base + range(random, 140, 220)) % 360;
   const minSide = Math.min(W, H);
@@ -145,7 +148,15 @@ export function sceneSvg(options: SceneOptions): string {
 
   // Sky
   // The sky carries the prompt's own colour, so "a purple dream" is visibly purple.
-  const sky: Hsl[] = mood.night
+  // A learned style paints the sky in its own hues and lightness, whatever the time of day the prompt asks for.
+  const style = options.style;
+  const sky: Hsl[] = style
+    ? [
+        { h: base, s: saturation, l: style.lightness * 0.85 },
+        { h: hues[1] ?? base, s: saturation * 0.95, l: style.lightness },
+        { h: hues[2] ?? base, s: saturation * 0.8, l: Math.min(92, style.lightness + 15) },
+      ]
+    : mood.night
     ? [{ h: base, s: saturation * 0.5, l: 6 }, { h: base, s: saturation * 0.6, l: 14 }, { h: base + 15, s: saturation * 0.7, l: 26 }]
     : mood.sunset
       ? [{ h: base - 40, s: saturation * 0.7, l: 30 }, { h: base - 10, s: saturation, l: 50 }, { h: base + 15, s: saturation + 20, l: 65 }]
@@ -202,7 +213,8 @@ export function sceneSvg(options: SceneOptions): string {
   }
 
   // Terrain: back to front, darker/more saturated in front; more steps, more layers and finer ridges.
-  const horizon = mood.water ? 0.62 : 0.55;
+  // A learned style's horizon is where its pictures' brightness changes most.
+  const horizon = style ? Math.min(0.8, Math.max(0.3, style.horizon)) : mood.water ? 0.62 : 0.55;
   const layers = 2 + Math.round(3 * detail);
   const points = Math.round(12 + 240 * detail);
   for (let i = 0; i < layers; i++) {
@@ -212,7 +224,7 @@ export function sceneSvg(options: SceneOptions): string {
     const color: Hsl =
       mood.snow && i === 0
         ? { h: base + 200, s: 15, l: 88 }
-        : { h: (mood.terrain === 'dunes' ? 35 : accent) + depth * 20, s: saturation * (0.4 + 0.4 * depth), l: (mood.night ? 22 : 55) - depth * (mood.night ? 14 : 32) };
+        : { h: (mood.terrain === 'dunes' && !style ? 35 : accent) + depth * (style ? 5 : 20), s: saturation * (0.4 + 0.4 * depth), l: (mood.night ? 22 : 55) - depth * (mood.night ? 14 : 32) };
     if (mood.terrain === 'city') {
       let x = -random() * 40;
       while (x < W) {
