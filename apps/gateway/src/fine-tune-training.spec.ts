@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -110,6 +110,10 @@ describe('fine-tune runs and the trainer protocol', () => {
   let media: AppProcess;
   let queueWorker: AppProcess;
   let lora: Awaited<ReturnType<typeof startFakeLoraServer>>;
+  /** A webhook receiver: every message with its headers. */
+  const received: { headers: Record<string, string>; body: string }[] = [];
+  let receiver: Server;
+  let receiverUrl: string;
   let alice: Tenant;
 
   const api = async <T = Record<string, unknown>>(method: string, route: string, token: string, body?: unknown, raw?: Buffer) => {
@@ -179,7 +183,21 @@ describe('fine-tune runs and the trainer protocol', () => {
       engine: { type: 'openai-compatible', base_url: lora.url, upstream_model: 'Qwen/Qwen3-0.6B', lora_base_model: 'Qwen/Qwen3-0.6B', max_retries: 0 },
       parameters: { type: 'object', properties: {} },
     }));
-    const shared = { MODEL_CATALOG_DIR: catalog, LORA_ADAPTER_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-lora-')) };
+    receiver = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        received.push({ headers: req.headers as Record<string, string>, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+    const shared = {
+      MODEL_CATALOG_DIR: catalog,
+      LORA_ADAPTER_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-lora-')),
+      MEDIA_FETCH_ALLOWED_HOSTS: `127.0.0.1:${(receiver.address() as AddressInfo).port}`,
+    };
     gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-train-')), PUBLIC_URL: url, TRAINER_HEARTBEAT_SECONDS: '1', ...shared });
     await gw.app.listen({ port, host: '127.0.0.1' });
     build = buildAppsForTest(['fine-tune', 'chat', 'media', 'queue-worker']);
@@ -201,6 +219,7 @@ describe('fine-tune runs and the trainer protocol', () => {
     for (const proc of [service, chat, media, queueWorker]) if (proc?.alive()) await new Promise((r) => (proc.child.once('exit', r), proc.child.kill('SIGTERM')));
     await gw?.close();
     await lora?.close();
+    await new Promise((r) => receiver?.close(r));
     build?.cleanup();
   });
 
@@ -224,8 +243,9 @@ describe('fine-tune runs and the trainer protocol', () => {
     }).catch(() => undefined);
     await new Promise((r) => setTimeout(r, 200));
 
-    // From created: tokenized first, then enqueued, with no second call.
-    const run = await api<{ fine_tune: FineTune }>('POST', `${fineTunes(alice)}/${id}/actions/run`, alice.apiKey);
+    // From created: tokenized first, then enqueued, with no second call; every transition also to the webhook.
+    expect((await api('POST', `${fineTunes(alice)}/${id}/actions/run`, alice.apiKey, { webhook: 'ftp://example.com/x' })).status).toBe(400);
+    const run = await api<{ fine_tune: FineTune }>('POST', `${fineTunes(alice)}/${id}/actions/run`, alice.apiKey, { webhook: receiverUrl });
     expect(run.status).toBe(200);
     expect(run.body.fine_tune.run_requested || run.body.fine_tune.status === 'enqueued').toBe(true);
     const done = await until(alice, id, 'completed');
@@ -233,6 +253,19 @@ describe('fine-tune runs and the trainer protocol', () => {
     await stream;
     expect(seen).toEqual(expect.arrayContaining(['tokenized', 'enqueued', 'running', 'completed']));
     expect(seen.indexOf('running')).toBeLessThan(seen.indexOf('completed'));
+    // The same transitions as signed webhook messages (Standard Webhooks, the namespace's secret).
+    const secret = (await api<{ key: string }>('GET', '/api/webhooks/default/secret', alice.apiKey)).body.key;
+    const messages = await waitFor(() => {
+      const mine = received.map((m) => ({ ...m, parsed: JSON.parse(m.body) as { type: string; data: { id: string; status: string } } })).filter((m) => m.parsed.data.id === id);
+      return mine.some((m) => m.parsed.data.status === 'completed') ? mine : undefined;
+    }, { timeoutMs: 20_000, description: 'the completed webhook' });
+    expect(messages.every((m) => m.parsed.type === 'fine_tune.status')).toBe(true);
+    expect(messages.map((m) => m.parsed.data.status)).toEqual(expect.arrayContaining(['enqueued', 'running', 'completed']));
+    for (const m of messages) {
+      const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+      const expected = `v1,${createHmac('sha256', key).update(`${m.headers['webhook-id']}.${m.headers['webhook-timestamp']}.${m.body}`).digest('base64')}`;
+      expect(m.headers['webhook-signature']).toBe(expected);
+    }
 
     // Charged exactly the tokens trained, at the base model's price; nothing left reserved.
     expect(done.trained_tokens).toBe(done.tokenization!.tokens_x_epochs);

@@ -139,10 +139,12 @@ export interface GenerationJob {
 export interface WebhookDeliveryJob {
   /** Standard Webhooks' webhook-id: one per message, the same on every attempt. */
   webhookId: string;
-  generationId: string;
+  /** What the message is about: a generation, or a fine-tune (fineTuneId, type fine_tune.status). */
+  generationId?: string;
+  fineTuneId?: string;
   /** Whose webhook secret signs it. */
   namespaceId: string;
-  type: 'generation.processing' | 'generation.completed';
+  type: 'generation.processing' | 'generation.completed' | 'fine_tune.status';
   url: string;
   /** The message body's `timestamp` (ISO 8601), when the transition happened. */
   timestamp: string;

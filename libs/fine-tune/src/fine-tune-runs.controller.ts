@@ -30,11 +30,11 @@ export class FineTuneRunsController {
   @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
-  async run(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string) {
+  async run(@CurrentCaller() caller: Caller, @Param('namespace') namespace: string, @Param('repo') name: string, @Param('id') id: string, @Body() body: unknown) {
     const repo = await this.repo(caller, namespace, name);
     // The run bills the repository's namespace, with the caller's key (its budget) as the payer.
     const payer = { ...caller, namespaceId: repo.namespaceId, namespace: repo.namespace };
-    const ft = await this.runs.run(repo, id, payer, () => this.fineTunes.startTokenization(repo, id, id));
+    const ft = await this.runs.run(repo, id, payer, () => this.fineTunes.startTokenization(repo, id, id), body);
     return { fine_tune: toFineTuneView(ft, repo), status: 'success', status_message: 'resource_updated' };
   }
 

@@ -1,9 +1,10 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { CreditLedger, PaidRequests, chargeTags, reservationReference, type Payer, type StaleReservationRule, PAID_REQUEST_KINDS } from '@atelier/billing';
-import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, UUID_PATTERN } from '@atelier/contracts';
+import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, UUID_PATTERN, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
+import { requestContext } from '@atelier/observability';
 import { Prisma, PrismaService } from '@atelier/db';
-import { BroadcastBus, UserEventLog } from '@atelier/runtime';
+import { BroadcastBus, JobQueues, UserEventLog } from '@atelier/runtime';
 import type { RepositoryRecord } from '@atelier/repos';
 import { baseModelSpec } from './base-models';
 import type { FineTuneState } from './fine-tune-states';
@@ -11,6 +12,22 @@ import type { TokenizationStats } from './tokenize-dataset';
 
 type Db = Prisma.TransactionClient | PrismaService;
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
+
+/** The optional `webhook` of a run's body: an absolute http(s) URL, or a 400. */
+export function parseRunWebhook(body: unknown): string | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
+  const webhook = (body as Record<string, unknown>).webhook;
+  if (webhook === undefined || webhook === null) return undefined;
+  let url: URL | undefined;
+  try {
+    url = typeof webhook === 'string' && webhook.length <= 2048 ? new URL(webhook) : undefined;
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw ApiError.badRequest('webhook must be an absolute http(s) URL of at most 2048 characters');
+  return url.toString();
+}
 
 /** What the trainer reports at the end of a run (complete, or after a cancel). */
 export interface TrainedAmount {
@@ -66,6 +83,7 @@ export class FineTuneRuns {
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
+    private readonly queues: JobQueues,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -81,11 +99,12 @@ export class FineTuneRuns {
    * has not, and its end enqueues (or errors the fine-tune, naming the shortfall, when the
    * credits are not there then). Anything else: 409 naming the current state.
    */
-  async run(repo: RepositoryRecord, id: string, payer: Payer, startTokenization: () => Promise<unknown>): Promise<FineTuneRow> {
+  async run(repo: RepositoryRecord, id: string, payer: Payer, startTokenization: () => Promise<unknown>, body: unknown = {}): Promise<FineTuneRow> {
+    const webhookUrl = parseRunWebhook(body);
     const ft = await this.find(repo, id);
     if (ft.state === 'created' || ft.state === 'tokenizing') {
-      const marked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['created', 'tokenizing'] } }, data: { runRequested: true } });
-      if (marked.count === 0) return this.run(repo, id, payer, startTokenization);
+      const marked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['created', 'tokenizing'] } }, data: { runRequested: true, ...(webhookUrl && { webhookUrl }) } });
+      if (marked.count === 0) return this.run(repo, id, payer, startTokenization, body);
       if (ft.state === 'created') await startTokenization().catch((err: unknown) => {
         // Another request started it meanwhile: the run is still wanted.
         if (!(err instanceof ApiError && err.type === 'invalid_state')) throw err;
@@ -97,7 +116,8 @@ export class FineTuneRuns {
     }
     if (ft.state !== 'tokenized')
       throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; it can be run from 'created', 'tokenizing' or 'tokenized'`);
-    return this.enqueue(ft, payer);
+    if (webhookUrl) await this.prisma.fineTune.updateMany({ where: { id, state: 'tokenized' }, data: { webhookUrl } });
+    return this.enqueue({ ...ft, webhookUrl: webhookUrl ?? ft.webhookUrl }, payer);
   }
 
   /** tokenized -> enqueued with the run's reservation; 402 (and still tokenized) without the credits. */
@@ -240,9 +260,34 @@ export class FineTuneRuns {
       const payload = { userId: ft.createdById, type: 'fine_tune.status' as const, data };
       const eventId = await this.events.append(ft.createdById, payload);
       await this.bus.publish(USER_EVENTS_CHANNEL, { ...payload, event_id: eventId });
+      if (ft.webhookUrl) await this.queueWebhook(ft, data);
     } catch (err) {
       this.logger.warn(`fine_tune.status of ${ft.id} (${ft.state}) not published: ${(err as Error).message}`);
     }
+  }
+
+  /**
+   * The transition as a signed webhook message (the queue-worker delivers and retries it, as
+   * generations' messages). One message id per state and attempt (and stop request), so a
+   * repeated announcement of the same transition is the same message.
+   */
+  private async queueWebhook(ft: FineTuneRow, data: Record<string, unknown>): Promise<void> {
+    const webhookId = `msg_${ft.id.replace(/-/g, '')}_${ft.state}_${ft.attempt}${ft.stopRequestedAt ? '_stop' : ''}`;
+    await this.queues.add(
+      WEBHOOK_DELIVERY_QUEUE,
+      {
+        webhookId,
+        fineTuneId: ft.id,
+        namespaceId: ft.namespaceId,
+        type: 'fine_tune.status',
+        url: ft.webhookUrl!,
+        timestamp: new Date().toISOString(),
+        data,
+        attempt: 1,
+        requestId: requestContext.current()?.requestId ?? ft.id,
+      },
+      { jobId: `${webhookId}.1` },
+    );
   }
 }
 

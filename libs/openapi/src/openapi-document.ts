@@ -436,7 +436,9 @@ function operations(catalog: ModelCatalog): Operation[] {
       description:
         'From `tokenized`: reserves `tokenization.estimated_cost` (402 without the credits) and answers `enqueued`. From `created` or `tokenizing`: ' +
         'answers with `run_requested: true`; tokenization is started if needed, and its end enqueues the run (or errors the fine-tune, naming the shortfall). ' +
-        'Any other state: 409 `invalid_state`. Completion charges what the trainer trained, never more than the reservation; a failed run is not charged.',
+        'Any other state: 409 `invalid_state`. Completion charges what the trainer trained, never more than the reservation; a failed run is not charged. ' +
+        'With `webhook`, every transition after is POSTed there as `{type: "fine_tune.status", timestamp, data: <fine-tune>}`, signed like generations\' webhooks.',
+      body: { type: 'object', properties: { webhook: { type: 'string', format: 'uri' } } },
       responses: { 200: ['The fine-tune', 'FineTuneAnswer'] },
     },
     {
