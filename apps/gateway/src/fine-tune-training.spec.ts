@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner } from '@atelier/fine-tune';
 import { defaultCatalogDir } from '@atelier/models';
 import { parquetWriteBuffer } from 'hyparquet-writer';
-import { Prisma } from '@atelier/db';
+import { Prisma, PrismaService } from '@atelier/db';
 import { buildAppsForTest, createTenant, freePort, startAppProcess, waitFor, type AppProcess, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 import { uploadFiles } from './repos.harness';
@@ -550,6 +550,25 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect((await api('GET', `/api/orgs/${org}/fine_tunes`, alice.apiKey)).status).toBe(403);
     expect((await api('GET', `/api/orgs/${carol.namespace}/fine_tunes`, carol.apiKey)).status).toBe(404);
   }, 60_000);
+
+  it('publishes an event whose publisher died after the transition committed (the outbox), once', async () => {
+    const ft = await tokenized(alice, 'Qwen/Qwen3-0.6B');
+    const prisma = gw.app.get(PrismaService);
+    // What a process that died between commit and publication leaves: a recorded, unpublished event.
+    const stranded = await prisma.fineTuneEvent.create({
+      data: { fineTuneId: ft.id, userId: (await prisma.fineTune.findUniqueOrThrow({ where: { id: ft.id } })).createdById, data: { id: ft.id, status: 'tokenized', marker: 'stranded' }, createdAt: new Date(Date.now() - 60_000) },
+    });
+    const events = new AbortController();
+    const seen: string[] = [];
+    const stream = fetch(`${url}/api/events`, { headers: { authorization: `Bearer ${alice.apiKey}` }, signal: events.signal }).then(async (res) => {
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) seen.push(new TextDecoder().decode(chunk));
+    }).catch(() => undefined);
+    await waitFor(async () => (await prisma.fineTuneEvent.findUniqueOrThrow({ where: { id: stranded.id } })).publishedAt !== null, { timeoutMs: 15_000, description: 'the sweeper to publish the stranded event' });
+    await waitFor(() => seen.join('').includes('"marker":"stranded"'), { timeoutMs: 5_000, description: 'the stranded event on the stream' });
+    events.abort();
+    await stream;
+    expect(seen.join('').match(/"marker":"stranded"/g)).toHaveLength(1);
+  }, 30_000);
 
   it('answers wrong states and inputs with 409, 402, 404, 400 and 401 in the error envelope', async () => {
     const t = await trainer(['Qwen/Qwen3-0.6B']);

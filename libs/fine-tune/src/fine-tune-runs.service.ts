@@ -10,7 +10,6 @@ import { baseModelSpec } from './base-models';
 import type { FineTuneState } from './fine-tune-states';
 import type { TokenizationStats } from './tokenize-dataset';
 
-type Db = Prisma.TransactionClient | PrismaService;
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
 
 /** The optional `webhook` of a run's body: an absolute http(s) URL, or a 400. */
@@ -169,12 +168,18 @@ export class FineTuneRuns {
       const stopped = await this.end(id, ['enqueued'], 'stopped', { release: true }, { skipIfLeased: true });
       if (stopped) return stopped;
     }
-    const asked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['running', 'enqueued'] } }, data: { stopRequestedAt: new Date() } });
-    const now = await this.find(repo, id);
-    if (asked.count > 0) {
-      await this.announce(now);
-      return now;
+    const asked = await this.prisma.$transaction(async (tx) => {
+      const moved = await tx.fineTune.updateMany({ where: { id, state: { in: ['running', 'enqueued'] } }, data: { stopRequestedAt: new Date() } });
+      if (moved.count === 0) return undefined;
+      const row = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+      await this.record(tx, row);
+      return row;
+    });
+    if (asked) {
+      await this.announce(asked);
+      return asked;
     }
+    const now = await this.find(repo, id);
     // Ended meanwhile (its trainer completed, or another stop won): what it is now.
     if (now.state === 'stopped') return now;
     throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${now.state}'; only an enqueued or running fine-tune can be stopped`);
@@ -184,11 +189,18 @@ export class FineTuneRuns {
    * Moves a fine-tune from one of `from` to `to` with `data`, and announces it; undefined when
    * it was in none of them (someone else moved it first).
    */
-  async transition(id: string, from: FineTuneState[], to: FineTuneState, data: Prisma.FineTuneUpdateManyMutationInput = {}, db: Db = this.prisma): Promise<FineTuneRow | undefined> {
-    const moved = await db.fineTune.updateMany({ where: { id, state: { in: from } }, data: { ...data, state: to } });
-    if (moved.count === 0) return undefined;
-    const row = await db.fineTune.findUniqueOrThrow({ where: { id } });
-    if (db === this.prisma) await this.announce(row);
+  async transition(id: string, from: FineTuneState[], to: FineTuneState, data: Prisma.FineTuneUpdateManyMutationInput = {}, db?: Prisma.TransactionClient): Promise<FineTuneRow | undefined> {
+    const work = async (tx: Prisma.TransactionClient) => {
+      const moved = await tx.fineTune.updateMany({ where: { id, state: { in: from } }, data: { ...data, state: to } });
+      if (moved.count === 0) return undefined;
+      const row = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+      // Its event commits with it (the outbox); the caller's transaction publishes it after its commit (announce).
+      await this.record(tx, row);
+      return row;
+    };
+    if (db) return work(db);
+    const row = await this.prisma.$transaction(work);
+    if (row) await this.announce(row);
     return row;
   }
 
@@ -234,7 +246,9 @@ export class FineTuneRuns {
           ...(opts.error !== undefined && { errorMessage: opts.error.slice(0, 2000) }),
         },
       });
-      return tx.fineTune.findUniqueOrThrow({ where: { id } });
+      const ended = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+      await this.record(tx, ended);
+      return ended;
     };
     const row = opts.db ? await work(opts.db) : await this.prisma.$transaction(work);
     if (!row) return undefined;
@@ -242,49 +256,78 @@ export class FineTuneRuns {
     return row;
   }
 
-  /** The owner's event stream gets the record as `fine_tune.status`; a failure here only loses the live event. */
+  /** The event of a transition (or a stop request), in the transaction that makes it: the outbox. */
+  private async record(tx: Prisma.TransactionClient, ft: FineTuneRow): Promise<void> {
+    const repo = await tx.repository.findUnique({ where: { id: ft.repositoryId }, select: { name: true, namespace: { select: { name: true } } } });
+    const data = {
+      id: ft.id,
+      name: ft.name,
+      namespace: repo?.namespace.name ?? null,
+      repo_name: repo?.name ?? null,
+      base_model: ft.baseModel,
+      status: ft.state,
+      error: ft.errorMessage,
+      ...runFields(ft),
+      updated_at: Math.floor(ft.updatedAt.getTime() / 1000),
+    };
+    // One message id per state and attempt (and stop request): a repeated publication is the same message.
+    const webhookId = ft.webhookUrl ? `msg_${ft.id.replace(/-/g, '')}_${ft.state}_${ft.attempt}${ft.stopRequestedAt ? '_stop' : ''}` : null;
+    await tx.fineTuneEvent.create({ data: { fineTuneId: ft.id, userId: ft.createdById, data, webhookUrl: ft.webhookUrl, webhookId } });
+  }
+
+  /** Publishes the fine-tune's recorded events (right after the transition commits). Never throws: the sweeper retries. */
   async announce(ft: FineTuneRow): Promise<void> {
-    try {
-      const repo = await this.prisma.repository.findUnique({ where: { id: ft.repositoryId }, select: { name: true, namespace: { select: { name: true } } } });
-      const data = {
-        id: ft.id,
-        name: ft.name,
-        namespace: repo?.namespace.name ?? null,
-        repo_name: repo?.name ?? null,
-        base_model: ft.baseModel,
-        status: ft.state,
-        error: ft.errorMessage,
-        ...runFields(ft),
-        updated_at: Math.floor(ft.updatedAt.getTime() / 1000),
-      };
-      const payload = { userId: ft.createdById, type: 'fine_tune.status' as const, data };
-      const eventId = await this.events.append(ft.createdById, payload);
-      await this.bus.publish(USER_EVENTS_CHANNEL, { ...payload, event_id: eventId });
-      if (ft.webhookUrl) await this.queueWebhook(ft, data);
-    } catch (err) {
-      this.logger.warn(`fine_tune.status of ${ft.id} (${ft.state}) not published: ${(err as Error).message}`);
-    }
+    await this.publishPending(ft.id).catch((err: Error) => this.logger.warn(`fine_tune.status of ${ft.id} (${ft.state}) not published yet (${err.message}); the sweeper will`));
   }
 
   /**
-   * The transition as a signed webhook message (the queue-worker delivers and retries it, as
-   * generations' messages). One message id per state and attempt (and stop request), so a
-   * repeated announcement of the same transition is the same message.
+   * Publishes a fine-tune's unpublished events in order: to the owner's stream as
+   * `fine_tune.status` (retained first, so the SSE id is its id in the owner's log), and as a
+   * signed webhook message when the run was given one. `again`: the sweeper's second try, whose
+   * first may have been retained already; it keeps that id. Rows are claimed with SKIP LOCKED.
    */
-  private async queueWebhook(ft: FineTuneRow, data: Record<string, unknown>): Promise<void> {
-    const webhookId = `msg_${ft.id.replace(/-/g, '')}_${ft.state}_${ft.attempt}${ft.stopRequestedAt ? '_stop' : ''}`;
+  async publishPending(fineTuneId: string, again = false): Promise<void> {
+    await this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<{ id: bigint; user_id: string; data: Record<string, unknown>; webhook_url: string | null; webhook_id: string | null }[]>`
+        SELECT id, user_id::text, data, webhook_url, webhook_id FROM fine_tune_events
+        WHERE fine_tune_id = ${fineTuneId}::uuid AND published_at IS NULL ORDER BY id FOR UPDATE SKIP LOCKED`;
+      for (const row of rows) {
+        const outboxId = String(row.id);
+        const payload = { userId: row.user_id, type: 'fine_tune.status' as const, data: row.data, outboxId };
+        const retained = again ? await this.events.idOf<{ outboxId?: string }>(row.user_id, (p) => p.outboxId === outboxId) : undefined;
+        const eventId = retained ?? (await this.events.append(row.user_id, payload));
+        await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.user_id, type: 'fine_tune.status', data: row.data, event_id: eventId });
+        if (row.webhook_url && row.webhook_id) await this.queueWebhook(fineTuneId, row.webhook_url, row.webhook_id, row.data);
+        await tx.$executeRaw`UPDATE fine_tune_events SET published_at = now() WHERE id = ${row.id}`;
+      }
+    });
+  }
+
+  /** Events a process recorded and died before publishing: published again after `olderThanMs`. */
+  async publishStranded(olderThanMs: number, limit = 100): Promise<number> {
+    const stranded = await this.prisma.$queryRaw<{ fine_tune_id: string }[]>`
+      SELECT DISTINCT fine_tune_id::text FROM fine_tune_events
+      WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond') LIMIT ${limit}`;
+    for (const { fine_tune_id: id } of stranded) await this.publishPending(id, true);
+    return stranded.length;
+  }
+
+  /** A transition as a signed webhook message (the queue-worker delivers and retries it, as generations' messages). */
+  private async queueWebhook(fineTuneId: string, url: string, webhookId: string, data: Record<string, unknown>): Promise<void> {
+    const namespace = await this.prisma.fineTune.findUnique({ where: { id: fineTuneId }, select: { namespaceId: true } });
+    if (!namespace) return;
     await this.queues.add(
       WEBHOOK_DELIVERY_QUEUE,
       {
         webhookId,
-        fineTuneId: ft.id,
-        namespaceId: ft.namespaceId,
+        fineTuneId,
+        namespaceId: namespace.namespaceId,
         type: 'fine_tune.status',
-        url: ft.webhookUrl!,
+        url,
         timestamp: new Date().toISOString(),
         data,
         attempt: 1,
-        requestId: requestContext.current()?.requestId ?? ft.id,
+        requestId: requestContext.current()?.requestId ?? fineTuneId,
       },
       { jobId: `${webhookId}.1` },
     );

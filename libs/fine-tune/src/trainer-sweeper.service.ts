@@ -6,8 +6,9 @@ import { FineTuneRuns } from './fine-tune-runs.service';
 import { TrainerLeases } from './trainer-leases.service';
 
 /**
- * In the fine-tune service: hands the runs of lost leases back (or ends them), and enqueues runs
- * whose tokenization ended while the service that would enqueue them crashed.
+ * In the fine-tune service: hands the runs of lost leases back (or ends them), publishes the
+ * fine_tune.status events a crashed process recorded but never published (the outbox), and
+ * enqueues runs whose tokenization ended while the service that would enqueue them crashed.
  */
 @Injectable()
 export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
@@ -27,6 +28,8 @@ export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
 
   async sweep(): Promise<void> {
     await this.leases.sweepLost();
+    // Events whose publisher died between the transition's commit and the publication.
+    await this.runs.publishStranded(Math.max(5_000, this.config.TRAINER_SWEEP_INTERVAL_MS * 2));
     const waiting = await this.prisma.fineTune.findMany({
       where: { state: 'tokenized', runRequested: true, updatedAt: { lt: new Date(Date.now() - this.config.TRAINER_SWEEP_INTERVAL_MS) } },
       select: { id: true },
