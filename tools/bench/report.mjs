@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run bench:report — runs bench:chat, bench:queue and bench:media three times each (BENCH_ROUNDS; one
+// npm run bench:report — runs bench:chat, bench:queue, bench:media and bench:trainer three times each (BENCH_ROUNDS; one
 // round after another, so each figure is measured beside its direct path in the same run) and
 // writes docs/benchmarks.md: the hot-path targets, the median of the runs, every run, and
 // the machine. Run it alone on the machine: anything beside it falsifies the figures.
@@ -30,7 +30,7 @@ function run(bench, round) {
   return JSON.parse(fs.readFileSync(file, 'utf8'));
 }
 
-const runs = { chat: [], queue: [], media: [] };
+const runs = { chat: [], queue: [], media: [], trainer: [] };
 for (let round = 1; round <= ROUNDS; round++) for (const bench of Object.keys(runs)) runs[bench].push(run(bench, round));
 
 const median = (values) => {
@@ -66,7 +66,7 @@ const lines = [
   '# Benchmarks',
   '',
   `Measured ${new Date().toISOString().slice(0, 10)} at commit \`${commit}\` with \`npm run bench:report\`, which runs`,
-  `\`npm run bench:chat\`, \`bench:queue\` and \`bench:media\` ${ROUNDS === 1 ? 'once' : `${['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'][ROUNDS - 2] ?? ROUNDS} times`} each and writes this page. Every service runs as`,
+  `\`npm run bench:chat\`, \`bench:queue\`, \`bench:media\` and \`bench:trainer\` ${ROUNDS === 1 ? 'once' : `${['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'][ROUNDS - 2] ?? ROUNDS} times`} each and writes this page. Every service runs as`,
   'compiled code with production settings, co-located on one machine with Postgres, Redis, a fake upstream and the load',
   'generator, with API-key auth, validation and credit reservation and settlement on.',
   '',
@@ -116,6 +116,9 @@ const lines = [
   row('... plus tpm and max_concurrent (key and namespace)', '<= 0.3 ms per check', 'chat', 'governance.levels.rpm + tpm + max_concurrent.addedP50'),
   row('... plus a budget on the key (every governance check)', '<= 0.3 ms per check', 'chat', 'governance.addedP50'),
   row('idle SSE connections, RSS per connection at 10,000 (events app, 100 users, after 30 s)', '<= 10 KB', 'queue', 'sse.rssKbPerConnection', { unit: 'KB', digits: 1, met: (v) => v <= 10 }),
+  row('trainer events ingested (20 trainers on their own leases, 10 events per call)', '–', 'trainer', 'ingestion.eventsPerSecond', { unit: '/s', digits: 0, direct: 'ingestion.floorRps', directLabel: 'authenticated GET, same connections', unitBeside: 'req/s' }),
+  row('... per call, p99', '–', 'trainer', 'ingestion.callP99', { digits: 0, direct: 'ingestion.callP50', directLabel: 'p50' }),
+  row("the gateway's CPU over 10 s of 200 trainers' lease long-polls waiting", '–', 'trainer', 'idle.waitingCpuMs', { digits: 0, direct: 'idle.quietCpuMs', directLabel: 'the same 10 s with none waiting' }),
   '',
   'How to read the rows:',
   '- **added**: gateway figure minus the direct figure of the same run, at the same percentile.',

@@ -7,7 +7,7 @@
 // 2. The idle long-poll: trainers waiting 30 s for runs that never come; the gateway's CPU (read
 //    from /proc) over 10 s of the wait (after each poll's one claim), beside 10 s with none waiting.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { parquetWriteBuffer } from 'hyparquet-writer';
@@ -149,6 +149,16 @@ console.log(
 );
 const answers = await Promise.all(polls);
 console.log(`  their answers at 30 s: ${answers.filter((r) => r.status === 204).length} x 204`);
+
+// For bench:report (BENCH_JSON): this run's figures.
+if (process.env.BENCH_JSON)
+  writeFileSync(
+    process.env.BENCH_JSON,
+    JSON.stringify({
+      ingestion: { eventsPerSecond: (calls * EVENTS_PER_CALL) / duration, callP50: p50, callP99: p99, floorRps: floor.requests.average },
+      idle: { waitingCpuMs: waiting, quietCpuMs: quiet, pollers: IDLE_POLLERS },
+    }),
+  );
 
 await logged.end();
 gateway.kill('SIGTERM');
