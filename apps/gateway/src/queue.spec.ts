@@ -152,6 +152,15 @@ describe('generation queue API', () => {
     }
   });
 
+  it('tells a first start from a redelivered one, so the queue-wait metric observes each generation once', async () => {
+    const t = await createTenant(gw.http, gw.adminToken, '10');
+    const id = (await enqueue(t, { model: 'local-image', prompt: 'once' })).body.generations[0].generation_id;
+    const state = gw.app.get(GenerationState);
+    expect((await state.start(id))?.firstStart).toBe(true);
+    // A worker died and BullMQ hands the job to another: the same row, not a first start.
+    expect((await state.start(id))?.firstStart).toBe(false);
+  });
+
   it('lists active generations by default, terminal ones on request, with filters and paging', async () => {
     const t = await createTenant(gw.http, gw.adminToken, '10');
     const img = (await enqueue(t, { model: 'local-image', prompt: 'one', target_repo: 'r1', target_directory: 'd1' })).body.generations[0].generation_id;

@@ -94,7 +94,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     while (!this.stopping.signal.aborted) {
       try {
         this.token ||= await this.trainers.ensureBuiltin();
-        const lease = await this.call<Lease | undefined>('POST', '/api/trainer/lease', { wait_seconds: 20 });
+        const lease = await this.call<Lease | undefined>('POST', '/api/trainer/lease', { wait_seconds: 30 });
         if (lease) await this.train(lease);
       } catch (err) {
         if (this.stopping.signal.aborted) return;

@@ -76,7 +76,8 @@ export class GenerationRunner {
     const durably = <T>(op: () => Promise<T>) => this.durably(id, signal, op);
     const row = await durably(() => this.state.start(id));
     if (!row) return 'skipped';
-    if (this.metrics && row.startedAt)
+    // A redelivered job's wait was observed at its first start.
+    if (this.metrics && row.startedAt && row.firstStart)
       this.metrics.generationWait.observe({ pool: row.mediaType, namespace: await this.namespaceLabel(row.namespaceId) }, (row.startedAt.getTime() - row.enqueuedAt.getTime()) / 1000);
     seen.model = row.modelName;
     // A catalog model, or a deployed atelier/local-image fine-tune (rendered by its serving model in its style).

@@ -30,13 +30,15 @@ export class GenerationState {
    * queued -> processing (sets started_at). A generation already processing is returned too:
    * that is BullMQ redelivering the job of a worker that died. Anything else: undefined.
    */
-  async start(id: string): Promise<GenerationModel | undefined> {
-    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+  async start(id: string): Promise<(GenerationModel & { firstStart: boolean }) | undefined> {
+    // started_at = now() only when this statement set it: the first start, not a redelivery.
+    const rows = await this.prisma.$queryRaw<{ id: string; first: boolean }[]>`
       UPDATE generations SET status = 'processing', started_at = COALESCE(started_at, now())
       WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
-      RETURNING id::text`;
+      RETURNING id::text, started_at = now()::timestamptz(3) AS first`;
     if (rows.length === 0) return undefined;
-    const row = (await this.prisma.generation.findUnique({ where: { id } })) ?? undefined;
+    const found = await this.prisma.generation.findUnique({ where: { id } });
+    const row = found ? { ...found, firstStart: rows[0].first } : undefined;
     // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
     if (row) {
       await this.positions.started(row.mediaType, id, row.namespaceId).catch(() => undefined);
