@@ -234,13 +234,14 @@ describe('fine-tune runs and the trainer protocol', () => {
     const id = created.body.fine_tune.id;
     // The owner's event stream sees every transition.
     const events = new AbortController();
-    const seen: string[] = [];
+    let text = '';
     const stream = fetch(`${url}/api/events`, { headers: { authorization: `Bearer ${alice.apiKey}` }, signal: events.signal }).then(async (res) => {
       const decoder = new TextDecoder();
-      for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
-        for (const m of decoder.decode(chunk).matchAll(/event: fine_tune\.status\ndata: (.*)\n/g)) seen.push((JSON.parse(m[1]) as { id: string; status: string }).id === id ? JSON.parse(m[1]).status : '');
-      }
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
     }).catch(() => undefined);
+    /** This fine-tune's statuses in the order its fine_tune.status events came (whole frames only). */
+    const statuses = () =>
+      [...text.matchAll(/event: fine_tune\.status\ndata: (.*)\n/g)].map((m) => JSON.parse(m[1]) as { id: string; status: string }).filter((d) => d.id === id).map((d) => d.status);
     await new Promise((r) => setTimeout(r, 200));
 
     // From created: tokenized first, then enqueued, with no second call; every transition also to the webhook.
@@ -249,8 +250,11 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect(run.status).toBe(200);
     expect(run.body.fine_tune.run_requested || run.body.fine_tune.status === 'enqueued').toBe(true);
     const done = await until(alice, id, 'completed');
+    // The record can show completed a moment before its event is published (after the commit).
+    await waitFor(() => statuses().includes('completed'), { timeoutMs: 5_000, description: 'the completed event' });
     events.abort();
     await stream;
+    const seen = statuses();
     expect(seen).toEqual(expect.arrayContaining(['tokenized', 'enqueued', 'running', 'completed']));
     expect(seen.indexOf('running')).toBeLessThan(seen.indexOf('completed'));
     // The same transitions as signed webhook messages (Standard Webhooks, the namespace's secret).
