@@ -1,6 +1,7 @@
 import { ApiError } from '@atelier/contracts';
 import { Prisma } from '@atelier/db';
 import { FINE_TUNE_STATES, isFineTuneState } from './fine-tune-states';
+import { intParam } from './fine-tunes.service';
 
 export const LISTING_SORTS = ['created_at', '-created_at', 'updated_at', '-updated_at', 'name', '-name'] as const;
 
@@ -20,21 +21,14 @@ const text = (value: unknown, name: string): string | undefined => {
   return value;
 };
 
-const int = (value: unknown, name: string, fallback: number, min: number, max: number): number => {
-  const raw = text(value, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d{1,7}$/.test(raw) || Number(raw) < min || Number(raw) > max) throw ApiError.badRequest(`${name} must be an integer between ${min} and ${max}`);
-  return Number(raw);
-};
-
 /**
  * The filters of GET /api/user/fine_tunes and /api/orgs/{name}/fine_tunes, as the hub takes them:
  * `page` (from 1), `page_size` (1-100, 20), `search` (in the fine-tune's or its repository's name),
  * `status`, `created_by` (a username), `sort` (a field, `-` for descending; newest first).
  */
 export function listingQuery(namespaceId: string, query: ListingQuery, userIdOf: (username: string) => string | undefined) {
-  const page = int(query.page, 'page', 1, 1, 1_000_000);
-  const pageSize = int(query.page_size, 'page_size', 20, 1, 100);
+  const page = intParam(query.page, 'page', 1, 1, 1_000_000);
+  const pageSize = intParam(query.page_size, 'page_size', 20, 1, 100);
   const status = text(query.status, 'status');
   if (status !== undefined && !isFineTuneState(status)) throw ApiError.badRequest(`status must be one of ${FINE_TUNE_STATES.join(', ')}`);
   const sort = text(query.sort, 'sort') ?? '-created_at';

@@ -4,16 +4,10 @@ import { PrismaService } from '@atelier/db';
 import type { RepositoryRecord } from '@atelier/repos';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { parseResource } from './fine-tune-request';
+import { intParam } from './fine-tunes.service';
 
 const unix = (d: Date) => Math.floor(d.getTime() / 1000);
 const METRIC_NAMES = ['loss', 'grad_norm', 'learning_rate', 'epoch', 'mean_token_accuracy'] as const;
-
-function intQuery(value: unknown, name: string, fallback: number, min: number, max: number): number {
-  if (value === undefined || value === '') return fallback;
-  if (typeof value !== 'string' || !/^\d{1,12}$/.test(value) || Number(value) < min || Number(value) > max)
-    throw ApiError.badRequest(`${name} must be an integer between ${min} and ${max}`);
-  return Number(value);
-}
 
 /** What a run reported, for its owner: logs, checkpoints and the trainer's latest status. */
 @Injectable()
@@ -26,8 +20,8 @@ export class FineTuneReports {
   /** GET .../logs: every log, metrics and status event in order; `after` (an id) pages on. */
   async logs(repo: RepositoryRecord, id: string, query: { after?: unknown; limit?: unknown; type?: unknown }) {
     const ft = await this.runs.find(repo, id);
-    const after = intQuery(query.after, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
-    const limit = intQuery(query.limit, 'limit', 500, 1, 5000);
+    const after = intParam(query.after, 'after', 0, 0, Number.MAX_SAFE_INTEGER);
+    const limit = intParam(query.limit, 'limit', 500, 1, 5000);
     const type = query.type === undefined || query.type === '' ? undefined : String(query.type);
     if (type !== undefined && !['log', 'metrics', 'status', 'checkpoint'].includes(type)) throw ApiError.badRequest('type must be one of log, metrics, status, checkpoint');
     const rows = await this.prisma.fineTuneLog.findMany({

@@ -1,7 +1,6 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
-import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { Injectable, Logger } from '@nestjs/common';
 import { CreditLedger, PaidRequests, chargeTags, reservationReference, type Payer, type StaleReservationRule, PAID_REQUEST_KINDS } from '@atelier/billing';
-import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, UUID_PATTERN, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
+import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
 import { requestContext } from '@atelier/observability';
 import { Prisma, PrismaService } from '@atelier/db';
 import { BroadcastBus, JobQueues, UserEventLog } from '@atelier/runtime';
@@ -9,6 +8,7 @@ import type { RepositoryRecord } from '@atelier/repos';
 import { baseModelSpec } from './base-models';
 import type { FineTuneState } from './fine-tune-states';
 import type { TokenizationStats } from './tokenize-dataset';
+import { findFineTune, runFields } from './fine-tunes.service';
 
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
 
@@ -32,22 +32,6 @@ export function parseRunWebhook(body: unknown): string | undefined {
 export interface TrainedAmount {
   trainedTokens?: number;
   trainedSteps?: number;
-}
-
-/** The run fields of the public fine-tune object (beside FineTuneView's). */
-export function runFields(ft: FineTuneRow) {
-  const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
-  return {
-    credits_used: ft.creditsUsed === null ? null : new Prisma.Decimal(ft.creditsUsed).toFixed(),
-    trained_tokens: ft.trainedTokens === null ? null : Number(ft.trainedTokens),
-    trained_steps: ft.trainedSteps,
-    attempt: ft.attempt,
-    run_requested: ft.runRequested,
-    stop_requested: ft.stopRequestedAt !== null,
-    enqueued_at: unix(ft.enqueuedAt),
-    started_at: unix(ft.startedAt),
-    finished_at: unix(ft.finishedAt),
-  };
 }
 
 /**
@@ -83,13 +67,10 @@ export class FineTuneRuns {
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
     private readonly queues: JobQueues,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
-  async find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
-    const ft = UUID_PATTERN.test(id) ? await this.prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
-    if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
-    return ft;
+  find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
+    return findFineTune(this.prisma, repo, id);
   }
 
   /**

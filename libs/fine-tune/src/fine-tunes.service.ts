@@ -13,7 +13,6 @@ import { blobAsyncBuffer, openParquet, ParquetReadError, type DatasetLimits, typ
 import type { TokenizationStats } from './tokenize-dataset';
 import { referencedColumns, type FieldProblem } from './training-params';
 import type { ScriptType } from './base-models';
-import { runFields } from './fine-tune-runs.service';
 
 /** The public fine-tune object. */
 export interface FineTuneView {
@@ -45,6 +44,22 @@ export interface FineTuneView {
 }
 
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
+
+/** The run fields of the public fine-tune object (beside FineTuneView's). */
+export function runFields(ft: FineTuneRow) {
+  const unix = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
+  return {
+    credits_used: ft.creditsUsed === null ? null : new Prisma.Decimal(ft.creditsUsed).toFixed(),
+    trained_tokens: ft.trainedTokens === null ? null : Number(ft.trainedTokens),
+    trained_steps: ft.trainedSteps,
+    attempt: ft.attempt,
+    run_requested: ft.runRequested,
+    stop_requested: ft.stopRequestedAt !== null,
+    enqueued_at: unix(ft.enqueuedAt),
+    started_at: unix(ft.startedAt),
+    finished_at: unix(ft.finishedAt),
+  };
+}
 
 const unix = (d: Date) => Math.floor(d.getTime() / 1000);
 
@@ -272,14 +287,20 @@ export class FineTunesService implements OnModuleDestroy {
     return toFineTuneView(tokenizing, repo);
   }
 
-  private async find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
-    const ft = UUID_PATTERN.test(id) ? await this.prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
-    if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
-    return ft;
+  private find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
+    return findFineTune(this.prisma, repo, id);
   }
 }
 
-function intParam(value: unknown, name: string, fallback: number, min: number, max: number): number {
+/** A repository's fine-tune by id; 404 for an unknown or malformed one. */
+export async function findFineTune(prisma: PrismaService, repo: { id: string }, id: string): Promise<FineTuneRow> {
+  const ft = UUID_PATTERN.test(id) ? await prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
+  if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
+  return ft;
+}
+
+/** An integer query parameter between min and max (fallback when absent), or a 400 saying so. */
+export function intParam(value: unknown, name: string, fallback: number, min: number, max: number): number {
   if (value === undefined || value === '') return fallback;
   if (typeof value !== 'string' || !/^\d+$/.test(value)) throw ApiError.badRequest(`${name} must be an integer between ${min} and ${max}`);
   const n = Number(value);

@@ -7,8 +7,8 @@ import { pathSegments } from '@atelier/repos';
 import { BroadcastBus } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 import { parseResource } from './fine-tune-request';
-import { FineTuneRuns, runFields } from './fine-tune-runs.service';
-import { toFineTuneView } from './fine-tunes.service';
+import { FineTuneRuns } from './fine-tune-runs.service';
+import { runFields, toFineTuneView } from './fine-tunes.service';
 import type { TrainerIdentity } from './trainers.service';
 
 type FineTuneRow = Prisma.FineTuneGetPayload<object>;
