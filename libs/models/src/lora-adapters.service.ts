@@ -1,4 +1,6 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
@@ -48,9 +50,8 @@ export class LoraAdapters {
       if (!blob) throw new ApiError('service_unavailable', `The checkpoint file ${file.path} is missing from storage`);
       const target = path.join(this.directory(name), file.path);
       await mkdir(path.dirname(target), { recursive: true });
-      const chunks: Buffer[] = [];
-      for await (const chunk of blob.body as AsyncIterable<Buffer>) chunks.push(chunk);
-      await writeFile(target, Buffer.concat(chunks));
+      // Streamed: an adapter's weights may be as large as MAX_CHECKPOINT_BYTES.
+      await pipeline(blob.body, createWriteStream(target));
     }
   }
 
