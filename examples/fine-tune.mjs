@@ -43,6 +43,8 @@ console.log('text_generation base models:', text.base_models.join(', '));
 const fineTunes = `/api/repos/${namespace}/${repo}/fine_tunes`;
 const { fine_tune } = await api('POST', fineTunes, {
   ...text.example,
+  // Its deployed model is named after it, and model names are unique in a namespace: one per run of this example.
+  name: `orchard-${repo}`,
   base_model: 'atelier/local-chat',
   resource: 'main/train.parquet',
   training_params: { ...text.example.training_params, save_strategy: 'steps', save_steps_ratio: 0.25 },
