@@ -28,10 +28,12 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-cut': { upstream_model: 'cut' },
   'remote-error-stream': { upstream_model: 'error-mid-stream' },
   'remote-slow': { upstream_model: 'slow' },
+  // Room for an agent's whole prompt (the Codex CLI sends some 10,000 tokens of instructions and tools).
+  'remote-echo-wide': { upstream_model: 'echo', context_window: 200_000 },
 };
 
 function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
-  const { fallbacks, ...engine } = settings;
+  const { fallbacks, context_window: contextWindow, ...engine } = settings;
   return {
     id,
     created: 1767225600,
@@ -41,7 +43,7 @@ function remoteDefinition(id: string, upstreamUrl: string, settings: Record<stri
     endpoint: '/chat/completions',
     capabilities: { input: ['text'], output: ['text'] },
     pricing: { method: 'token', input_cost_per_token: '0.00001', output_cost_per_token: '0.00003' },
-    context_window: 8192,
+    context_window: contextWindow ?? 8192,
     default_max_tokens: 256,
     features: { tools: true, json_mode: true, streaming: true },
     engine: {

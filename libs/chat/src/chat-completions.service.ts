@@ -104,10 +104,11 @@ export class ChatCompletionsService {
   /**
    * The whole paid request: validate and reserve, hand off to the chat service, deliver, then
    * settle. What is billed when it fails: nothing when nothing reached the client; for a stream
-   * that breaks off, the prompt and the completion tokens already delivered.
+   * that breaks off, the prompt and the completion tokens already delivered. `endpoint` is the
+   * route the usage is reported under (the Responses API runs on this same lifecycle).
    */
-  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<void> {
-    const chat = await this.validate(caller, rawBody, requestId, delivery);
+  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, endpoint = CHAT_ENDPOINT): Promise<void> {
+    const chat = await this.validate(caller, rawBody, requestId, delivery, endpoint);
     const { signal } = delivery;
     const sent: string[] = [];
     /** Chunks that arrive while the reservation is still being taken (an overlapped hand-off) wait here. */
@@ -160,7 +161,7 @@ export class ChatCompletionsService {
     await this.metrics.timed('chat.settle', () => this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider }));
   }
 
-  private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery): Promise<ValidatedChat> {
+  private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, endpoint: string): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
     const { model, deployed } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
@@ -172,7 +173,7 @@ export class ChatCompletionsService {
     // Awaited with the slots (PaidRequests.reserveAndStart); a refusal is reported there.
     tokensTaken.catch(() => undefined);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    const tags = chargeTags(caller, model.id, CHAT_ENDPOINT);
+    const tags = chargeTags(caller, model.id, endpoint);
     return { completionId, caller, scope, model, deployed, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 

@@ -55,6 +55,8 @@ const schema = z.object({
    * namespaces' generations wait; 100 lets a burst take every idle slot until others arrive.
    */
   QUEUE_NAMESPACE_MAX_SHARE: positiveInt.max(100, 'must be a percentage between 1 and 100').default(100),
+  /** How long a stored Responses API answer (store: true) stays for previous_response_id and GET /api/ai/responses/{id}. */
+  RESPONSES_TTL_DAYS: positiveInt.max(3650).default(30),
   /** How often a trainer must call in (events) on a lease; 3 times this without one and the lease is lost. */
   TRAINER_HEARTBEAT_SECONDS: positiveInt.default(30),
   /** Leases a fine-tune run may lose before it is errored. */

@@ -7,7 +7,8 @@ import type { AddressInfo } from 'node:net';
  *
  * - `echo`: answers "Echo: <last user text>" (streamed in a few chunks), with usage.
  * - `echo-no-usage`: the same without any usage (the caller must count).
- * - `tool`: calls the first declared tool with `{}` arguments.
+ * - `tool`: calls the first declared tool with `{}` arguments (streamed: the name, then the arguments in two pieces);
+ *   after a tool result, answers "Done: <the result>".
  * - `flaky-<n>`: fails the first n requests of each x-test-key with 503, then behaves like echo.
  * - `rate-limited-<n>`: like flaky, with 429 and `retry-after: 0`.
  * - `down`: always 500. `reject`: 400 with an OpenAI-style error body. `unauthorized`: 401.
@@ -129,12 +130,14 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
       return void res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"This model does not support that parameter"}}');
     if (model.startsWith('hang')) return;
 
-    const text = `Echo: ${lastUserText(body)}`;
+    const messages = (body.messages as { role: string; content: unknown }[] | undefined) ?? [];
+    const afterTool = messages.at(-1)?.role === 'tool';
+    const text = model === 'tool' && afterTool ? `Done: ${String(messages.at(-1)?.content)}` : `Echo: ${lastUserText(body)}`;
     const withUsage = model !== 'echo-no-usage';
     const usage = { prompt_tokens: 21, completion_tokens: 9, total_tokens: 30 };
     const tools = (body.tools as { function: { name: string } }[] | undefined) ?? [];
     if (!stream) {
-      const message = model === 'tool' && tools.length > 0
+      const message = model === 'tool' && tools.length > 0 && !afterTool
         ? { role: 'assistant', content: null, tool_calls: [{ id: 'call_up_1', type: 'function', function: { name: tools[0].function.name, arguments: '{}' } }] }
         : { role: 'assistant', content: text };
       const out = JSON.stringify({
@@ -142,7 +145,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
         object: 'chat.completion',
         created,
         model,
-        choices: [{ index: 0, message, finish_reason: model === 'tool' ? 'tool_calls' : 'stop' }],
+        choices: [{ index: 0, message, finish_reason: message.tool_calls ? 'tool_calls' : 'stop' }],
         ...(withUsage ? { usage } : {}),
       });
       res.writeHead(200, { 'content-type': 'application/json' }).end(out);
@@ -168,6 +171,15 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
         res.write(chunk({ content: `tick ${n} ` }));
       }, 50);
       res.on('close', () => clearInterval(timer));
+      return;
+    }
+    if (model === 'tool' && tools.length > 0 && !afterTool) {
+      res.write(chunk({ tool_calls: [{ index: 0, id: 'call_up_1', type: 'function', function: { name: tools[0].function.name, arguments: '' } }] }));
+      res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: '{' } }] }));
+      res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: '}' } }] }));
+      res.write(chunk({}, 'tool_calls'));
+      res.write(chunk({}, null, usage));
+      res.end('data: [DONE]\n\n');
       return;
     }
     const pieces = text.match(/\S+\s*/g) ?? [text];

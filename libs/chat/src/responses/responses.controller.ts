@@ -1,0 +1,92 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
+import { ApiError } from '@atelier/contracts';
+import { IDEMPOTENT } from '@atelier/idempotency';
+import { ResponsesService } from './responses.service';
+
+function listQuery(query: Record<string, unknown>): { after?: string; limit: number; order: 'asc' | 'desc' } {
+  const fail = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
+  const limit = query.limit === undefined ? 20 : Number(query.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw fail('limit', 'limit must be an integer between 1 and 100');
+  const order = query.order ?? 'desc';
+  if (order !== 'asc' && order !== 'desc') throw fail('order', 'order must be asc or desc');
+  if (query.after !== undefined && typeof query.after !== 'string') throw fail('after', 'after must be an item id');
+  return { limit, order, ...(typeof query.after === 'string' && { after: query.after }) };
+}
+
+/**
+ * The OpenAI Responses API: POST /api/ai/responses (JSON or server-sent events), and the stored
+ * answers' GET, DELETE and input_items. The work is ResponsesService's, on the chat lifecycle.
+ */
+@Controller('api/ai/responses')
+@RequiresScope('chat')
+export class ResponsesController {
+  constructor(private readonly responses: ResponsesService) {}
+
+  /**
+   * A stream opens with its first event, so a refusal before it is an ordinary HTTP error; after
+   * it, a failure ends the stream with response.failed.
+   */
+  @Post()
+  @CountsAsWork()
+  @RouteConfig(IDEMPOTENT)
+  @HttpCode(200)
+  async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    };
+    reply.raw.on('close', onClose);
+    if (req.raw.socket?.destroyed === true) gone.abort();
+    const extra: Record<string, string> = {};
+    try {
+      await this.responses.create(caller, body, req.id, {
+        signal: gone.signal,
+        header: (name, value) => {
+          extra[name] = value;
+          void reply.header(name, value);
+        },
+        event: (event) => {
+          if (gone.signal.aborted) return;
+          if (!reply.sent) {
+            reply.hijack();
+            reply.raw.writeHead(200, {
+              ...extra,
+              'content-type': 'text/event-stream; charset=utf-8',
+              'cache-control': 'no-cache',
+              connection: 'keep-alive',
+              'x-accel-buffering': 'no',
+              'x-request-id': req.id,
+            });
+          }
+          reply.raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+        },
+        end: () => {
+          if (reply.sent) reply.raw.end();
+        },
+        json: async (response) => {
+          await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(response);
+        },
+      });
+    } finally {
+      reply.raw.off('close', onClose);
+    }
+  }
+
+  @Get(':id')
+  get(@CurrentCaller() caller: Caller, @Param('id') id: string) {
+    return this.responses.get(caller, id);
+  }
+
+  @Delete(':id')
+  delete(@CurrentCaller() caller: Caller, @Param('id') id: string) {
+    return this.responses.delete(caller, id);
+  }
+
+  @Get(':id/input_items')
+  inputItems(@CurrentCaller() caller: Caller, @Param('id') id: string, @Query() query: Record<string, unknown>) {
+    return this.responses.inputItems(caller, id, listQuery(query));
+  }
+}
