@@ -59,6 +59,40 @@ function remoteDefinition(id: string, upstreamUrl: string, settings: Record<stri
   };
 }
 
+/** Embedding models served by the fake upstream: id -> engine settings and the model's max_batch. */
+const REMOTE_EMBEDDING_MODELS: Record<string, { upstream_model: string; max_batch?: number; fallbacks?: string; max_retries?: number }> = {
+  'remote-embed': { upstream_model: 'embed', max_batch: 100 },
+  'remote-embed-no-usage': { upstream_model: 'embed-no-usage' },
+  'remote-embed-fallback': { upstream_model: 'embed-down', max_retries: 1, fallbacks: 'embed' },
+};
+
+function remoteEmbeddingDefinition(id: string, upstreamUrl: string, settings: (typeof REMOTE_EMBEDDING_MODELS)[string]): Record<string, unknown> {
+  const { max_batch, fallbacks, ...engine } = settings;
+  return {
+    id,
+    created: 1767225600,
+    owned_by: 'test',
+    display_name: id,
+    description: `Test embedding model served by the fake upstream (${settings.upstream_model})`,
+    endpoint: '/embeddings',
+    capabilities: { input: ['text'], output: ['embedding'] },
+    pricing: { method: 'token', input_cost_per_token: '0.00001' },
+    context_window: 8192,
+    dimensions: 8,
+    ...(max_batch && { max_batch }),
+    engine: {
+      type: 'openai-compatible',
+      base_url: upstreamUrl,
+      api_key_env: FAKE_UPSTREAM_KEY_ENV,
+      retry_backoff_ms: 5,
+      timeout_ms: 5000,
+      ...engine,
+      ...(fallbacks ? { fallbacks: [{ base_url: upstreamUrl, upstream_model: fallbacks, api_key_env: FAKE_UPSTREAM_KEY_ENV }] } : {}),
+    },
+    parameters: { type: 'object', properties: {} },
+  };
+}
+
 export interface ChatStack {
   gw: GatewayHarness;
   chat: NestFastifyApplication;
@@ -81,6 +115,8 @@ export async function startChatStack(overrides: Record<string, string> = {}): Pr
   for (const file of fs.readdirSync(defaultCatalogDir())) fs.copyFileSync(path.join(defaultCatalogDir(), file), path.join(catalogDir, file));
   for (const [id, settings] of Object.entries(REMOTE_MODELS))
     fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(remoteDefinition(id, upstream.url, settings)));
+  for (const [id, settings] of Object.entries(REMOTE_EMBEDDING_MODELS))
+    fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(remoteEmbeddingDefinition(id, upstream.url, settings)));
 
   const gw = await startGateway({ MODEL_CATALOG_DIR: catalogDir, MEDIA_FETCH_ALLOWED_HOSTS: '127.0.0.1', ...overrides });
   const chat = await createService(ChatServiceModule.forRoot(gw.env.config), gw.env.config, { service: 'chat' });

@@ -188,11 +188,13 @@ describe('Idempotency-Key', () => {
     expect(withKey.sort()).toEqual(
       [
         'post /api/ai/chat/completions',
+        'post /api/ai/embeddings',
         'post /api/ai/images/edit',
         'post /api/ai/images/edits',
         'post /api/ai/images/generate',
         'post /api/ai/images/generations',
         'post /api/ai/queue',
+        'post /api/ai/responses',
         'post /api/ai/videos/generate',
         'post /api/repos/{namespace}/{repo}/fine_tunes',
         'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/tokenize',

@@ -63,7 +63,9 @@ describe('model catalog API', () => {
   it('lists models and filters by endpoint and output', async () => {
     const all = await gw.http.request<{ object: string; data: { id: string }[] }>('GET', '/api/ai/models', { token: user.apiKey });
     expect(all.body.object).toBe('list');
-    expect(all.body.data.map((m) => m.id).sort()).toEqual(['local-chat', 'local-image', 'local-image-edit', 'local-video']);
+    expect(all.body.data.map((m) => m.id).sort()).toEqual(['local-chat', 'local-embed', 'local-image', 'local-image-edit', 'local-video']);
+    const embeddings = await gw.http.request<{ data: { id: string }[] }>('GET', '/api/ai/models?output=embedding', { token: user.apiKey });
+    expect(embeddings.body.data.map((m) => m.id)).toEqual(['local-embed']);
     const images = await gw.http.request<{ data: { id: string }[] }>('GET', '/api/ai/models?output=image', { token: user.apiKey });
     expect(images.body.data.map((m) => m.id).sort()).toEqual(['local-image', 'local-image-edit']);
     const chat = await gw.http.request<{ data: { id: string }[] }>('GET', '/api/ai/models?endpoint=chat/completions', { token: user.apiKey });

@@ -8,6 +8,7 @@ const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
   '/images/generate': 'POST /api/ai/images/generate',
   '/images/edit': 'POST /api/ai/images/edit',
   '/videos/generate': 'POST /api/ai/videos/generate',
+  '/embeddings': 'POST /api/ai/embeddings',
 };
 
 function invalid(issues: ValidationIssue[]): ApiError {

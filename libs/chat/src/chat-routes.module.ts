@@ -2,13 +2,14 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '@atelier/auth';
 import { ChatController } from './chat.controller';
 import { ChatGatewayModule } from './chat-gateway.module';
+import { EmbeddingsController } from './embeddings/embeddings.controller';
 import { ResponseStore } from './responses/response-store.service';
 import { ResponsesController } from './responses/responses.controller';
 import { ResponsesService } from './responses/responses.service';
 
 /**
- * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, and the Responses API that
- * runs on the same lifecycle), beside the services they call.
+ * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses API that runs
+ * on the same lifecycle, and embeddings), beside the services they call.
  */
-@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController], providers: [ResponsesService, ResponseStore] })
+@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, EmbeddingsController], providers: [ResponsesService, ResponseStore] })
 export class ChatRoutesModule {}

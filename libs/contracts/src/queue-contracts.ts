@@ -89,6 +89,25 @@ export interface ChatCompletionOutcome {
   provider: string;
 }
 
+export interface EmbeddingsJob {
+  caller: CallerContext;
+  model: string;
+  /** Texts, or token id arrays, validated by the gateway: at most MAX_EMBEDDING_INPUTS. */
+  input: string[] | number[][];
+  /** Shorter vectors, where the model supports it. */
+  dimensions?: number;
+  /** o200k count of each input, which the gateway reserved credits for: the usage when an upstream reports none. */
+  inputTokens: number;
+  reservationId: string;
+}
+
+export interface EmbeddingsOutcome {
+  /** One vector per input, in input order: little-endian float32, base64 (compact over Redis, and exact). */
+  vectors: string[];
+  usage: { prompt_tokens: number; total_tokens: number };
+  provider: string;
+}
+
 /** Where outputs are stored: always under the billed namespace, optionally in a repo/directory. */
 export interface MediaOutputTarget {
   repo?: string;
@@ -179,6 +198,18 @@ export const CHAT_COMPLETION_QUEUE = defineQueue<ChatCompletionJob, ChatCompleti
   // Chat jobs mostly wait on upstream servers, so one process keeps many in flight.
   concurrency: 256,
   // The answer already went back over the reply channel; finished jobs are kept only briefly.
+  removeOnComplete: { count: 100, age: 600 },
+  removeOnFail: { count: 5000, age: 7 * DAY },
+  lockDurationMs: 30_000,
+});
+
+/** Embeddings, run by the chat service (model serving) beside chat completions. */
+export const EMBEDDINGS_QUEUE = defineQueue<EmbeddingsJob, EmbeddingsOutcome>()('embeddings', {
+  kind: 'rpc',
+  // Retries and fallbacks happen inside the chat service, per upstream call.
+  attempts: 1,
+  backoff: { type: 'fixed', delay: 0 },
+  concurrency: 64,
   removeOnComplete: { count: 100, age: 600 },
   removeOnFail: { count: 5000, age: 7 * DAY },
   lockDurationMs: 30_000,
@@ -277,6 +308,7 @@ export const FINE_TUNE_INSPECT_QUEUE = defineQueue<DatasetInspectJob, DatasetIns
 
 export const QUEUES = [
   CHAT_COMPLETION_QUEUE,
+  EMBEDDINGS_QUEUE,
   IMAGE_RENDER_QUEUE,
   VIDEO_RENDER_QUEUE,
   IMAGE_GENERATION_QUEUE,

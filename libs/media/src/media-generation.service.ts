@@ -10,7 +10,7 @@ import { BlobStore, SignedUrls } from '@atelier/storage';
 import { requestedUsage, usageCost } from './pricing';
 import { resolveMediaModel, validateMediaParams } from './media-request';
 
-export type MediaEndpoint = Exclude<ModelEndpoint, '/chat/completions'>;
+export type MediaEndpoint = Exclude<ModelEndpoint, '/chat/completions' | '/embeddings'>;
 
 export interface MediaAnswer {
   body: Record<string, unknown>;

@@ -33,6 +33,7 @@ export class MediaRenderer {
     const model = this.catalog.get(id);
     if (!model) throw new ApiError('resource_not_found', `Model not found: ${id}`);
     if (model.endpoint === '/chat/completions') throw ApiError.badRequest(`Model ${id} is a chat model, not a media model`);
+    if (model.endpoint === '/embeddings') throw ApiError.badRequest(`Model ${id} is an embedding model, not a media model`);
     return model;
   }
 

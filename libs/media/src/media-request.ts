@@ -6,6 +6,7 @@ const KIND: Readonly<Record<ModelEndpoint, string>> = {
   '/images/generate': 'an image generation model',
   '/images/edit': 'an image editing model',
   '/videos/generate': 'a video model',
+  '/embeddings': 'an embedding model',
 };
 
 /** The spec words these two as pydantic did: the endpoint answers them as 422 with this prefix. */

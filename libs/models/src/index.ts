@@ -1,4 +1,6 @@
 export type {
+  EmbeddingModelDefinition,
+  InputTokenPricing,
   BuiltinEngineConfig,
   ChatFallbackEndpoint,
   ChatFeatures,
@@ -40,6 +42,7 @@ export { ModelCatalog, ModelCatalogError, defaultCatalogDir } from './model-cata
 export {
   ENDPOINT_CONTRACTS,
   JSON_SCHEMA_DIALECT,
+  MAX_EMBEDDING_INPUTS,
   RESERVED_PARAMETERS,
   buildJsonRequestSchema,
   buildRequestSchema,

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { ModelCatalog, ModelCatalogError, defaultCatalogDir, type ModelDefinition } from './index';
 
-const BUILTIN_IDS = ['local-chat', 'local-image', 'local-image-edit', 'local-video'];
+const BUILTIN_IDS = ['local-chat', 'local-embed', 'local-image', 'local-image-edit', 'local-video'];
 
 function readCatalogFile(id: string): Record<string, unknown> {
   return JSON.parse(fs.readFileSync(path.join(defaultCatalogDir(), `${id}.json`), 'utf8'));
@@ -34,7 +34,7 @@ describe('ModelCatalog (built-in catalog)', () => {
     expect(defaultCatalogDir('some/dir')).toBe(path.resolve('some/dir'));
   });
 
-  it('loads exactly the four built-in models', () => {
+  it('loads exactly the five built-in models', () => {
     expect(catalog.list().map((m) => m.id)).toEqual(BUILTIN_IDS);
     for (const id of BUILTIN_IDS) {
       expect(catalog.has(id)).toBe(true);

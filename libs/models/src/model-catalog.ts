@@ -122,7 +122,8 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
       discriminator: { propertyName: 'method' },
       required: ['method'],
       oneOf: [
-        pricing('token', ['input_cost_per_token', 'output_cost_per_token']),
+        // The output price is required of chat models (contractProblems); embeddings charge input tokens only.
+        { ...pricing('token', ['input_cost_per_token', 'output_cost_per_token']), required: ['method', 'input_cost_per_token'] },
         pricing('per_image', ['cost_per_image']),
         pricing('per_video_output_second', ['cost_per_second']),
       ],
@@ -165,6 +166,9 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
     },
     context_window: { type: 'integer', minimum: 1 },
     default_max_tokens: { type: 'integer', minimum: 1 },
+    dimensions: { type: 'integer', minimum: 1, maximum: 65_536 },
+    supports_dimensions: { type: 'boolean' },
+    max_batch: { type: 'integer', minimum: 1, maximum: 2048 },
     features: {
       type: 'object',
       additionalProperties: false,
@@ -194,8 +198,16 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
       },
     },
   },
-  if: { required: ['endpoint'], properties: { endpoint: { const: '/chat/completions' } } },
-  then: { required: ['context_window', 'default_max_tokens', 'features'] },
+  allOf: [
+    {
+      if: { required: ['endpoint'], properties: { endpoint: { const: '/chat/completions' } } },
+      then: { required: ['context_window', 'default_max_tokens', 'features'] },
+    },
+    {
+      if: { required: ['endpoint'], properties: { endpoint: { const: '/embeddings' } } },
+      then: { required: ['context_window', 'dimensions'] },
+    },
+  ],
 };
 
 let definitionValidator: ValidateFunction<ModelDefinition> | undefined;
@@ -236,6 +248,9 @@ function contractProblems(model: ModelDefinition): string[] {
   }
   for (const name of required) {
     if (!(name in properties)) problems.push(`parameters.required lists '${name}', which is not defined in parameters.properties`);
+  }
+  if (model.endpoint === '/chat/completions' && model.pricing.output_cost_per_token === undefined) {
+    problems.push(`pricing.output_cost_per_token is required for endpoint ${model.endpoint}`);
   }
   if (model.endpoint === '/chat/completions' && model.default_max_tokens > model.context_window) {
     problems.push(`default_max_tokens (${model.default_max_tokens}) exceeds context_window (${model.context_window})`);

@@ -1,5 +1,6 @@
 import type {
   ChatModelDefinition,
+  EmbeddingModelDefinition,
   JsonSchema,
   JsonSchemaObject,
   Modality,
@@ -35,6 +36,7 @@ export const ENDPOINT_CONTRACTS: Readonly<Record<ModelEndpoint, EndpointContract
     queueable: true,
   },
   '/videos/generate': { pricing: 'per_video_output_second', output: 'video', input: ['text'], requiredParameters: [], queueable: true },
+  '/embeddings': { pricing: 'token', output: 'embedding', input: ['text'], requiredParameters: [], queueable: false },
 };
 
 /** Body fields the service itself interprets; a model may not redefine them. */
@@ -249,6 +251,31 @@ function chatCommonProperties(model: ChatModelDefinition): Record<string, JsonSc
   };
 }
 
+/** Most inputs one embeddings request may carry (OpenAI's limit). */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+function embeddingCommonProperties(model: EmbeddingModelDefinition): Record<string, JsonSchema> {
+  const tokens: JsonSchemaObject = { type: 'array', minItems: 1, items: { type: 'integer', minimum: 0 } };
+  const inputMessage = `input must be a string, an array of at most ${MAX_EMBEDDING_INPUTS} strings, an array of token ids, or an array of at most ${MAX_EMBEDDING_INPUTS} arrays of token ids`;
+  return {
+    input: {
+      anyOf: [
+        { type: 'string' },
+        { type: 'array', minItems: 1, maxItems: MAX_EMBEDDING_INPUTS, items: { type: 'string' } },
+        tokens,
+        { type: 'array', minItems: 1, maxItems: MAX_EMBEDDING_INPUTS, items: tokens },
+      ],
+      'x-error-message': inputMessage,
+    },
+    encoding_format: { type: 'string', enum: ['float', 'base64'], default: 'float' },
+    dimensions: model.supports_dimensions
+      ? { type: 'integer', minimum: 1, maximum: model.dimensions }
+      : { type: 'integer', const: model.dimensions, 'x-error-message': `dimensions cannot be changed for model ${model.id}: its vectors have ${model.dimensions}` },
+    user: { type: 'string' },
+    target_namespace: { type: 'string', minLength: 1 },
+  };
+}
+
 function mediaCommonProperties(mode: RequestMode): Record<string, JsonSchema> {
   const common: Record<string, JsonSchema> = {
     response_format: { type: 'string', enum: ['url', 'b64_json'], default: 'url' },
@@ -324,10 +351,11 @@ export function buildJsonRequestSchema(model: ModelDefinition, mode: RequestMode
   }
   const contract = ENDPOINT_CONTRACTS[model.endpoint];
   const isChat = model.endpoint === '/chat/completions';
-  const common = isChat ? chatCommonProperties(model) : mediaCommonProperties(mode);
+  const isEmbedding = model.endpoint === '/embeddings';
+  const common = isChat ? chatCommonProperties(model) : isEmbedding ? embeddingCommonProperties(model) : mediaCommonProperties(mode);
   const rules = videoPromptRules(model);
   const required = [
-    ...new Set(['model', ...(isChat ? ['messages'] : []), ...contract.requiredParameters, ...rules.required, ...(model.parameters.required ?? [])]),
+    ...new Set(['model', ...(isChat ? ['messages'] : []), ...(isEmbedding ? ['input'] : []), ...contract.requiredParameters, ...rules.required, ...(model.parameters.required ?? [])]),
   ];
 
   const schema: JsonSchemaObject = {
@@ -340,7 +368,8 @@ export function buildJsonRequestSchema(model: ModelDefinition, mode: RequestMode
       ...mergeProperties(common, model.parameters.properties ?? {}),
     },
   };
-  if (!isChat) schema.additionalProperties = false;
+  // Chat and embeddings bodies take fields OpenAI SDKs add before every gateway knows them.
+  if (!isChat && !isEmbedding) schema.additionalProperties = false;
   if (rules.allOf.length > 0) schema.allOf = rules.allOf;
   // Parameters may $ref their own "#/$defs/..."; keep those resolvable at the new root.
   if (model.parameters.$defs !== undefined) schema.$defs = model.parameters.$defs;

@@ -65,18 +65,19 @@ export interface JsonSchemaObject {
 
 export type JsonSchema = JsonSchemaObject | boolean;
 
-export type ModelEndpoint = '/chat/completions' | '/images/generate' | '/images/edit' | '/videos/generate';
+export type ModelEndpoint = '/chat/completions' | '/images/generate' | '/images/edit' | '/videos/generate' | '/embeddings';
 
 export const MODEL_ENDPOINTS: readonly ModelEndpoint[] = [
   '/chat/completions',
   '/images/generate',
   '/images/edit',
   '/videos/generate',
+  '/embeddings',
 ];
 
-export type Modality = 'text' | 'image' | 'video' | 'audio';
+export type Modality = 'text' | 'image' | 'video' | 'audio' | 'embedding';
 
-export const MODALITIES: readonly Modality[] = ['text', 'image', 'video', 'audio'];
+export const MODALITIES: readonly Modality[] = ['text', 'image', 'video', 'audio', 'embedding'];
 
 export interface ModelCapabilities {
   input: Modality[];
@@ -102,7 +103,14 @@ export interface PerVideoSecondPricing {
   cost_per_second: DecimalString;
 }
 
-export type Pricing = TokenPricing | PerImagePricing | PerVideoSecondPricing;
+/** Embeddings are billed per input token only (the method is `token`; an output price, if given, is never charged). */
+export interface InputTokenPricing {
+  method: 'token';
+  input_cost_per_token: DecimalString;
+  output_cost_per_token?: DecimalString;
+}
+
+export type Pricing = TokenPricing | PerImagePricing | PerVideoSecondPricing | InputTokenPricing;
 export type PricingMethod = Pricing['method'];
 
 /** Runs the model in-process (the stub engines shipped with atelier). */
@@ -219,12 +227,25 @@ export interface VideoModelDefinition extends ModelDefinitionBase {
   pricing: PerVideoSecondPricing;
 }
 
+export interface EmbeddingModelDefinition extends ModelDefinitionBase {
+  endpoint: '/embeddings';
+  pricing: InputTokenPricing;
+  /** Length of the vectors the model returns. */
+  dimensions: number;
+  /** The model can shorten its vectors (the request's `dimensions`, Matryoshka-style); default false. */
+  supports_dimensions?: boolean;
+  /** Most tokens one input may hold. */
+  context_window: number;
+  /** Most inputs one upstream call carries; a bigger request is split and reassembled in order (default 2,048). */
+  max_batch?: number;
+}
+
 export type MediaModelDefinition =
   | ImageGenerationModelDefinition
   | ImageEditModelDefinition
   | VideoModelDefinition;
 
-export type ModelDefinition = ChatModelDefinition | MediaModelDefinition;
+export type ModelDefinition = ChatModelDefinition | MediaModelDefinition | EmbeddingModelDefinition;
 
 export interface ModelFilter {
   endpoint?: ModelEndpoint;

@@ -1,13 +1,11 @@
 import { Controller, Get, Header, Inject, Param, Query } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
 import { ModelCatalog } from './model-catalog';
-import type { ModelDefinition, ModelEndpoint, Modality, PublicModel } from './model-types';
+import { MODALITIES, MODEL_ENDPOINTS, type ModelDefinition, type ModelEndpoint, type Modality, type PublicModel } from './model-types';
 import { toPublicModel } from './public-model';
 import { CurrentCaller, NamespaceAccess, RequiresScope, type Caller } from '@atelier/auth';
 import { DeployedModels, deployedDefinition, deployedModelObject } from './deployed-models.service';
 
-const ENDPOINTS: readonly string[] = ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'];
-const MODALITIES: readonly string[] = ['text', 'image', 'video', 'audio'];
 /** What Fastify sends with an object; a serialized answer is a string, which it would call text/plain. */
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
@@ -46,10 +44,10 @@ export class ModelsController {
     const input = optionalString(query, 'input');
     const output = optionalString(query, 'output');
     const normalized = endpoint && (endpoint.startsWith('/') ? endpoint : `/${endpoint}`);
-    if (normalized && !ENDPOINTS.includes(normalized))
-      throw ApiError.badRequest(`endpoint must be one of ${ENDPOINTS.join(', ')}`);
+    if (normalized && !(MODEL_ENDPOINTS as readonly string[]).includes(normalized))
+      throw ApiError.badRequest(`endpoint must be one of ${(MODEL_ENDPOINTS as readonly string[]).join(', ')}`);
     for (const [name, value] of [['input', input], ['output', output]] as const)
-      if (value && !MODALITIES.includes(value)) throw ApiError.badRequest(`${name} must be one of ${MODALITIES.join(', ')}`);
+      if (value && !(MODALITIES as readonly string[]).includes(value)) throw ApiError.badRequest(`${name} must be one of ${MODALITIES.join(', ')}`);
     const catalog = this.answer(`list ${normalized ?? ''} ${input ?? ''} ${output ?? ''}`, () => {
       const data = this.catalog
         .list({ endpoint: normalized as ModelEndpoint | undefined, input: input as Modality | undefined, output: output as Modality | undefined })

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AdjustCreditsRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
-import { buildJsonRequestSchema, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
+import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
 import { RESPONSE_SCHEMAS } from './response-schemas';
 
 type Schema = Record<string, unknown>;
@@ -120,6 +120,74 @@ function operations(catalog: ModelCatalog): Operation[] {
       description: 'With `stream: true` the answer is a `text/event-stream` of `data: <chat.completion.chunk>` lines ending with `data: [DONE]`.',
       body: chat,
       responses: { 200: ['The completion (or an event stream when `stream` is true)', 'ChatCompletion'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/responses',
+      idempotent: true,
+      tag: 'Chat',
+      summary: "Create a response (OpenAI's Responses API, `client.responses.create`)",
+      access: 'key',
+      description:
+        'Runs on the chat lifecycle (the same models, billing, limits, retries and fallbacks); usage is reported under /api/ai/responses. ' +
+        '`input` is a string or items (messages; function_call / function_call_output; custom_tool_call / custom_tool_call_output). ' +
+        'With `stream: true`, a `text/event-stream` of `event: <type>` / `data: <event>` pairs with increasing `sequence_number`, ending with ' +
+        '`response.completed` (or `response.incomplete`), or `response.failed` if the upstream breaks off. ' +
+        '`store` (default true) keeps the answer RESPONSES_TTL_DAYS for `previous_response_id`, which atelier continues for every upstream by rebuilding the history. ' +
+        'Hosted tools (web_search, file_search, mcp, ...) are left out and named in `x-atelier-dropped-tools`; forcing one with tool_choice, `conversation` and `background: true` are 400. ' +
+        'See docs/responses.md.',
+      body: {
+        type: 'object',
+        required: ['model', 'input'],
+        properties: {
+          model: { type: 'string', description: 'A chat model of the catalog, or a deployed fine-tune' },
+          input: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'object' } }] },
+          instructions: { type: 'string' },
+          previous_response_id: { type: 'string' },
+          tools: { type: 'array', items: { type: 'object', required: ['type'] } },
+          tool_choice: { oneOf: [{ type: 'string', enum: ['none', 'auto', 'required'] }, { type: 'object' }] },
+          text: { type: 'object', properties: { format: { type: 'object' } } },
+          max_output_tokens: { type: 'integer', minimum: 1 },
+          temperature: { type: 'number', minimum: 0, maximum: 2 },
+          top_p: { type: 'number', minimum: 0, maximum: 1 },
+          parallel_tool_calls: { type: 'boolean' },
+          reasoning: { type: 'object', properties: { effort: { type: 'string' }, summary: { type: 'string' } } },
+          store: { type: 'boolean', default: true },
+          stream: { type: 'boolean', default: false },
+          metadata: { type: 'object', additionalProperties: { type: 'string' } },
+          user: { type: 'string' },
+          target_namespace: { type: 'string' },
+        },
+      },
+      responses: { 200: ['The Response (or an event stream when `stream` is true)', 'Response'] },
+    },
+    { method: 'get', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'A stored response', access: 'key', responses: { 200: ['The Response as it was answered', 'Response'] } },
+    { method: 'delete', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'Delete a stored response', access: 'key', responses: { 200: ['Deleted', 'ResponseDeleted'] } },
+    {
+      method: 'get',
+      route: '/api/ai/responses/:id/input_items',
+      tag: 'Chat',
+      summary: "A stored response's input items (its conversation before its output)",
+      access: 'key',
+      query: [
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+        { name: 'order', schema: { type: 'string', enum: ['asc', 'desc'], default: 'desc' } },
+        { name: 'after', schema: { type: 'string' }, description: 'An item id: the page after it' },
+      ],
+      responses: { 200: ['A page of items', 'ResponseInputItems'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/embeddings',
+      idempotent: true,
+      tag: 'Chat',
+      summary: 'Embeddings (OpenAI-compatible, `client.embeddings.create`)',
+      access: 'key',
+      description:
+        '`input`: a string, up to 2,048 strings, token ids, or up to 2,048 arrays of token ids. `encoding_format` `base64` (little-endian float32; the SDKs\' default) or `float`. ' +
+        'Billed per input token (the upstream\'s count, else atelier\'s o200k count), and counted under `tpm`. Usage is reported under /api/ai/embeddings.',
+      body: modelsBody(catalog, ['/embeddings'], 'sync'),
+      responses: { 200: ['The vectors, in input order', 'Embeddings'] },
     },
     ...(['/images/generate', '/images/edit', '/videos/generate'] as const).map(
       (endpoint): Operation => ({
@@ -322,9 +390,9 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: 'List models',
       access: 'key',
       query: [
-        { name: 'endpoint', schema: { type: 'string', enum: ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'] } },
-        { name: 'input', schema: { type: 'string', enum: ['text', 'image', 'video', 'audio'] } },
-        { name: 'output', schema: { type: 'string', enum: ['text', 'image', 'video', 'audio'] } },
+        { name: 'endpoint', schema: { type: 'string', enum: [...MODEL_ENDPOINTS] } },
+        { name: 'input', schema: { type: 'string', enum: [...MODALITIES] } },
+        { name: 'output', schema: { type: 'string', enum: [...MODALITIES] } },
       ],
       responses: { 200: ['The catalog, filtered', 'ModelList'] },
     },

@@ -66,7 +66,7 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
       owned_by: str,
       display_name: str,
       description: str,
-      endpoint: { type: 'string', enum: ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate'] },
+      endpoint: { type: 'string', enum: ['/chat/completions', '/images/generate', '/images/edit', '/videos/generate', '/embeddings'] },
       capabilities: obj({ input: { type: 'array', items: str }, output: { type: 'array', items: str } }),
       pricing: { type: 'object' },
       request_schema: { type: 'object', description: 'Model parameters with UI hints (x-order, basic, renderType)' },
@@ -113,6 +113,49 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
     },
     ['id', 'object', 'created', 'model', 'choices', 'usage'],
   ),
+  Response: obj(
+    {
+      id: { type: 'string', pattern: '^resp_' },
+      object: { const: 'response' },
+      created_at: int,
+      status: { type: 'string', enum: ['completed', 'incomplete', 'failed', 'in_progress'] },
+      model: str,
+      output: {
+        type: 'array',
+        description: 'message items (output_text parts), function_call items (call_id, name, arguments, namespace) and custom_tool_call items (call_id, name, input)',
+        items: obj({ type: str, id: str }, ['type', 'id'], { additionalProperties: true }),
+      },
+      output_text: { type: 'string', description: "The output messages' text, concatenated" },
+      previous_response_id: nullable(str),
+      store: { type: 'boolean' },
+      error: nullable({ type: 'object' }),
+      incomplete_details: nullable({ type: 'object' }),
+      usage: obj({ input_tokens: int, output_tokens: int, total_tokens: int }, ['input_tokens', 'output_tokens', 'total_tokens'], { additionalProperties: true }),
+    },
+    ['id', 'object', 'created_at', 'status', 'model', 'output', 'usage'],
+    { additionalProperties: true },
+  ),
+  ResponseDeleted: obj({ id: str, object: { const: 'response' }, deleted: { const: true } }),
+  ResponseInputItems: obj({
+    object: { const: 'list' },
+    data: { type: 'array', items: obj({ type: str, id: str }, ['type', 'id'], { additionalProperties: true }) },
+    first_id: nullable(str),
+    last_id: nullable(str),
+    has_more: { type: 'boolean' },
+  }),
+  Embeddings: obj({
+    object: { const: 'list' },
+    data: {
+      type: 'array',
+      items: obj({
+        object: { const: 'embedding' },
+        index: int,
+        embedding: { oneOf: [{ type: 'array', items: { type: 'number' } }, { type: 'string', description: 'base64 of little-endian float32' }] },
+      }),
+    },
+    model: str,
+    usage: obj({ prompt_tokens: int, total_tokens: int }),
+  }),
   Generation: obj(
     {
       generation_id: { type: 'string', format: 'uuid' },

@@ -17,7 +17,19 @@ import type { AddressInfo } from 'node:net';
  * - `error-mid-stream`: streams two chunks, then an error event.
  * - `slow`: streams a chunk every 50 ms for a minute (for client disconnects).
  * - `fixed`: a fixed short answer with usage 10/5 (benchmarks).
+ *
+ * POST /embeddings (an OpenAI-compatible embedding server):
+ * - `embed`: 8 floats per input, derived from its text (the same text, the same vector), usage 3 tokens per input;
+ * - `embed-no-usage`: the same without usage; `embed-down`: always 500.
  */
+export function fakeEmbedding(input: string | number[]): number[] {
+  const text = typeof input === 'string' ? input : input.join(' ');
+  return Array.from({ length: 8 }, (_, d) => {
+    let h = d + 1;
+    for (let i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) % 1000003;
+    return (h % 2001) / 1000 - 1;
+  });
+}
 export interface FakeUpstreamRequest {
   model: string;
   body: Record<string, unknown>;
@@ -68,7 +80,22 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
   const failures = new Map<string, number>();
   const record = opts.record ?? true;
 
+  const embeddings = (req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>) => {
+    const model = String(body.model);
+    if (record) requests.push({ model, body, authorization: req.headers.authorization, testKey: req.headers['x-test-key'] as string | undefined, abortedEarly: false, finished: true });
+    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`)
+      return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+    if (model === 'embed-down') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"embedder exploded"}}');
+    const input = body.input as string | string[] | number[][];
+    const items = typeof input === 'string' ? [input] : input;
+    // Answered in reverse order: a client must place vectors by their index.
+    const data = items.map((item, index) => ({ object: 'embedding', index, embedding: fakeEmbedding(item) })).reverse();
+    const usage = model === 'embed-no-usage' ? {} : { usage: { prompt_tokens: 3 * items.length, total_tokens: 3 * items.length } };
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data, model, ...usage }));
+  };
+
   const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
+    if (req.method === 'POST' && req.url?.endsWith('/embeddings')) return embeddings(req, res, JSON.parse(raw) as Record<string, unknown>);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');
       return;

@@ -2,7 +2,7 @@ export { createTestEnvironment, queryOnce, testServers, type TestEnvironment } f
 export { nextMillisecond, waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
 export { bootHealthyAndClose } from './service-boot';
-export { startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
+export { fakeEmbedding, startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
 export { appProcessEnv, buildAppsForTest, repoRoot, rssOf, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';
 export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, type ThrowawayServer } from './throwaway-servers';

@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
 import { abortFollowing } from '@atelier/runtime';
-import type { ChatModelDefinition, OpenAiCompatibleEngineConfig } from '@atelier/models';
+import type { ChatModelDefinition, EngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
 import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type ChunkSink, type ProviderCompletion, type ProviderStream } from './chat-provider';
@@ -46,6 +46,24 @@ class AttemptError extends Error {
 }
 
 class UpstreamTimeout extends Error {}
+
+/** What the retry loop needs of a call: which model (its engine's servers), its signal, a LoRA adapter. */
+interface UpstreamCall {
+  model: { id: string; engine: EngineConfig };
+  signal: AbortSignal;
+  adapter?: ChatProviderCall['adapter'];
+}
+
+/** A route of an endpoint's server (`/embeddings`), worked out once per endpoint. */
+const routeTargets = new WeakMap<Endpoint, Map<string, Endpoint['target']>>();
+
+function routeTarget(endpoint: Endpoint, route: string): Endpoint['target'] {
+  let targets = routeTargets.get(endpoint);
+  if (!targets) routeTargets.set(endpoint, (targets = new Map()));
+  let target = targets.get(route);
+  if (!target) targets.set(route, (target = requestTarget(new URL(`${endpoint.baseUrl}${route}`))));
+  return target;
+}
 
 /** The server does not know the LoRA adapter asked for (it restarted and lost it). */
 class AdapterNotLoaded extends ApiError {}
@@ -233,7 +251,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
 
   private async completeOnce(call: ChatProviderCall): Promise<ProviderCompletion> {
     return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
-      const text = await this.postBuffered(call, endpoint, signal, armTimer);
+      const text = await this.postBuffered(call, endpoint, this.requestOf(call, endpoint, false), signal, armTimer);
       let completion: ChatCompletion;
       try {
         completion = JSON.parse(text) as ChatCompletion;
@@ -314,6 +332,38 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     });
   }
 
+  /**
+   * A non-streamed POST of another OpenAI route (`/embeddings`) to the model's servers, with
+   * chat's retries, fallbacks, timeouts and connection pools: the first 2xx answer's body, and
+   * which server gave it. `parse` rejects an answer that is not usable (retried like a 5xx).
+   */
+  async post<T>(
+    call: UpstreamCall,
+    route: string,
+    body: (upstreamModel: string) => Record<string, unknown>,
+    parse: (text: string) => T | undefined,
+  ): Promise<{ value: T; provider: string }> {
+    return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
+      const target = routeTarget(endpoint, route);
+      const request: Dispatcher.DispatchOptions = {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers: this.headersOf(call.model.id, endpoint, 'application/json'),
+        body: JSON.stringify(body(endpoint.upstreamModel)),
+      };
+      const text = await this.postBuffered(call, endpoint, request, signal, armTimer);
+      let value: T | undefined;
+      try {
+        value = parse(text);
+      } catch {
+        value = undefined;
+      }
+      if (value === undefined) throw new AttemptError('retry', new ApiError('upstream_error', `The model provider sent an answer atelier cannot read (${endpoint.label})`));
+      return { value, provider: endpoint.label };
+    });
+  }
+
   /** One connection pool per keep-alive setting: undici sets it per agent, not per request. */
   private agentFor(endpoint: Endpoint): Agent {
     let agent = this.agents.get(endpoint.keepAliveMs);
@@ -325,14 +375,18 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** The upstream request of one attempt. */
-  private requestOf(call: ChatProviderCall, endpoint: Endpoint, stream: boolean): Dispatcher.DispatchOptions {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json' };
+  private headersOf(modelId: string, endpoint: Endpoint, accept: string): Record<string, string> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept };
     if (endpoint.apiKeyEnv) {
       const key = this.secrets(endpoint.apiKeyEnv);
-      if (!key)
-        throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${call.model.id} is not configured (its API key is not set)`));
+      if (!key) throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${modelId} is not configured (its API key is not set)`));
       headers.authorization = `Bearer ${key}`;
     } else if (endpoint.target.basicAuth) headers.authorization = endpoint.target.basicAuth;
+    return headers;
+  }
+
+  private requestOf(call: ChatProviderCall, endpoint: Endpoint, stream: boolean): Dispatcher.DispatchOptions {
+    const headers = this.headersOf(call.model.id, endpoint, stream ? 'text/event-stream' : 'application/json');
     // A deployed LoRA adapter is asked for by its name, which the server loaded it under.
     const body: Record<string, unknown> = { ...call.body, model: call.adapter?.kind === 'lora' ? call.adapter.name : endpoint.upstreamModel, stream };
     // The completion limit atelier reserved credits for, in the field the caller used.
@@ -351,10 +405,10 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** A non-streamed answer's body, once it is whole; `onHeaders` runs when its headers arrive. */
-  private async postBuffered(call: ChatProviderCall, endpoint: Endpoint, signal: AbortSignal, onHeaders: () => void): Promise<string> {
+  private async postBuffered(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal, onHeaders: () => void): Promise<string> {
     let answer: BufferedAnswer;
     try {
-      answer = await dispatchBuffered(this.agentFor(endpoint), this.requestOf(call, endpoint, false), signal, onHeaders);
+      answer = await dispatchBuffered(this.agentFor(endpoint), request, signal, onHeaders);
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       if (err instanceof CutOff)
@@ -387,7 +441,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** What a non-2xx answer means for the attempt. */
-  private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers'], call: ChatProviderCall): AttemptError {
+  private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers'], call: UpstreamCall): AttemptError {
     if (status === 404 && call.adapter?.kind === 'lora')
       return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
     if (status === 429)
@@ -406,7 +460,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
    * inactivity timeout: time to the response headers, then between stream events.
    */
   private async withFallbacks<T>(
-    call: ChatProviderCall,
+    call: UpstreamCall,
     committed: () => boolean,
     attempt: (endpoint: Endpoint, signal: AbortSignal, armTimer: () => void) => Promise<T>,
   ): Promise<T> {

@@ -1,0 +1,36 @@
+import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
+import { IDEMPOTENT } from '@atelier/idempotency';
+import { EmbeddingsService } from './embeddings.service';
+
+/** POST /api/ai/embeddings, OpenAI-compatible; the work is EmbeddingsService's. */
+@Controller('api/ai/embeddings')
+@RequiresScope('chat')
+export class EmbeddingsController {
+  constructor(private readonly embeddings: EmbeddingsService) {}
+
+  @Post()
+  @CountsAsWork()
+  @RouteConfig(IDEMPOTENT)
+  @HttpCode(200)
+  async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    };
+    reply.raw.on('close', onClose);
+    try {
+      await this.embeddings.create(caller, body, req.id, {
+        signal: gone.signal,
+        header: (name, value) => void reply.header(name, value),
+        send: async (answer) => {
+          await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(answer);
+        },
+      });
+    } finally {
+      reply.raw.off('close', onClose);
+    }
+  }
+}
