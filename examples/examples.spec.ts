@@ -89,6 +89,22 @@ describe('examples/', () => {
     expect(out).toMatch(/^tool call: get_weather \{.*"city"/m);
   });
 
+  it('responses.mjs: an answer, a stream and a function call continued over previous_response_id', async () => {
+    const out = await run('responses.mjs');
+    expect(out).toMatch(/^response: resp_\S+ (completed|incomplete)$/m);
+    expect(out).toMatch(/^text: \S/m);
+    expect(out).toMatch(/^stream: \S/m);
+    expect(out).toMatch(/^function call: get_weather \{.*"city"/m);
+    expect(out).toMatch(/^after the tool: .*get_weather tool returned/m);
+    expect(out).toMatch(/^conversation: message > function_call > function_call_output$/m);
+  });
+
+  it('embeddings.mjs: vectors through the SDK, and the nearest document', async () => {
+    const out = await run('embeddings.mjs');
+    expect(out).toMatch(/^vectors: 4 of 256 dimensions$/m);
+    expect(out).toMatch(/^nearest: The cat sat on the warm mat\.$/m);
+  });
+
   it('images.mjs: generate, edit and the SDK images.generate', async () => {
     const out = await run('images.mjs');
     expect(out).toMatch(/^generated: seed \d+/m);
