@@ -7,6 +7,8 @@
 // auth, validation, token counting, credit reservation and settlement, hand-off over a Redis
 // stream to the chat service, upstream call, usage record), and the difference is reported:
 //   0. one request at a time: the overhead itself, without any queueing, and the floor's (below) right after;
+//      then the Responses API over the same upstream (added p50 beside chat completions' own), and embeddings
+//      (inputs per second, 256 short strings per request, beside the upstream's own /embeddings);
 //   1. added latency p50/p99 at a fixed 500 requests/s, non-streaming, and the floor's (below) at
 //      the same rate right after, which says how much of the tail the topology has on this machine;
 //   2. added time to the first streamed byte (p50/p99) at the same rate;
@@ -163,6 +165,24 @@ fs.writeFileSync(
   }),
 );
 
+fs.writeFileSync(
+  path.join(catalogDir, 'bench-embed.json'),
+  JSON.stringify({
+    id: 'bench-embed',
+    created: 1767225600,
+    owned_by: 'bench',
+    display_name: 'Bench embeddings',
+    description: "The fake upstream's /embeddings, through the openai-compatible engine",
+    endpoint: '/embeddings',
+    capabilities: { input: ['text'], output: ['embedding'] },
+    pricing: { method: 'token', input_cost_per_token: '0.0000001' },
+    context_window: 8192,
+    dimensions: 8,
+    engine: { type: 'openai-compatible', base_url: upstreamUrl, upstream_model: 'embed', api_key_env: API_KEY_ENV },
+    parameters: { type: 'object', properties: {} },
+  }),
+);
+
 const PERF_FILE = process.env.BENCH_PERF;
 const PERF_PHASE = process.env.BENCH_PERF_PHASE ?? '3';
 if (PERF_FILE && !['1', '3'].includes(PERF_PHASE)) throw new Error('BENCH_PERF_PHASE: 1 or 3');
@@ -263,6 +283,31 @@ function once(target, stream, headers = {}) {
     );
     req.on('error', reject);
     // A request that never answers counts as an error instead of stalling the run.
+    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+    req.end(body);
+  });
+}
+
+/** One JSON POST of any route; resolves with [time to first body byte, total time] in ms once a 200 is read to its end. */
+function post(url, auth, body) {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: 'POST', agent, timeout: 30_000, headers: { authorization: auth, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        let first;
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          first ??= performance.now() - started;
+          text += d;
+        });
+        res.on('end', () => (res.statusCode === 200 ? resolve([first, performance.now() - started]) : reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`))));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
     req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
     req.end(body);
   });
@@ -558,6 +603,53 @@ if (PHASES.includes('0')) {
   // The report's figure: every check together.
   summary.governance.p50 = summary.governance.levels['all + budget'].p50;
   summary.governance.addedP50 = summary.governance.levels['all + budget'].addedP50;
+
+  // The Responses API over the same upstream: the same chat lifecycle behind a translation both ways,
+  // not stored and stored (one more insert before the answer), beside chat completions and the
+  // direct upstream measured again in the same window.
+  const responsesUrl = new URL(`${gatewayUrl}/api/ai/responses`);
+  const responsesBody = (store) => JSON.stringify({ model: 'bench-remote', input: messages[0].content, max_output_tokens: 16, store });
+  const timedSeq = async (send) => {
+    const latency = [];
+    for (let i = 0; i < n; i++) latency.push((await send())[1]);
+    return stats(latency);
+  };
+  const directAgain = (await sequential(targets.direct, false, n)).latency;
+  const chatAgain = (await sequential(targets.gateway, false, n)).latency;
+  const responses = await timedSeq(() => post(responsesUrl, targets.gateway.auth, responsesBody(false)));
+  const responsesStored = await timedSeq(() => post(responsesUrl, targets.gateway.auth, responsesBody(true)));
+  summary.responses = {
+    direct: directAgain.p50,
+    chatAddedP50: chatAgain.p50 - directAgain.p50,
+    addedP50: responses.p50 - directAgain.p50,
+    storedAddedP50: responsesStored.p50 - directAgain.p50,
+  };
+  console.log(
+    `   Responses API, non-streamed, same upstream  p50 ${ms(responses.p50)}  added ${ms(responses.p50 - directAgain.p50)}` +
+      `   stored (store: true) added ${ms(responsesStored.p50 - directAgain.p50)}   beside chat completions' own added ${ms(chatAgain.p50 - directAgain.p50)} (direct p50 ${ms(directAgain.p50)})`,
+  );
+
+  // Embeddings: 256 short strings per request (the SDK's default base64), closed loops taking turns
+  // with the upstream's own /embeddings, reported as inputs per second.
+  const inputs = Array.from({ length: 256 }, (_, i) => `short document number ${i} about the quarterly figures`);
+  const embedLoops = {
+    direct: () => post(new URL(`${upstreamUrl}/embeddings`), `Bearer ${API_KEY}`, JSON.stringify({ model: 'embed', input: inputs, encoding_format: 'float' })),
+    gateway: () => post(new URL(`${gatewayUrl}/api/ai/embeddings`), targets.gateway.auth, JSON.stringify({ model: 'bench-embed', input: inputs, encoding_format: 'base64' })),
+  };
+  const embedRates = { direct: [], gateway: [] };
+  for (let round = 0; round < 3; round++)
+    for (const [name, send] of Object.entries(embedLoops)) {
+      const run = await loop(send, 8, 2);
+      if (run.errors) throw new Error(`embeddings ${name}: ${run.errors} errors (${run.lastError})`);
+      embedRates[name].push(run.rps * inputs.length);
+    }
+  const medianOf = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  summary.embeddings = { direct: medianOf(embedRates.direct), gateway: medianOf(embedRates.gateway) };
+  summary.embeddings.percentOfDirect = (100 * summary.embeddings.gateway) / summary.embeddings.direct;
+  console.log(
+    `   embeddings, 256 short strings per request, 8 connections (3 turns each)  through the gateway ${Math.round(summary.embeddings.gateway).toLocaleString('en')} inputs/s` +
+      `   direct ${Math.round(summary.embeddings.direct).toLocaleString('en')} inputs/s (${summary.embeddings.percentOfDirect.toFixed(1)} %)`,
+  );
   breakdown(before, after);
 }
 

@@ -110,6 +110,9 @@ const lines = [
   // Context for the sync image hop row, which the target is for (bench:media prints it there): this one adds the client's own HTTP stack.
   row('... as the client sees it', '', 'media', 'sync.clientBeyondEngineP50', { direct: 'sync.httpFloorP50', directLabel: "the client's authenticated GET p50" }),
   row("... the media service's handler beyond the engine (storage, the reply sent), mean", '', 'media', 'sync.split.handlerBeyondEngine', { direct: 'sync.split.pickUp', directLabel: 'its wait to pick the job up, mean' }),
+  row('Responses API (non-streamed, not stored), one at a time, added p50 over the same upstream', '–', 'chat', 'responses.addedP50', { direct: 'responses.chatAddedP50', directLabel: "chat completions' own added p50" }),
+  row('... stored (store: true, the default)', '–', 'chat', 'responses.storedAddedP50', { direct: 'responses.direct', directLabel: 'upstream p50' }),
+  row('embeddings, 256 short strings per request (base64), 8 connections', '–', 'chat', 'embeddings.gateway', { unit: 'inputs/s', digits: 0, direct: 'embeddings.direct', directLabel: 'upstream', unitBeside: 'inputs/s' }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
   row('chat with a scoped key and rpm (key and namespace), added p50 over an unlimited key', '<= 0.3 ms per check', 'chat', 'governance.levels.rpm.addedP50', { direct: 'governance.plainP50', directLabel: 'the unlimited key, p50' }),
