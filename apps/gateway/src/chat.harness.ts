@@ -30,6 +30,9 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-slow': { upstream_model: 'slow' },
   // Room for an agent's whole prompt (the Codex CLI sends some 10,000 tokens of instructions and tools).
   'remote-echo-wide': { upstream_model: 'echo', context_window: 200_000 },
+  // Servers that speak the Responses API themselves.
+  'remote-responder': { upstream_model: 'responder', responses_api: true },
+  'remote-responder-fail': { upstream_model: 'responder-fail', responses_api: true, max_retries: 0 },
 };
 
 function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {

@@ -60,6 +60,14 @@ export class ChatCompletionRunner {
       signal: ctx.signal,
       ...(job.deployed && { adapter: job.deployed.adapter }),
     };
+    if (job.responses) {
+      // Only the gateway's check of the engine's responses_api sends this; an engine changed since is refused.
+      if (model.engine.type !== 'openai-compatible' || !model.engine.responses_api)
+        throw new ApiError('service_unavailable', `Model ${model.id} no longer speaks the Responses API; send the request again`);
+      const body = job.responses;
+      const answered = await this.metrics.timed('chat.provider', () => this.openAiCompatible.responses(call, body, request.stream ? ctx.sendChunk : undefined));
+      return { completion: answered.response, usage: answered.usage, provider: answered.provider };
+    }
     const provider = this.providerFor(model);
     if (request.stream) {
       const streamed = await this.metrics.timed('chat.provider', () => provider.stream(call, ctx.sendChunk));

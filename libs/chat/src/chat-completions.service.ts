@@ -26,6 +26,16 @@ export interface ChatDelivery {
   header(name: string, value: string): void;
 }
 
+export interface ChatOptions {
+  /** The route usage is reported under (default /api/ai/chat/completions). */
+  endpoint?: string;
+  /**
+   * The Responses request to forward as it is when the model's upstream speaks /responses
+   * natively (the engine's responses_api); undefined otherwise, and the chat body is sent.
+   */
+  responses?: (model: ChatModelDefinition) => Record<string, unknown> | undefined;
+}
+
 /** A validated request, counted against its token limits, not yet paid for. */
 interface ValidatedChat {
   completionId: string;
@@ -36,6 +46,8 @@ interface ValidatedChat {
   deployed?: { serving: string; adapter: ChatModelAdapter };
   request: ChatRequest;
   body: Record<string, unknown>;
+  /** A Responses request for an upstream that speaks it natively (ChatOptions.responses). */
+  responses?: Record<string, unknown>;
   promptTokens: number;
   /** The reservation's amount: prompt plus completion limit at the model's prices. */
   estimate: string;
@@ -104,11 +116,11 @@ export class ChatCompletionsService {
   /**
    * The whole paid request: validate and reserve, hand off to the chat service, deliver, then
    * settle. What is billed when it fails: nothing when nothing reached the client; for a stream
-   * that breaks off, the prompt and the completion tokens already delivered. `endpoint` is the
-   * route the usage is reported under (the Responses API runs on this same lifecycle).
+   * that breaks off, the prompt and the completion tokens already delivered. The Responses API
+   * runs on this same lifecycle (ChatOptions).
    */
-  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, endpoint = CHAT_ENDPOINT): Promise<void> {
-    const chat = await this.validate(caller, rawBody, requestId, delivery, endpoint);
+  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions = {}): Promise<void> {
+    const chat = await this.validate(caller, rawBody, requestId, delivery, options);
     const { signal } = delivery;
     const sent: string[] = [];
     /** Chunks that arrive while the reservation is still being taken (an overlapped hand-off) wait here. */
@@ -161,7 +173,7 @@ export class ChatCompletionsService {
     await this.metrics.timed('chat.settle', () => this.finish(prepared, { status: 'succeeded', usage: outcome.usage, provider: outcome.provider }));
   }
 
-  private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, endpoint: string): Promise<ValidatedChat> {
+  private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
     const { model, deployed } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
@@ -173,8 +185,10 @@ export class ChatCompletionsService {
     // Awaited with the slots (PaidRequests.reserveAndStart); a refusal is reported there.
     tokensTaken.catch(() => undefined);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
-    const tags = chargeTags(caller, model.id, endpoint);
-    return { completionId, caller, scope, model, deployed, request, body, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
+    const tags = chargeTags(caller, model.id, options.endpoint ?? CHAT_ENDPOINT);
+    // A deployed fine-tune is served through its adapter, which only the chat route carries.
+    const responses = deployed ? undefined : options.responses?.(model);
+    return { completionId, caller, scope, model, deployed, request, body, responses, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 
   /**
@@ -201,6 +215,7 @@ export class ChatCompletionsService {
         model: prepared.deployed?.serving ?? prepared.model.id,
         ...(prepared.deployed && { deployed: { name: prepared.model.id, adapter: prepared.deployed.adapter } }),
         body: prepared.body,
+        ...(prepared.responses && { responses: prepared.responses }),
         limits: { promptTokens: prepared.promptTokens, maxTokens: prepared.request.maxTokens, maxTokensExplicit: prepared.request.maxTokensExplicit },
         reservationId,
         completionId: prepared.completionId,

@@ -23,7 +23,7 @@ export { OpenAiCompatibleProvider, type SecretLookup } from './providers/openai-
 export type { ChatProvider, ChatProviderCall, ChunkSink, ProviderCompletion, ProviderStream } from './providers/chat-provider';
 export { ChatCompletionRunner, type ChatRunContext } from './chat-completion.runner';
 export { ChatCompletionProcessor } from './chat-completion.processor';
-export { ChatCompletionsService, type ChatDelivery } from './chat-completions.service';
+export { ChatCompletionsService, type ChatDelivery, type ChatOptions } from './chat-completions.service';
 export { ChatGatewayModule } from './chat-gateway.module';
 export { ChatServiceModule } from './chat-service.module';
 export { ChatRoutesModule } from './chat-routes.module';

@@ -72,6 +72,12 @@ export interface ChatCompletionJob {
   /** The OpenAI-style request body, already validated against the model's schema (defaults filled in). */
   body: Record<string, unknown>;
   limits: ChatTokenLimits;
+  /**
+   * A Responses API request for a model whose upstream speaks it natively (its engine's
+   * responses_api): sent to `{base_url}/responses` as it is, instead of `body` (which the gateway
+   * validated and counted). Streamed chunks are then Responses events, and `completion` a Response.
+   */
+  responses?: Record<string, unknown>;
   reservationId: string;
   /** chatcmpl-... id chosen by the gateway, so the reservation and the usage record name it too. */
   completionId: string;

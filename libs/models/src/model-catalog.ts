@@ -144,6 +144,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           max_retries: { type: 'integer', minimum: 0, maximum: 10 },
           retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
           lora_base_model: nonEmptyString,
+          responses_api: { type: 'boolean' },
           fallbacks: {
             type: 'array',
             items: {

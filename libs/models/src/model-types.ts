@@ -159,6 +159,12 @@ export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
    * `POST {base_url}/load_lora_adapter`): checkpoints of that base model deploy to it.
    */
   lora_base_model?: string;
+  /**
+   * The server speaks OpenAI's Responses API (`POST {base_url}/responses`): a Responses request for
+   * this model goes to it as it is (reasoning items, hosted tools and all), with the conversation of
+   * previous_response_id rebuilt by atelier, instead of being translated to chat completions.
+   */
+  responses_api?: boolean;
 }
 
 export interface OpenAiImagesEngineConfig extends RemoteEngineBase {

@@ -21,6 +21,11 @@ import type { AddressInfo } from 'node:net';
  * POST /embeddings (an OpenAI-compatible embedding server):
  * - `embed`: 8 floats per input, derived from its text (the same text, the same vector), usage 3 tokens per input;
  * - `embed-no-usage`: the same without usage; `embed-down`: always 500.
+ *
+ * POST /responses (a server that speaks OpenAI's Responses API):
+ * - `responder`: a reasoning item (encrypted_content `enc-<turn>`, the turn counted from the reasoning items in
+ *   the input) and the message "Native: <last user text>", usage 11/4; streamed as the Responses events;
+ * - `responder-fail`: streams response.created, then response.failed.
  */
 export function fakeEmbedding(input: string | number[]): number[] {
   const text = typeof input === 'string' ? input : input.join(' ');
@@ -94,7 +99,43 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data, model, ...usage }));
   };
 
+  const responses = (req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>) => {
+    const model = String(body.model);
+    if (record) requests.push({ model, body, authorization: req.headers.authorization, testKey: req.headers['x-test-key'] as string | undefined, abortedEarly: false, finished: true });
+    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`)
+      return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+    const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : ((body.input as { type?: string; role?: string; content?: unknown }[]) ?? []);
+    const user = [...input].reverse().find((item) => item.role === 'user');
+    const said = typeof user?.content === 'string' ? user.content : Array.isArray(user?.content) ? (user.content as { text?: string }[]).map((p) => p.text ?? '').join('') : '';
+    const turn = input.filter((item) => item.type === 'reasoning').length + 1;
+    const reasoning = { type: 'reasoning', id: `rs_up_${turn}`, summary: [], encrypted_content: `enc-${turn}` };
+    const text = `Native: ${said}`;
+    const message = { type: 'message', id: `msg_up_${turn}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
+    const response = { id: 'resp_upstream', object: 'response', created_at: 1767225600, status: 'completed', model, output: [reasoning, message], usage: { input_tokens: 11, output_tokens: 4, total_tokens: 15 } };
+    if (body.stream !== true) return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(response));
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    let n = 0;
+    const send = (event: Record<string, unknown>) => res.write(`event: ${String(event.type)}\ndata: ${JSON.stringify({ ...event, sequence_number: n++ })}\n\n`);
+    const inProgress = { ...response, status: 'in_progress', output: [], usage: null };
+    send({ type: 'response.created', response: inProgress });
+    if (model === 'responder-fail') {
+      send({ type: 'response.failed', response: { ...inProgress, status: 'failed', error: { code: 'server_error', message: 'the reasoner fell over' } } });
+      return void res.end();
+    }
+    send({ type: 'response.output_item.added', output_index: 0, item: reasoning });
+    send({ type: 'response.output_item.done', output_index: 0, item: reasoning });
+    send({ type: 'response.output_item.added', output_index: 1, item: { ...message, status: 'in_progress', content: [] } });
+    send({ type: 'response.content_part.added', item_id: message.id, output_index: 1, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+    for (const piece of text.match(/\S+\s*/g) ?? [text]) send({ type: 'response.output_text.delta', item_id: message.id, output_index: 1, content_index: 0, delta: piece });
+    send({ type: 'response.output_text.done', item_id: message.id, output_index: 1, content_index: 0, text });
+    send({ type: 'response.content_part.done', item_id: message.id, output_index: 1, content_index: 0, part: message.content[0] });
+    send({ type: 'response.output_item.done', output_index: 1, item: message });
+    send({ type: 'response.completed', response });
+    res.end();
+  };
+
   const handle = (req: IncomingMessage, res: ServerResponse, raw: string) => {
+    if (req.method === 'POST' && req.url?.endsWith('/responses')) return responses(req, res, JSON.parse(raw) as Record<string, unknown>);
     if (req.method === 'POST' && req.url?.endsWith('/embeddings')) return embeddings(req, res, JSON.parse(raw) as Record<string, unknown>);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"not found"}}');

@@ -281,7 +281,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   private async streamOnce(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
     let emitted = false;
     return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
-      const res = await this.postStream(call, endpoint, signal);
+      const res = await this.postStream(call, endpoint, this.requestOf(call, endpoint, true), signal);
       let content = '';
       const toolCalls: ChatToolCall[] = [];
       let usage: ChatUsage | undefined;
@@ -364,6 +364,60 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     });
   }
 
+  /**
+   * A Responses API request to a server that speaks it (the engine's responses_api), as the caller
+   * sent it but for the upstream model name: the Response (non-streamed), or its events passed on
+   * one by one (streamed), the usage read from the final response. An `error` or `response.failed`
+   * event fails the call (the gateway ends the stream with its own response.failed).
+   */
+  async responses(call: ChatProviderCall, body: Record<string, unknown>, emit?: ChunkSink): Promise<{ response: Record<string, unknown> | null; usage: ChatUsage; provider: string }> {
+    if (!emit) {
+      const { value, provider } = await this.post(call, '/responses', (model) => ({ ...body, model, stream: false }), (text) => {
+        const response = JSON.parse(text) as Record<string, unknown> | null;
+        return response && Array.isArray(response.output) ? response : undefined;
+      });
+      return { response: value, usage: responsesUsage(value, call), provider };
+    }
+    let emitted = false;
+    return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
+      const target = routeTarget(endpoint, '/responses');
+      const request: Dispatcher.DispatchOptions = {
+        origin: target.origin,
+        path: target.path,
+        method: 'POST',
+        headers: this.headersOf(call.model.id, endpoint, 'text/event-stream'),
+        body: JSON.stringify({ ...body, model: endpoint.upstreamModel, stream: true }),
+      };
+      const res = await this.postStream(call, endpoint, request, signal);
+      const failure = (message: string) => new AttemptError(emitted ? 'fatal' : 'retry', new ApiError('upstream_error', `${message} (${endpoint.label})`));
+      let final: Record<string, unknown> | undefined;
+      try {
+        armTimer();
+        for await (const data of sseData(res.body)) {
+          armTimer();
+          // Read on to the end of the body, so the connection can be reused.
+          if (final || data === '[DONE]') continue;
+          let event: { type?: string; message?: string; response?: Record<string, unknown> & { error?: { message?: string } } };
+          try {
+            event = JSON.parse(data) as typeof event;
+          } catch {
+            throw failure('The model provider sent a malformed stream event');
+          }
+          if (event.type === 'error' || event.type === 'response.failed')
+            throw failure(`The model provider failed: ${event.message ?? event.response?.error?.message ?? 'unknown error'}`);
+          if ((event.type === 'response.completed' || event.type === 'response.incomplete') && event.response) final = event.response;
+          await emit(data);
+          emitted = true;
+        }
+      } catch (err) {
+        if (err instanceof AttemptError || err instanceof UpstreamTimeout || signal.aborted) throw err;
+        throw failure(`The model provider's stream failed: ${(err as Error).message}`);
+      }
+      if (!final) throw failure("The model provider's stream ended before it was complete");
+      return { response: null, usage: responsesUsage(final, call), provider: endpoint.label };
+    });
+  }
+
   /** One connection pool per keep-alive setting: undici sets it per agent, not per request. */
   private agentFor(endpoint: Endpoint): Agent {
     let agent = this.agents.get(endpoint.keepAliveMs);
@@ -421,10 +475,10 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** A streamed answer whose status is 2xx and whose body is an event stream. */
-  private async postStream(call: ChatProviderCall, endpoint: Endpoint, signal: AbortSignal): Promise<UpstreamResponse> {
+  private async postStream(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal): Promise<UpstreamResponse> {
     let res: UpstreamResponse;
     try {
-      res = await this.agentFor(endpoint).request({ ...this.requestOf(call, endpoint, true), signal });
+      res = await this.agentFor(endpoint).request({ ...request, signal });
     } catch (err) {
       if (err instanceof UpstreamTimeout || signal.aborted) throw err;
       throw this.unreachable(endpoint, err as Error);
@@ -506,6 +560,17 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     }
     throw (last ?? new AttemptError('fatal', new ApiError('upstream_error', 'No model provider is configured'))).apiError;
   }
+}
+
+/** A Response's usage as chat usage; counted by atelier (prompt as validated, output text) when the upstream reports none. */
+function responsesUsage(response: Record<string, unknown>, call: ChatProviderCall): ChatUsage {
+  const usage = response.usage as { input_tokens?: unknown; output_tokens?: unknown } | null | undefined;
+  if (usage && typeof usage.input_tokens === 'number' && typeof usage.output_tokens === 'number') return usageOf(usage.input_tokens, usage.output_tokens);
+  const text = ((response.output as { type?: string; content?: { text?: string }[] }[] | undefined) ?? [])
+    .flatMap((item) => (item.type === 'message' ? (item.content ?? []) : []))
+    .map((part) => part.text ?? '')
+    .join('');
+  return usageOf(call.promptTokens, countTextTokens(text));
 }
 
 function validUsage(usage: unknown): boolean {

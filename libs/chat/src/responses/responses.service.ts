@@ -5,7 +5,8 @@ import { randomToken } from '@atelier/random';
 import { errorSummary, toErrorResponse } from '@atelier/runtime';
 import { ChatCompletionsService } from '../chat-completions.service';
 import type { ChatCompletion } from '../chat-types';
-import { completionOutput, finishResponse, ResponseEventStream, responseShell, type ResponseEvent, type ResponseObject } from './response-output';
+import type { ChatModelDefinition } from '@atelier/models';
+import { completionOutput, finishResponse, outputText, ResponseEventStream, responseShell, type ResponseEvent, type ResponseObject } from './response-output';
 import { ResponseStore } from './response-store.service';
 import { translateResponsesRequest, type ResponseItem } from './responses-request';
 
@@ -38,6 +39,28 @@ function inResponsesTerms(err: unknown): unknown {
   const detail = err.detail as { fields?: { field: string; message: string }[] } | undefined;
   const fields = detail?.fields?.map((f) => ({ field: rename(f.field), message: rename(f.message) }));
   return new ApiError('invalid_request', rename(err.message), fields ? { ...detail, fields } : err.detail);
+}
+
+/** Fields that are atelier's, or answered by atelier rather than the upstream. */
+const NOT_FORWARDED = new Set(['previous_response_id', 'target_namespace', 'store', 'stream']);
+
+/**
+ * The request for an upstream that speaks /responses: the caller's, with the conversation of
+ * previous_response_id in front of its input (atelier keeps it; the upstream stores nothing), and
+ * reasoning's encrypted content asked for when the caller uses reasoning, so it survives the turn.
+ * Item ids are dropped but for reasoning items': an upstream that stores nothing knows no ids.
+ */
+function upstreamResponsesBody(body: Record<string, unknown>, history: readonly ResponseItem[]): Record<string, unknown> {
+  const forwarded = Object.fromEntries(Object.entries(body).filter(([field]) => !NOT_FORWARDED.has(field)));
+  if (history.length > 0) {
+    const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : (body.input as unknown[]);
+    forwarded.input = [...history.map(({ id, ...item }) => (item.type === 'reasoning' ? { id, ...item } : item)), ...input];
+  }
+  if (body.reasoning !== undefined && body.reasoning !== null) {
+    const include = Array.isArray(body.include) ? (body.include as unknown[]) : [];
+    if (!include.includes('reasoning.encrypted_content')) forwarded.include = [...include, 'reasoning.encrypted_content'];
+  }
+  return { ...forwarded, store: false };
 }
 
 /**
@@ -85,13 +108,45 @@ export class ResponsesService {
       }
     };
 
+    // A model whose upstream speaks /responses gets the request as it is; the rest are translated.
+    let native = false;
+    const nativeBody = (model: ChatModelDefinition) => {
+      if (model.engine.type !== 'openai-compatible' || !model.engine.responses_api) return undefined;
+      native = true;
+      return upstreamResponsesBody(body, history);
+    };
     const events = new ResponseEventStream(shell, translated.tools, (event) => delivery.event(event));
+    let sequence = 0;
+    let held: { type: string; response: ResponseObject } | undefined;
     let started = false;
     let ended = false;
     const start = () => {
       if (started) return;
       started = true;
-      events.start();
+      if (!native) events.start();
+    };
+    const ours = (response: Record<string, unknown>): ResponseObject => {
+      const output = Array.isArray(response.output) ? (response.output as ResponseItem[]) : [];
+      return {
+        ...response,
+        id: shell.id,
+        status: typeof response.status === 'string' ? response.status : 'completed',
+        model: shell.model,
+        previous_response_id: shell.previous_response_id,
+        store: shell.store,
+        output,
+        output_text: outputText(output),
+      };
+    };
+    const finish = async () => {
+      if (!native) {
+        const response = await keep(events.finish());
+        events.complete(response);
+      } else if (held) {
+        delivery.event({ type: held.type, response: await keep(held.response), sequence_number: sequence++ });
+      }
+      ended = true;
+      delivery.end();
     };
     try {
       await this.chat.create(
@@ -103,28 +158,35 @@ export class ResponsesService {
           header: (name, value) => delivery.header(name, value),
           chunk: (data) => {
             start();
-            events.chunk(data);
+            if (!native) return events.chunk(data);
+            // The upstream's own events, under this response's id and in this stream's numbering;
+            // the last is held until the response is stored.
+            const event = JSON.parse(data) as ResponseEvent;
+            const rewritten = { ...event, ...(event.response !== undefined && { response: ours(event.response as Record<string, unknown>) }) } as ResponseEvent;
+            if (event.type === 'response.completed' || event.type === 'response.incomplete') held = rewritten as { type: string; response: ResponseObject };
+            else delivery.event({ ...rewritten, sequence_number: sequence++ });
           },
           deliver: async (completion) => {
             if (completion === null) {
               start();
-              const response = await keep(events.finish());
-              events.complete(response);
-              ended = true;
-              delivery.end();
-              return;
+              return finish();
             }
+            if (native) return delivery.json(await keep(ours(completion)));
             const { output, finishReason } = completionOutput(completion as ChatCompletion, translated.tools);
             const response = finishResponse({ ...shell, model: completion.model ?? shell.model }, output, (completion as ChatCompletion).usage, finishReason);
             await delivery.json(await keep(response));
           },
         },
-        RESPONSES_ENDPOINT,
+        { endpoint: RESPONSES_ENDPOINT, responses: nativeBody },
       );
     } catch (err) {
       // Before the stream opened, an ordinary HTTP error; after, response.failed ends it (never a clean end).
       if (!started) throw inResponsesTerms(err);
-      if (!ended && !delivery.signal.aborted) events.fail(toErrorResponse(err).body.error);
+      if (!ended && !delivery.signal.aborted) {
+        const { type, message } = toErrorResponse(err).body.error;
+        if (native) delivery.event({ type: 'response.failed', response: { ...shell, status: 'failed', error: { code: type, message } }, sequence_number: sequence++ });
+        else events.fail({ type, message });
+      }
       if (!ended) delivery.end();
     }
   }
