@@ -5,6 +5,7 @@ import { ChatCompletionsService } from './chat-completions.service';
 import { toErrorResponse } from '@atelier/runtime';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
+import { abortWhenGone, openEventStream } from './http-delivery';
 
 /**
  * POST /api/ai/chat/completions, OpenAI-compatible. Validation, the credit reservation, what a
@@ -28,26 +29,9 @@ export class ChatController {
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const gone = new AbortController();
-    const onClose = () => {
-      if (!reply.raw.writableFinished) gone.abort();
-    };
-    reply.raw.on('close', onClose);
-    // Gone already: do not start work nobody will receive.
-    if (req.raw.socket?.destroyed === true) gone.abort();
+    const gone = abortWhenGone(req, reply);
     const extra: Record<string, string> = {};
-    const openStream = () => {
-      if (reply.sent) return;
-      reply.hijack();
-      reply.raw.writeHead(200, {
-        ...extra,
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        'x-request-id': req.id,
-      });
-    };
+    const openStream = () => openEventStream(req, reply, extra);
     try {
       await this.chat.create(caller, body, req.id, {
         signal: gone.signal,
@@ -74,7 +58,7 @@ export class ChatController {
       if (!gone.signal.aborted) reply.raw.write(`data: ${JSON.stringify(toErrorResponse(error).body)}\n\n`);
       reply.raw.end();
     } finally {
-      reply.raw.off('close', onClose);
+      gone.release();
     }
   }
 }

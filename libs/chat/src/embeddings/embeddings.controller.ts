@@ -3,6 +3,7 @@ import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { IDEMPOTENT } from '@atelier/idempotency';
+import { abortWhenGone } from '../http-delivery';
 import { EmbeddingsService } from './embeddings.service';
 
 /** POST /api/ai/embeddings, OpenAI-compatible; the work is EmbeddingsService's. */
@@ -16,11 +17,7 @@ export class EmbeddingsController {
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const gone = new AbortController();
-    const onClose = () => {
-      if (!reply.raw.writableFinished) gone.abort();
-    };
-    reply.raw.on('close', onClose);
+    const gone = abortWhenGone(req, reply);
     try {
       await this.embeddings.create(caller, body, req.id, {
         signal: gone.signal,
@@ -30,7 +27,7 @@ export class EmbeddingsController {
         },
       });
     } finally {
-      reply.raw.off('close', onClose);
+      gone.release();
     }
   }
 }

@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
 import { IDEMPOTENT } from '@atelier/idempotency';
+import { abortWhenGone, openEventStream } from '../http-delivery';
 import { ResponsesService } from './responses.service';
 
 function listQuery(query: Record<string, unknown>): { after?: string; limit: number; order: 'asc' | 'desc' } {
@@ -34,12 +35,7 @@ export class ResponsesController {
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   async create(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
-    const gone = new AbortController();
-    const onClose = () => {
-      if (!reply.raw.writableFinished) gone.abort();
-    };
-    reply.raw.on('close', onClose);
-    if (req.raw.socket?.destroyed === true) gone.abort();
+    const gone = abortWhenGone(req, reply);
     const extra: Record<string, string> = {};
     try {
       await this.responses.create(caller, body, req.id, {
@@ -50,17 +46,7 @@ export class ResponsesController {
         },
         event: (event) => {
           if (gone.signal.aborted) return;
-          if (!reply.sent) {
-            reply.hijack();
-            reply.raw.writeHead(200, {
-              ...extra,
-              'content-type': 'text/event-stream; charset=utf-8',
-              'cache-control': 'no-cache',
-              connection: 'keep-alive',
-              'x-accel-buffering': 'no',
-              'x-request-id': req.id,
-            });
-          }
+          openEventStream(req, reply, extra);
           reply.raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
         },
         end: () => {
@@ -71,7 +57,7 @@ export class ResponsesController {
         },
       });
     } finally {
-      reply.raw.off('close', onClose);
+      gone.release();
     }
   }
 
