@@ -22,6 +22,7 @@
 //   6. (alone, not by default: BENCH_PHASES=6) instructions per request in the gateway and the chat service beside
 //      the floor's, counted by valgrind's callgrind: a figure machines and noise do not move (see the phase).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
+// BENCH_TRACING=1 (the services export every span to an OTLP sink process: what tracing costs, against a run without),
 // BENCH_PHASES (default 0,1,2,3,4,5), BENCH_LOOP_ROUNDS (phase 3's turns, default 3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles, summarized at the end over the measured closed loop; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
@@ -144,6 +145,21 @@ await startNode(
 );
 const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
 
+// BENCH_TRACING=1: the gateway and the chat service export every span (100 % sampling, OTLP/HTTP
+// protobuf, the default) to a collector stand-in of its own process that takes and counts them.
+const TRACING = process.env.BENCH_TRACING === '1';
+const sinkPort = TRACING ? await freePort() : undefined;
+if (TRACING)
+  await startNode(
+    'otlp sink',
+    [
+      '-e',
+      `let n = 0; require('node:http').createServer((q, r) => { q.on('data', () => {}); q.on('end', () => { n++; r.writeHead(q.url === '/stats' ? 200 : 200, { 'content-type': 'application/json' }).end(q.url === '/stats' ? JSON.stringify({ exports: n }) : '{}'); }); }).listen(${sinkPort}, '127.0.0.1')`,
+    ],
+    {},
+    async () => (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).ok,
+  );
+
 const catalogDir = benchTempDir('catalog');
 for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
 fs.writeFileSync(
@@ -224,6 +240,7 @@ const serviceEnv = {
   URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
   MODEL_CATALOG_DIR: catalogDir,
   [API_KEY_ENV]: API_KEY,
+  ...(TRACING && { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'always_on' }),
 };
 await Promise.all([
   startNode('gateway', [...profile('gateway'), 'dist/local/apps/gateway/src/main.js'], { ...serviceEnv, PORT: String(gatewayPort) }, healthy(gatewayPort)),
@@ -381,7 +398,7 @@ const splitLine = (direct, gateway, figure) => {
 // ---- run -------------------------------------------------------------------------------------
 /** BENCH_JSON=<file>: the headline figures for tools/bench/report.mjs (docs/benchmarks.md). */
 const summary = {};
-console.log(`atelier chat benchmark — ${machine()}; ${SECONDS}s per phase; gateway, chat service and fake upstream as separate processes`);
+console.log(`atelier chat benchmark — ${machine()}; ${SECONDS}s per phase; gateway, chat service and fake upstream as separate processes${TRACING ? '; tracing ON (every span exported to an OTLP sink process)' : ''}`);
 if (PROMPT_CHARS > 0) console.log(`   each request's user message: ${PROMPT_CHARS} characters of prose (BENCH_PROMPT_CHARS)`);
 // Warm-up: JIT, connection pools, the auth cache, BullMQ's worker loop.
 await closedLoop(targets.direct, 8, 2);
@@ -1079,6 +1096,12 @@ if (pods.size) {
 }
 
 if (floorStarted) await (await floorStarted).skeleton.stop();
+if (TRACING) {
+  const { exports } = await (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).json();
+  const metricsText = await (await fetch(`${gatewayUrl}/metrics`)).text();
+  const dropped = [...metricsText.matchAll(/atelier_trace_spans_dropped_total\{[^}]*reason="(\w+)"[^}]*\} (\d+)/g)].map(([, reason, n]) => `${reason} ${n}`).join(', ');
+  console.log(`\ntracing: the sink took ${exports} exports; the gateway dropped: ${dropped || 'none'}`);
+}
 if (process.env.BENCH_JSON) fs.writeFileSync(process.env.BENCH_JSON, JSON.stringify({ bench: 'chat', machine: machine(), ...summary }, null, 2));
 agent.destroy();
 redis.disconnect();

@@ -2,7 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError, type ChatCompletionJob, type ChatCompletionOutcome } from '@atelier/contracts';
 import { LoraAdapters, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { Metrics } from '@atelier/observability';
+import { Metrics, SpanKind, tracing } from '@atelier/observability';
+import { genAiProvider } from './gen-ai-provider';
 import { chatRequestFrom, parseChatRequest, providerBody } from './chat-request';
 import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
@@ -41,6 +42,63 @@ export class ChatCompletionRunner {
   }
 
   async run(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
+    if (!tracing.on) return this.answer(job, ctx);
+    return this.traced(job, ctx);
+  }
+
+  /**
+   * run() with tracing on: the model call is a client span with the GenAI semantic conventions'
+   * attributes (the prompt and completion only with OTEL_GENAI_CAPTURE_CONTENT), current while the
+   * provider runs, so the upstream request carries its traceparent.
+   */
+  private async traced(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
+    const name = job.deployed?.name ?? job.model;
+    const serving = this.catalog.get(job.model);
+    const span = tracing.startSpan(`chat ${name}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': serving ? genAiProvider(serving) : 'unknown',
+        'gen_ai.request.model': name,
+        'gen_ai.request.max_tokens': job.limits?.maxTokens ?? 0,
+        ...(typeof job.body.temperature === 'number' && { 'gen_ai.request.temperature': job.body.temperature }),
+        'atelier.namespace': job.caller.namespace,
+        ...(tracing.captureContent && { 'gen_ai.input.messages': JSON.stringify(job.body.messages ?? job.responses?.input ?? null) }),
+      },
+    })!;
+    const finishReasons = new Set<string>();
+    let text = '';
+    const watched: ChatRunContext = {
+      signal: ctx.signal,
+      sendChunk: (chunk) => {
+        for (const match of chunk.matchAll(/"finish_reason":"([a-z_]+)"/g)) finishReasons.add(match[1]);
+        if (tracing.captureContent) for (const match of chunk.matchAll(/"content":("(?:[^"\\]|\\.)*")/g)) text += JSON.parse(match[1]) as string;
+        return ctx.sendChunk(chunk);
+      },
+    };
+    try {
+      const outcome = await tracing.within(span, () => this.answer(job, watched));
+      const completion = outcome.completion as { model?: string; choices?: { finish_reason?: string; message?: { content?: string | null } }[] } | null;
+      for (const choice of completion?.choices ?? []) if (choice.finish_reason) finishReasons.add(choice.finish_reason);
+      if (tracing.captureContent && completion) text = completion.choices?.[0]?.message?.content ?? '';
+      span.setAttributes({
+        'gen_ai.response.model': completion?.model ?? name,
+        'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens,
+        'gen_ai.usage.output_tokens': outcome.usage.completion_tokens,
+        'gen_ai.response.finish_reasons': [...finishReasons],
+        'atelier.provider': outcome.provider,
+        ...(tracing.captureContent && { 'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', content: text }]) }),
+      });
+      return outcome;
+    } catch (err) {
+      tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async answer(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
     const serving = this.catalog.get(job.model);
     if (!serving || serving.endpoint !== '/chat/completions') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
     // A deployed fine-tune answers under its own name, served by its catalog model with its adapter.

@@ -3,7 +3,7 @@ import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type Na
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome, type ChatModelAdapter } from '@atelier/contracts';
 import { DeployedModels, deployedDefinition, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
-import { Metrics } from '@atelier/observability';
+import { Metrics, tracing } from '@atelier/observability';
 import { randomToken, uuidV7 } from '@atelier/random';
 import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
 import { tokenCost } from './chat-pricing';
@@ -167,6 +167,17 @@ export class ChatCompletionsService {
       });
       throw error;
     }
+    // On the request's span, which ends with the answer (the settle runs after it).
+    if (tracing.on)
+      tracing.annotate({
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.request.model': prepared.model.id,
+        'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens,
+        'gen_ai.usage.output_tokens': outcome.usage.completion_tokens,
+        'atelier.cost': tokenCost(prepared.model.pricing, outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
+        'atelier.namespace': prepared.scope.name,
+        'atelier.provider': outcome.provider,
+      });
     await this.metrics.timed('chat.deliver', () => delivery.deliver(outcome.completion));
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.

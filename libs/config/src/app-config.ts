@@ -55,6 +55,23 @@ const schema = z.object({
    * namespaces' generations wait; 100 lets a burst take every idle slot until others arrive.
    */
   QUEUE_NAMESPACE_MAX_SHARE: positiveInt.max(100, 'must be a percentage between 1 and 100').default(100),
+  /**
+   * OpenTelemetry traces (docs/operations.md, "Traces"), the standard variables: off unless an OTLP
+   * endpoint is set. OTEL_SERVICE_NAME defaults to the app's name.
+   */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),
+  OTEL_SERVICE_NAME: z.string().min(1).optional(),
+  OTEL_TRACES_SAMPLER: z
+    .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+  OTEL_RESOURCE_ATTRIBUTES: z.string().optional(),
+  /** Prompts and completions on the model spans (gen_ai.input.messages / gen_ai.output.messages); off by default. */
+  OTEL_GENAI_CAPTURE_CONTENT: bool.default(false),
+  /** Finished spans waiting for export at most; past it they are dropped and counted, never waited for. */
+  OTEL_BSP_MAX_QUEUE_SIZE: positiveInt.max(1_000_000).default(2048),
   /** How long a stored Responses API answer (store: true) stays for previous_response_id and GET /api/ai/responses/{id}. */
   RESPONSES_TTL_DAYS: positiveInt.max(3650).default(30),
   /** How often a trainer must call in (events) on a lease; 3 times this without one and the lease is lost. */

@@ -1,6 +1,7 @@
 import { ConsoleLogger, type LoggerService, type LogLevel } from '@nestjs/common';
 import pino, { type Logger } from 'pino';
 import { requestContext } from './request-context';
+import { tracing } from './tracing';
 
 export type LogLevelName = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -8,7 +9,7 @@ export type LogLevelName = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trac
 function contextFields(): Record<string, string> {
   const ctx = requestContext.current();
   if (!ctx) return {};
-  return { requestId: ctx.requestId, ...(ctx.queue && { queue: ctx.queue }), ...(ctx.jobId && { jobId: ctx.jobId }) };
+  return { requestId: ctx.requestId, ...(ctx.queue && { queue: ctx.queue }), ...(ctx.jobId && { jobId: ctx.jobId }), ...tracing.ids() };
 }
 
 /**

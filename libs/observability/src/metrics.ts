@@ -1,6 +1,7 @@
 import v8 from 'node:v8';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastHistogram } from './fast-histogram';
+import { droppedSpans, tracing, type Span } from './tracing';
 import { fullCollectionCount, liveHeapBytes, watchLiveHeap } from './live-heap';
 
 /** Seconds; spans health checks (ms) to minute-long video renders. */
@@ -111,6 +112,17 @@ export class Metrics {
         this.set(v8.getHeapStatistics().total_physical_size);
       },
     });
+    new Counter({
+      name: 'atelier_trace_spans_dropped_total',
+      help: 'Trace spans dropped instead of slowing requests (reason: queue_full, the export queue was at OTEL_BSP_MAX_QUEUE_SIZE; export_failed, the collector did not take them)',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        this.reset();
+        this.inc({ reason: 'queue_full' }, droppedSpans.queueFull);
+        this.inc({ reason: 'export_failed' }, droppedSpans.exportFailed);
+      },
+    });
     this.upstreamDuration = new FastHistogram('atelier_upstream_request_duration_seconds', 'Calls to model providers, by provider and outcome', ['provider', 'outcome'], LATENCY_BUCKETS, registers);
   }
 
@@ -120,7 +132,41 @@ export class Metrics {
    */
   stage(name: string): () => void {
     const started = performance.now();
-    return () => this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
+    // With tracing on, the stage is also a span of the request (the same name).
+    const span = tracing.startSpan(name);
+    return () => {
+      this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
+      span?.end();
+    };
+  }
+
+  /**
+   * timed() with tracing on: `work` runs with the stage's span as the current one, so what it
+   * calls (the hand-off, the upstream request) hangs under it; a failure marks the span.
+   */
+  private traced<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    const span = tracing.startSpan(name) as Span;
+    let running: Promise<T>;
+    try {
+      running = tracing.within(span, work);
+    } catch (err) {
+      tracing.fail(errorType(err), (err as Error)?.message ?? String(err), span);
+      span.end();
+      return Promise.reject(err as Error);
+    }
+    return running.then(
+      (result) => {
+        this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
+        span.end();
+        return result;
+      },
+      (err: unknown) => {
+        tracing.fail(errorType(err), (err as Error)?.message ?? String(err), span);
+        span.end();
+        throw err;
+      },
+    );
   }
 
   /**
@@ -129,6 +175,7 @@ export class Metrics {
    * chat request.
    */
   timed<T>(name: string, work: () => Promise<T>): Promise<T> {
+    if (tracing.on) return this.traced(name, work);
     const end = this.stage(name);
     let running: Promise<T>;
     try {
@@ -173,6 +220,12 @@ export function creditAmount(decimal: string): number {
   const n = Number(decimal);
   return Number.isFinite(n) && n > 0 ? n : 0;
 }
+
+/** The error envelope's type of a failure, for its span. */
+const errorType = (err: unknown): string => {
+  const type = (err as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : 'internal_error';
+};
 
 /**
  * Times `work` as one stage (Metrics.timed) where metrics are provided, and just runs it where

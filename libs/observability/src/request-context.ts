@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Context } from '@opentelemetry/api';
 
 export interface RequestContext {
   /** The gateway's request id (x-request-id), carried into jobs as CallerContext.requestId. */
@@ -6,6 +7,8 @@ export interface RequestContext {
   /** Set while a worker runs a job. */
   queue?: string;
   jobId?: string;
+  /** The OpenTelemetry context of the work (its current span), when tracing is on. */
+  otel?: Context;
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();

@@ -1,6 +1,7 @@
 import { Catch, HttpException, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { ApiError, errorEnvelope, type ErrorEnvelope, type ErrorType } from '@atelier/contracts';
+import { tracing } from '@atelier/observability';
 import { backingServiceFault, errorSummary, outageError, OUTAGE_RETRY_AFTER_SECONDS, type BackingService } from './backing-service-fault';
 
 const TYPE_BY_STATUS: Record<number, ErrorType> = {
@@ -84,6 +85,9 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
     if (reply.sent) return;
     const { status, body } = toErrorResponse(exception);
+    // The request's span records which envelope it answered; a 5xx also fails it (a 4xx is the caller's).
+    if (status >= 500) tracing.fail(body.error.type, body.error.message);
+    else tracing.annotate({ 'error.type': body.error.type });
     // Every 503 is temporary (an outage, a draining replica): tell clients when to come back.
     if (status === 503) void reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
     // A 429 that did not say when (max_concurrent: when some work ends) is worth retrying in a second.

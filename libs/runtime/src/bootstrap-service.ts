@@ -9,7 +9,7 @@ import { ModulesContainer, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { JsonLogger, Metrics, PrettyLogger } from '@atelier/observability';
+import { JsonLogger, Metrics, PrettyLogger, tracing } from '@atelier/observability';
 import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
 import { parseJsonBody } from './json-body';
@@ -220,6 +220,9 @@ function optionalHttpHooks(app: NestFastifyApplication): HttpHooks | undefined {
   return undefined;
 }
 
+/** The services' version, as their traces' resource says (service.version). */
+const SERVICE_VERSION = '0.1.0';
+
 /** Builds an app without listening, so tests can drive it with Fastify's inject. */
 export async function createService(
   module: Type<unknown> | DynamicModule,
@@ -287,6 +290,8 @@ export async function runService(
   opts: { service: string; port: number },
 ): Promise<INestApplication> {
   applyHeapGrowth(config);
+  // Before the app is built: spans of its start-up work (none yet) and of every request after.
+  tracing.start(config, opts.service, SERVICE_VERSION);
   let app: NestFastifyApplication;
   try {
     app = await createService(module, config, opts);
@@ -307,7 +312,9 @@ export async function runService(
       process.exit(1);
     }, 2 * config.SHUTDOWN_TIMEOUT_MS + 10_000);
     deadline.unref();
-    drainAndClose(app, config.SHUTDOWN_TIMEOUT_MS).then(
+    drainAndClose(app, config.SHUTDOWN_TIMEOUT_MS)
+      .then(() => tracing.stop())
+      .then(
       () => {
         if (logger) logger.log('stopped', 'Shutdown');
         process.exit(0);

@@ -1,3 +1,4 @@
+import { SpanKind, tracing } from '@atelier/observability';
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientRedis } from '@nestjs/microservices';
 import type { Redis } from 'ioredis';
@@ -26,10 +27,19 @@ export class BroadcastBus implements OnApplicationShutdown {
   }
 
   async publish<C extends BroadcastChannel<string, unknown>>(channel: C, payload: BroadcastPayloadOf<C>): Promise<void> {
-    await this.publisher.connect();
-    await new Promise<void>((resolve, reject) => {
-      this.publisher.emit(this.redis.names.channel(channel.name), payload).subscribe({ complete: resolve, error: reject });
-    });
+    // With tracing on, the publish is a span of the work that caused it (a generation's completion event).
+    const span = tracing.startSpan(`${channel.name} publish`, { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'redis', 'messaging.destination.name': channel.name } });
+    try {
+      await this.publisher.connect();
+      await new Promise<void>((resolve, reject) => {
+        this.publisher.emit(this.redis.names.channel(channel.name), payload).subscribe({ complete: resolve, error: reject });
+      });
+    } catch (err) {
+      tracing.fail('service_unavailable', (err as Error)?.message ?? String(err), span);
+      throw err;
+    } finally {
+      span?.end();
+    }
   }
 
   /**

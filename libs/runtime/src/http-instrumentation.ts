@@ -1,13 +1,34 @@
 import type { ServerResponse } from 'node:http';
 import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Metrics, requestContext, type RequestContext } from '@atelier/observability';
+import { trace } from '@opentelemetry/api';
+import { Metrics, requestContext, SpanKind, SpanStatusCode, tracing, type RequestContext, type Span } from '@atelier/observability';
 
 const CONTEXT = Symbol('atelier.requestContext');
 const STARTED = Symbol('atelier.requestStarted');
 const REQUEST = Symbol('atelier.request');
-type Tracked = FastifyRequest & { [CONTEXT]?: RequestContext; [STARTED]?: number };
+const SPAN = Symbol('atelier.span');
+type Tracked = FastifyRequest & { [CONTEXT]?: RequestContext; [STARTED]?: number; [SPAN]?: Span };
 type TrackedResponse = ServerResponse & { [REQUEST]?: Tracked };
+
+/**
+ * The request's server span, continuing the caller's trace (W3C traceparent/tracestate), made
+ * the context of everything the request does; its traceparent goes back as a response header,
+ * set on the raw response so streamed answers, which write their own head, carry it too.
+ */
+function startServerSpan(req: Tracked, res: ServerResponse, context: RequestContext): void {
+  const parent = tracing.extract(req.headers as Record<string, string | undefined>);
+  const route = req.routeOptions?.url ?? 'unmatched';
+  const span = tracing.startSpan(
+    `${req.method} ${route}`,
+    { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method, 'url.path': req.url.split('?')[0], 'http.route': route, 'atelier.request_id': String(req.id) } },
+    parent,
+  ) as Span;
+  req[SPAN] = span;
+  context.otel = trace.setSpan(parent, span);
+  const traceparent = tracing.inject(context.otel).traceparent;
+  if (traceparent) res.setHeader('traceparent', traceparent);
+}
 
 /** Probes and scrapes would drown the access log; they are still measured. */
 const QUIET_ROUTES = new Set(['/health', '/health/live', '/metrics']);
@@ -36,6 +57,12 @@ export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logge
     // A client that went away before an answer shows as 499 (nginx's convention), not as the default 200.
     const status = this.writableFinished || this.headersSent ? this.statusCode : 499;
     metrics.httpRequestDuration.observe({ method: req.method, route, status_code: String(status) }, ms / 1000);
+    const span = req[SPAN];
+    if (span) {
+      span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
     if (logger && accessLog && !QUIET_ROUTES.has(route)) {
       const rounded = Math.round(ms);
       requestContext.run(req[CONTEXT]!, () =>
@@ -50,6 +77,7 @@ export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logge
     const res = reply.raw as TrackedResponse;
     res[REQUEST] = req;
     res.on('close', onClose);
+    if (tracing.on) startServerSpan(req, res, context);
     requestContext.run(context, done);
   });
   // Body parsing resumes on stream events, which run outside the context entered above; entering

@@ -11,6 +11,8 @@ export interface JobInfo {
   readonly timestamp: number;
   readonly attemptsMade: number;
   readonly opts: { readonly attempts?: number };
+  /** The trace of the request that made it (a call's stream entry field; work jobs carry it in their data). */
+  readonly traceparent?: string;
 }
 
 export interface JobContext {

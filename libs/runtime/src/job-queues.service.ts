@@ -1,6 +1,7 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { Job, Queue, type JobsOptions } from 'bullmq';
 import type { PayloadOf, QueueContract, QueueSettings } from '@atelier/contracts';
+import { tracing } from '@atelier/observability';
 import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 
@@ -14,6 +15,17 @@ export function defaultJobOptions(settings: QueueSettings): JobsOptions {
 }
 
 /** Producer side of every queue contract: typed `add`, one BullMQ Queue per contract. */
+/**
+ * A work job's payload with the trace of the request that adds it (`traceparent`, beside the
+ * contract's fields; WorkerHost reads it), so its processing links back to that request. The
+ * payload as it is when tracing is off, or outside a traced request.
+ */
+function traced<T>(payload: T): T {
+  if (!tracing.on) return payload;
+  const { traceparent } = tracing.inject();
+  return traceparent ? { ...payload, traceparent } : payload;
+}
+
 @Injectable()
 export class JobQueues implements OnApplicationShutdown {
   private readonly queues = new Map<string, Queue>();
@@ -40,14 +52,14 @@ export class JobQueues implements OnApplicationShutdown {
     opts: Pick<JobsOptions, 'jobId' | 'delay' | 'priority'> = {},
   ): Promise<Job> {
     this.redis.assertAvailable();
-    return this.queue(contract).add(contract.name, payload, opts);
+    return this.queue(contract).add(contract.name, traced(payload), opts);
   }
 
   /** Several jobs of one contract in one round trip (MULTI); jobIds make re-adding harmless. */
   async addBulk<Q extends QueueContract>(contract: Q, jobs: { payload: PayloadOf<Q>; jobId: string; priority?: number }[]): Promise<Job[]> {
     this.redis.assertAvailable();
     return this.queue(contract).addBulk(
-      jobs.map((j) => ({ name: contract.name, data: j.payload, opts: j.priority === undefined ? { jobId: j.jobId } : { jobId: j.jobId, priority: j.priority } })),
+      jobs.map((j) => ({ name: contract.name, data: traced(j.payload), opts: j.priority === undefined ? { jobId: j.jobId } : { jobId: j.jobId, priority: j.priority } })),
     );
   }
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
+import { tracing } from '@atelier/observability';
 import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
@@ -15,12 +16,17 @@ const CALL_STREAM_MAXLEN = 100_000;
 
 /**
  * Adds calls to a call stream, returning their entry ids in order.
- * KEYS: the stream. ARGV: the approximate length cap, then job id and payload of each call.
+ * KEYS: the stream. ARGV: the approximate length cap, then job id, payload and traceparent ('' when
+ * tracing is off: no field) of each call.
  */
 const ADD_CALLS_LUA = `
 local ids = {}
-for i = 2, #ARGV, 2 do
-  ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1])
+for i = 2, #ARGV, 3 do
+  if ARGV[i + 2] == '' then
+    ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1])
+  else
+    ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1], 'tp', ARGV[i + 2])
+  end
 end
 return ids`;
 
@@ -55,7 +61,7 @@ export class RpcClient implements OnApplicationShutdown {
   /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
   private subscribed?: Promise<unknown>;
   private readonly pending = new InFlightMap<string, Pending>();
-  private readonly adds = new Map<string, GroupCommit<{ jobId: string; data: string }, string>>();
+  private readonly adds = new Map<string, GroupCommit<{ jobId: string; data: string; traceparent: string }, string>>();
   /**
    * Job ids start with this process's id, so every reply channel of this process matches one
    * pattern: subscribing once replaces a SUBSCRIBE and an UNSUBSCRIBE per call.
@@ -75,6 +81,8 @@ export class RpcClient implements OnApplicationShutdown {
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
 
     const stream = this.redis.names.rpcStream(contract.name);
+    // The consumer's span continues this one (the caller's stage, e.g. chat.rpc).
+    const traceparent = tracing.on ? (tracing.inject().traceparent ?? '') : '';
 
     return new Promise<ResultOf<Q>>((resolve, reject) => {
       let settled = false;
@@ -119,7 +127,7 @@ export class RpcClient implements OnApplicationShutdown {
       this.ensureSubscribed()
         .then(async () => {
           if (settled) return;
-          entryId = await this.callsOf(stream).submit({ jobId, data: JSON.stringify(payload) });
+          entryId = await this.callsOf(stream).submit({ jobId, data: JSON.stringify(payload), traceparent });
           if (cancelled && entryId) await this.redis.client.xdel(stream, entryId);
         })
         .catch((err: Error) => {
@@ -135,11 +143,11 @@ export class RpcClient implements OnApplicationShutdown {
    * The calls added to one stream, group-committed: alone, a call is added at once; calls made
    * while an add is in flight go together in the next one (one script, one Redis wake-up).
    */
-  private callsOf(stream: string): GroupCommit<{ jobId: string; data: string }, string> {
+  private callsOf(stream: string): GroupCommit<{ jobId: string; data: string; traceparent: string }, string> {
     let adds = this.adds.get(stream);
     if (!adds) {
       const script = redisScript<string[]>(this.redis.client, 'atelierRpcAddCalls', ADD_CALLS_LUA, 1);
-      adds = new GroupCommit((calls) => script(stream, CALL_STREAM_MAXLEN, ...calls.flatMap((c) => [c.jobId, c.data])), { maxBatch: 64 });
+      adds = new GroupCommit((calls) => script(stream, CALL_STREAM_MAXLEN, ...calls.flatMap((c) => [c.jobId, c.data, c.traceparent])), { maxBatch: 64 });
       this.adds.set(stream, adds);
     }
     return adds;

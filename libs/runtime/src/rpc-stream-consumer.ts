@@ -104,6 +104,8 @@ export interface RpcCallJob {
   timestamp: number;
   attemptsMade: number;
   opts: { attempts?: number };
+  /** The caller's trace (W3C traceparent), when it was traced. */
+  traceparent?: string;
   /**
    * The call's stream entry, for its final reply to acknowledge and delete (sendFinalReply), so
    * replying and acknowledging cost one Redis round trip; once asked for, acknowledging is left
@@ -238,6 +240,7 @@ export class RpcStreamConsumer {
       timestamp: Number(entryId.split('-')[0]),
       attemptsMade: 0,
       opts: { attempts: 1 },
+      ...(fields.tp && { traceparent: fields.tp }),
       acknowledgement: () => {
         acknowledged = true;
         return entryId;

@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, Module, type DynamicModule, type OnApplicat
 import { DiscoveryModule, DiscoveryService } from '@nestjs/core';
 import { DelayedError, WaitingError, Worker, type Job } from 'bullmq';
 import { ApiError, CANCEL_JOBS_CHANNEL, type QueueContract } from '@atelier/contracts';
-import { Metrics, requestContext } from '@atelier/observability';
+import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { Metrics, requestContext, SpanKind, tracing, type RequestContext } from '@atelier/observability';
 import { backingServiceFault, outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { InFlightMap } from './in-flight-map';
@@ -139,7 +140,34 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
    * handling it carries the gateway's request id (CallerContext.requestId or the job's own).
    */
   private runInContext(contract: QueueContract, handler: JobHandler<QueueContract>, job: JobInfo, token: string | undefined): Promise<unknown> {
-    return requestContext.run({ requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) }, () => this.run(contract, handler, job, token));
+    const context: RequestContext = { requestId: jobRequestId(job), queue: contract.name, jobId: String(job.id) };
+    if (!tracing.on) return requestContext.run(context, () => this.run(contract, handler, job, token));
+    // The job's span continues the request that made it: a child of the caller's span for a
+    // call, and for a work job (which may run long after, and be retried) a new trace linked to it.
+    const traceparent = jobTraceparent(job);
+    const parent = traceparent ? tracing.extract({ traceparent }) : undefined;
+    const linked = contract.settings.kind === 'work' && parent;
+    const span = tracing.startSpan(
+      `${contract.name} process`,
+      {
+        kind: SpanKind.CONSUMER,
+        attributes: { 'messaging.system': contract.settings.kind === 'rpc' ? 'redis_streams' : 'bullmq', 'messaging.destination.name': contract.name, 'messaging.message.id': String(job.id), 'atelier.attempt': job.attemptsMade + 1 },
+        ...(linked && { links: [{ context: trace.getSpanContext(parent)! }] }),
+      },
+      linked ? ROOT_CONTEXT : (parent ?? ROOT_CONTEXT),
+    )!;
+    context.otel = trace.setSpan(ROOT_CONTEXT, span);
+    return requestContext.run(context, () => this.run(contract, handler, job, token)).then(
+      (result) => {
+        span.end();
+        return result;
+      },
+      (err: unknown) => {
+        if (!(err instanceof DelayedError || err instanceof WaitingError)) tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+        span.end();
+        throw err;
+      },
+    );
   }
 
   private async run(contract: QueueContract, handler: JobHandler<QueueContract>, job: JobInfo, token: string | undefined): Promise<unknown> {
@@ -264,6 +292,12 @@ function isStreamCall(job: JobInfo): job is RpcCallJob {
 }
 
 /** The originating request's id: CallerContext.requestId (rpc jobs) or the job's own requestId. */
+function jobTraceparent(job: JobInfo): string | undefined {
+  if (job.traceparent) return job.traceparent;
+  const carried = (job.data as { traceparent?: unknown } | null)?.traceparent;
+  return typeof carried === 'string' ? carried : undefined;
+}
+
 function jobRequestId(job: JobInfo): string {
   const data = (job.data ?? {}) as { requestId?: unknown; caller?: { requestId?: unknown } };
   const id = data.caller?.requestId ?? data.requestId;

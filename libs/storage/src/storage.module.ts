@@ -1,3 +1,4 @@
+import { SpanKind, tracing } from '@atelier/observability';
 import path from 'node:path';
 import { Global, Module } from '@nestjs/common';
 import { APP_CONFIG, DEV_URL_SIGNING_SECRET, type AppConfig } from '@atelier/config';
@@ -7,6 +8,33 @@ import { S3BlobStore } from './s3-blob-store';
 import { SignedUrls } from './signed-urls';
 
 export function createBlobStore(config: AppConfig): BlobStore {
+  return tracedWrites(untracedBlobStore(config));
+}
+
+/**
+ * With tracing on, each write is a span of the work that made it (its key names the namespace,
+ * never a signed URL); off, the store as it is.
+ */
+function tracedWrites(store: BlobStore): BlobStore {
+  if (!tracing.on) return store;
+  const put = store.put.bind(store);
+  store.put = async (key, data, contentType) => {
+    const span = tracing.startSpan('blob.put', { kind: SpanKind.CLIENT, attributes: { 'atelier.blob.key': key, 'atelier.blob.content_type': contentType } });
+    try {
+      const stored = await put(key, data, contentType);
+      span?.setAttribute('atelier.blob.size', stored.size);
+      return stored;
+    } catch (err) {
+      tracing.fail('service_unavailable', (err as Error)?.message ?? String(err), span);
+      throw err;
+    } finally {
+      span?.end();
+    }
+  };
+  return store;
+}
+
+function untracedBlobStore(config: AppConfig): BlobStore {
   if (config.STORAGE_DRIVER === 's3')
     return new S3BlobStore({
       endpoint: config.S3_ENDPOINT,

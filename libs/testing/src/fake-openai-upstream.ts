@@ -39,6 +39,8 @@ export interface FakeUpstreamRequest {
   model: string;
   body: Record<string, unknown>;
   authorization?: string;
+  /** The W3C traceparent the caller sent (tracing on). */
+  traceparent?: string;
   testKey?: string;
   /** Set when the connection closed before the response was complete. */
   abortedEarly: boolean;
@@ -147,6 +149,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
       model,
       body,
       authorization: req.headers.authorization,
+      traceparent: req.headers.traceparent as string | undefined,
       testKey: req.headers['x-test-key'] as string | undefined,
       abortedEarly: false,
       finished: false,

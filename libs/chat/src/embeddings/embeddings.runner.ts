@@ -2,7 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { secretFromEnv } from '@atelier/config';
 import { ApiError, type EmbeddingsJob, type EmbeddingsOutcome } from '@atelier/contracts';
 import { ModelCatalog, type EmbeddingModelDefinition } from '@atelier/models';
-import { Metrics } from '@atelier/observability';
+import { Metrics, SpanKind, tracing } from '@atelier/observability';
+import { genAiProvider } from '../gen-ai-provider';
 import { OpenAiCompatibleProvider } from '../providers/openai-compatible.provider';
 import { shortened, vectorToBase64 } from './embedding-vectors';
 import { localEmbedding } from './local-embed';
@@ -45,6 +46,27 @@ export class EmbeddingsRunner {
   ) {}
 
   async run(job: EmbeddingsJob, signal: AbortSignal): Promise<EmbeddingsOutcome> {
+    const span = tracing.startSpan(`embeddings ${job.model}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'gen_ai.operation.name': 'embeddings',
+        'gen_ai.provider.name': genAiProvider(this.catalog.get(job.model) ?? { engine: { type: 'unknown' } }),
+        'gen_ai.request.model': job.model, 'atelier.namespace': job.caller.namespace, 'atelier.inputs': job.input.length },
+    });
+    if (!span) return this.embed(job, signal);
+    try {
+      const outcome = await tracing.within(span, () => this.embed(job, signal));
+      span.setAttributes({ 'gen_ai.response.model': job.model, 'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens, 'atelier.provider': outcome.provider });
+      return outcome;
+    } catch (err) {
+      tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  private async embed(job: EmbeddingsJob, signal: AbortSignal): Promise<EmbeddingsOutcome> {
     const model = this.catalog.get(job.model);
     if (!model || model.endpoint !== '/embeddings') throw new ApiError('resource_not_found', `Model not found: ${job.model}`);
     const engine = model.engine;

@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import { Logger } from '@nestjs/common';
 import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
+import { tracing } from '@atelier/observability';
 import { abortFollowing } from '@atelier/runtime';
 import type { ChatModelDefinition, EngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
@@ -430,7 +431,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
 
   /** The upstream request of one attempt. */
   private headersOf(modelId: string, endpoint: Endpoint, accept: string): Record<string, string> {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept };
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept, ...(tracing.on && tracing.inject()) };
     if (endpoint.apiKeyEnv) {
       const key = this.secrets(endpoint.apiKeyEnv);
       if (!key) throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${modelId} is not configured (its API key is not set)`));
