@@ -41,8 +41,12 @@ describe('docker-compose.yml', () => {
     expect(run.status).toBe(0);
   });
 
-  it('runs Postgres, Redis, MinIO, the one-shots and every app', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['postgres', 'redis', 'minio', 'minio-init', 'migrate', ...apps].sort());
+  it('runs Postgres, Redis, MinIO, the one-shots and every app (and, in the tracing profile only, a collector)', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['postgres', 'redis', 'minio', 'minio-init', 'migrate', 'otel-collector', ...apps].sort());
+    const collector = compose.services['otel-collector'] as { profiles: string[]; volumes: string[] };
+    expect(collector.profiles).toEqual(['tracing']);
+    // The configuration it mounts is in the repository.
+    expect(readFileSync(path.join(root, collector.volumes[0].split(':')[0]), 'utf8')).toContain('otlp');
     expect(compose.services.migrate.build.target).toBe('migrate');
     expect(compose.services.migrate.command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
   });

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastHistogram } from './fast-histogram';
-import { droppedSpans, tracing, type Span } from './tracing';
+import { droppedSpans, tracing } from './tracing';
 import { fullCollectionCount, liveHeapBytes, watchLiveHeap } from './live-heap';
 
 /** Seconds; spans health checks (ms) to minute-long video renders. */
@@ -132,38 +132,37 @@ export class Metrics {
    */
   stage(name: string): () => void {
     const started = performance.now();
-    // With tracing on, the stage is also a span of the request (the same name).
-    const span = tracing.startSpan(name);
-    return () => {
-      this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
-      span?.end();
-    };
+    if (tracing.on) {
+      const mark = tracing.stageMark(name);
+      return () => {
+        const ms = performance.now() - started;
+        this.stageDuration.observe({ stage: name }, ms / 1000);
+        mark(ms);
+      };
+    }
+    return () => this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
   }
 
-  /**
-   * timed() with tracing on: `work` runs with the stage's span as the current one, so what it
-   * calls (the hand-off, the upstream request) hangs under it; a failure marks the span.
-   */
+  /** timed() with tracing on: the stage is marked on the request's span, a failure too (tracing.stageMark). */
   private traced<T>(name: string, work: () => Promise<T>): Promise<T> {
     const started = performance.now();
-    const span = tracing.startSpan(name) as Span;
+    const mark = tracing.stageMark(name);
     let running: Promise<T>;
     try {
-      running = tracing.within(span, work);
+      running = work();
     } catch (err) {
-      tracing.fail(errorType(err), (err as Error)?.message ?? String(err), span);
-      span.end();
+      mark(performance.now() - started, errorType(err));
       return Promise.reject(err as Error);
     }
     return running.then(
       (result) => {
-        this.stageDuration.observe({ stage: name }, (performance.now() - started) / 1000);
-        span.end();
+        const ms = performance.now() - started;
+        this.stageDuration.observe({ stage: name }, ms / 1000);
+        mark(ms);
         return result;
       },
       (err: unknown) => {
-        tracing.fail(errorType(err), (err as Error)?.message ?? String(err), span);
-        span.end();
+        mark(performance.now() - started, errorType(err));
         throw err;
       },
     );

@@ -221,6 +221,26 @@ export const tracing = {
     return headers;
   },
 
+  /**
+   * A stage of the current span's work (auth, chat.validate, chat.rpc...): the function returned,
+   * called when it ends, records it as an event of that span named as the stage histogram names
+   * it, with its duration (and error type, if it failed). A stage that ends after its span did
+   * (the settle, after the answer went out) becomes a child span of its own instead. Events, not
+   * spans, because a request has half a dozen stages and every span costs its export.
+   */
+  stageMark(name: string): (ms: number, errorType?: string) => void {
+    const parent = tracing.current();
+    const span = trace.getSpan(parent);
+    if (!active || !span) return () => undefined;
+    const tracer = active.tracer;
+    const startTime = Date.now();
+    return (ms, errorType) => {
+      const attributes: Attributes = { 'atelier.stage.duration_ms': Math.round(ms * 1000) / 1000, ...(errorType && { 'error.type': errorType }) };
+      if (span.isRecording()) span.addEvent(name, attributes);
+      else tracer.startSpan(name, { startTime, attributes }, parent).end();
+    };
+  },
+
   /** Sets attributes on the current span (the request's, or the job's). */
   annotate(attributes: Attributes): void {
     if (active) trace.getSpan(tracing.current())?.setAttributes(attributes);
