@@ -169,3 +169,21 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
     }
   });
 });
+
+describe('Kubernetes manifests (overlay tracing: dev plus a collector)', () => {
+  const { objects, errors } = render('tracing');
+
+  it('adds a collector every app exports its traces to, and nothing else changes', () => {
+    expect(errors).toEqual([]);
+    const dev = render('dev').objects;
+    const added = objects.filter((o) => !dev.some((d) => d.kind === o.kind && d.metadata.name === o.metadata.name));
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['ConfigMap/otel-collector-config', 'Deployment/otel-collector', 'Service/otel-collector']);
+    const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'otel-collector');
+    const config = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'atelier-config');
+    const endpoint = new URL(config.data.OTEL_EXPORTER_OTLP_ENDPOINT);
+    expect(endpoint.hostname).toBe(service.metadata.name);
+    expect(Number(endpoint.port)).toBe(service.spec.ports[0].port);
+    // The apps accept it.
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: config.data.OTEL_EXPORTER_OTLP_ENDPOINT }).OTEL_EXPORTER_OTLP_ENDPOINT).toBe(config.data.OTEL_EXPORTER_OTLP_ENDPOINT);
+  });
+});
