@@ -119,7 +119,14 @@ export class ChatCompletionsService {
    * that breaks off, the prompt and the completion tokens already delivered. The Responses API
    * runs on this same lifecycle (ChatOptions).
    */
-  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions = {}): Promise<void> {
+  create(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions = {}): Promise<void> {
+    if (!tracing.on) return this.paidRequest(caller, rawBody, requestId, delivery, options);
+    // The settle runs after the answer: the request's span waits for it, so it is one of its events.
+    const release = tracing.hold();
+    return this.paidRequest(caller, rawBody, requestId, delivery, options).finally(release);
+  }
+
+  private async paidRequest(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions): Promise<void> {
     const chat = await this.validate(caller, rawBody, requestId, delivery, options);
     const { signal } = delivery;
     const sent: string[] = [];

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Context } from '@opentelemetry/api';
+import type { SpanHold } from './tracing';
 
 export interface RequestContext {
   /** The gateway's request id (x-request-id), carried into jobs as CallerContext.requestId. */
@@ -9,6 +10,8 @@ export interface RequestContext {
   jobId?: string;
   /** The OpenTelemetry context of the work (its current span), when tracing is on. */
   otel?: Context;
+  /** Work still going on for the request after its answer (tracing.hold), which its span waits for. */
+  spanHold?: SpanHold;
 }
 
 const storage = new AsyncLocalStorage<RequestContext>();

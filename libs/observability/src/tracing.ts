@@ -33,6 +33,13 @@ export interface TracingSettings {
   OTEL_BSP_MAX_QUEUE_SIZE: number;
 }
 
+/** How much of a request's work is still going on, and when its response closed (its span's end then). */
+export interface SpanHold {
+  count: number;
+  closedAt?: number;
+  span?: Span;
+}
+
 /** Spans dropped rather than slowing a request: the queue was full, or the collector did not take them. */
 export const droppedSpans = { queueFull: 0, exportFailed: 0 };
 
@@ -239,6 +246,31 @@ export const tracing = {
       if (span.isRecording()) span.addEvent(name, attributes);
       else tracer.startSpan(name, { startTime, attributes }, parent).end();
     };
+  },
+
+  /**
+   * Keeps the request's span open until the function returned is called: for work that goes on after
+   * the answer (the settle), so its stages are still events of that span. The span still ends at
+   * the time its response closed. Without it each such stage would be a span of its own, one more
+   * to export per request.
+   */
+  hold(): () => void {
+    const hold = requestContext.current()?.spanHold;
+    if (!hold) return () => undefined;
+    hold.count++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--hold.count === 0 && hold.span) hold.span.end(hold.closedAt);
+    };
+  },
+
+  /** The response closed: the request's span ends now, or, while work holds it, when that is done. */
+  endOrDefer(hold: SpanHold | undefined, span: Span): void {
+    if (!hold || hold.count === 0) return span.end();
+    hold.closedAt = performance.timeOrigin + performance.now();
+    hold.span = span;
   },
 
   /** Sets attributes on the current span (the request's, or the job's). */

@@ -11,7 +11,7 @@ import type { AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger, tracing } from '@atelier/observability';
 import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
-import { instrumentHttp, RequestSpanInterceptor } from './http-instrumentation';
+import { instrumentHttp } from './http-instrumentation';
 import { parseJsonBody } from './json-body';
 import { streamingMultipart } from './streaming-multipart';
 import { installProcessFaultPolicy } from './process-fault-policy';
@@ -235,7 +235,6 @@ export async function createService(
     abortOnError: false,
   });
   app.useGlobalFilters(new ApiExceptionFilter());
-  if (tracing.on) app.useGlobalInterceptors(new RequestSpanInterceptor());
   // Before init: the hooks must be in place when Nest registers the routes.
   // The access line is an info entry: below that level nothing of it is built.
   instrumentHttp(app.getHttpAdapter().getInstance(), app.get(Metrics), logger || undefined, (logLevels(config.LOG_LEVEL) || []).includes('log'));

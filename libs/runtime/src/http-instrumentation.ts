@@ -1,6 +1,4 @@
 import type { ServerResponse } from 'node:http';
-import { Injectable, type CallHandler, type ExecutionContext, type NestInterceptor } from '@nestjs/common';
-import { finalize, type Observable } from 'rxjs';
 import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { trace } from '@opentelemetry/api';
@@ -10,29 +8,7 @@ const CONTEXT = Symbol('atelier.requestContext');
 const STARTED = Symbol('atelier.requestStarted');
 const REQUEST = Symbol('atelier.request');
 const SPAN = Symbol('atelier.span');
-const WORKING = Symbol('atelier.working');
-const CLOSED_AT = Symbol('atelier.closedAt');
-type Tracked = FastifyRequest & { [CONTEXT]?: RequestContext; [STARTED]?: number; [SPAN]?: Span; [WORKING]?: boolean; [CLOSED_AT]?: number };
-
-/**
- * With tracing on, a request's span stays open until its handler is done, so the stages that run
- * after the answer went out (the settle) are still its events; it ends at the time the response
- * closed. Without it each such stage would be a span of its own, one more to export per request.
- */
-@Injectable()
-export class RequestSpanInterceptor implements NestInterceptor {
-  intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const req = ctx.switchToHttp().getRequest<Tracked>();
-    if (!req?.[SPAN]) return next.handle();
-    req[WORKING] = true;
-    return next.handle().pipe(
-      finalize(() => {
-        req[WORKING] = false;
-        if (req[CLOSED_AT] !== undefined) req[SPAN]!.end(req[CLOSED_AT]);
-      }),
-    );
-  }
-}
+type Tracked = FastifyRequest & { [CONTEXT]?: RequestContext; [STARTED]?: number; [SPAN]?: Span };
 type TrackedResponse = ServerResponse & { [REQUEST]?: Tracked };
 
 /**
@@ -50,6 +26,7 @@ function startServerSpan(req: Tracked, res: ServerResponse, context: RequestCont
   ) as Span;
   req[SPAN] = span;
   context.otel = trace.setSpan(parent, span);
+  context.spanHold = { count: 0 };
   const traceparent = tracing.inject(context.otel).traceparent;
   if (traceparent) res.setHeader('traceparent', traceparent);
 }
@@ -85,9 +62,8 @@ export function instrumentHttp(fastify: FastifyInstance, metrics: Metrics, logge
     if (span) {
       span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
       if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      // Still working (RequestSpanInterceptor): it ends, at this time, when the handler is done.
-      if (req[WORKING]) req[CLOSED_AT] = performance.timeOrigin + performance.now();
-      else span.end();
+      // Work that goes on after the answer (the settle) holds it open: it ends then, at this time.
+      tracing.endOrDefer(req[CONTEXT]?.spanHold, span);
     }
     if (logger && accessLog && !QUIET_ROUTES.has(route)) {
       const rounded = Math.round(ms);
