@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller, type NamespaceScope } from '@atelier/auth';
+import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type ChargeTags, type Reservation } from '@atelier/billing';
 import { ApiError, CHAT_COMPLETION_QUEUE, type ChatCompletionOutcome, type ChatModelAdapter } from '@atelier/contracts';
 import { DeployedModels, deployedDefinition, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
@@ -10,6 +10,7 @@ import { tokenCost } from './chat-pricing';
 import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { countTextTokens, toolCallTokens } from './token-count';
+import { correctTokens, takeTokens } from './tokens-per-minute';
 
 /** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
 const CHAT_ENDPOINT = '/api/ai/chat/completions';
@@ -156,7 +157,7 @@ export class ChatCompletionsService {
       );
     } catch (err) {
       // Refused (402, or 429 for max_concurrent): the tokens it was counted for, if any, are given back.
-      void chat.tokensTaken.then((limits) => this.limiter.correct(limits, limits.map((l) => -(l.cost ?? 0)))).catch(() => undefined);
+      void chat.tokensTaken.then((limits) => correctTokens(this.limiter, limits, 0), () => undefined);
       throw err;
     }
     const prepared: PreparedChat = { ...chat, reservation: paid.reservation, tokenLimits: await chat.tokensTaken };
@@ -174,7 +175,7 @@ export class ChatCompletionsService {
       });
       throw error;
     }
-    // On the request's span, which ends with the answer (the settle runs after it).
+    // What the request used and cost, on its span.
     if (tracing.on)
       tracing.annotate({
         'gen_ai.operation.name': 'chat',
@@ -199,7 +200,11 @@ export class ChatCompletionsService {
     const scope = await this.access.resolve(caller, body.target_namespace);
     validating();
     const completionId = `chatcmpl-${randomToken(18)}`;
-    const tokensTaken = this.takeTokens(caller, promptTokens + request.maxTokens, delivery);
+    // Counted for its upper bound (prompt plus completion limit, what the reservation covers), corrected when it settles.
+    const tokens = promptTokens + request.maxTokens;
+    const tokensTaken = takeTokens(this.limiter, this.metrics, caller, tokens, (name, value) => delivery.header(name, value), (limit) =>
+      `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${limit.limit} tokens per minute of ${limit.name}; lower max_tokens`,
+    );
     // Awaited with the slots (PaidRequests.reserveAndStart); a refusal is reported there.
     tokensTaken.catch(() => undefined);
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
@@ -207,21 +212,6 @@ export class ChatCompletionsService {
     // A deployed fine-tune is served through its adapter, which only the chat route carries.
     const responses = deployed ? undefined : options.responses?.(model);
     return { completionId, caller, scope, model, deployed, request, body, responses, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
-  }
-
-  /**
-   * Counts the request against the key's and its namespace's tokens per minute for its upper
-   * bound (prompt plus completion limit, what the reservation covers), corrected to what it used
-   * when it settles (finish). Says where it stands in OpenAI's x-ratelimit-*-tokens headers; over
-   * a limit, 429 naming it with retry-after. Keys without token limits cost nothing here.
-   */
-  private takeTokens(caller: Caller, tokens: number, delivery: ChatDelivery): Promise<RateLimit[]> {
-    const limits = callerRateLimits(caller, 'tokens', tokens);
-    const tooBig = limits.find((l) => tokens > l.limit);
-    if (tooBig)
-      throw new ApiError('rate_limited', `This request may use ${tokens} tokens (prompt plus max_tokens), more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; lower max_tokens`);
-    if (limits.length === 0) return Promise.resolve([]);
-    return this.metrics.timed('rate_limit.tokens', () => takeRateLimits(this.limiter, limits, 'tokens', (name, value) => delivery.header(name, value)));
   }
 
   private run(prepared: ValidatedChat, reservationId: string, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
@@ -248,11 +238,8 @@ export class ChatCompletionsService {
    * an answer already delivered is still charged exactly once, its record with it.
    */
   private async finish(prepared: PreparedChat, ending: ChatEnding): Promise<void> {
-    if (prepared.tokenLimits.length > 0) {
-      // The tokens it was counted for become the tokens it used (none when nothing was delivered).
-      const used = ending.usage ? ending.usage.prompt_tokens + ending.usage.completion_tokens : 0;
-      void this.limiter.correct(prepared.tokenLimits, prepared.tokenLimits.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
-    }
+    // None used when nothing was delivered.
+    correctTokens(this.limiter, prepared.tokenLimits, ending.usage ? ending.usage.prompt_tokens + ending.usage.completion_tokens : 0);
     const cost = ending.usage ? tokenCost(prepared.model.pricing, ending.usage.prompt_tokens, ending.usage.completion_tokens) : null;
     await this.paid.close(prepared.reservation, cost, {
       inputTokens: ending.usage?.prompt_tokens ?? 0,

@@ -1,14 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { callerRateLimits, NamespaceAccess, takeRateLimits, type Caller } from '@atelier/auth';
+import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { chargeTags, PaidRequests, reservationReference, type Reservation } from '@atelier/billing';
-import { ApiError, EMBEDDINGS_QUEUE, type EmbeddingsOutcome } from '@atelier/contracts';
+import { EMBEDDINGS_QUEUE, type EmbeddingsOutcome } from '@atelier/contracts';
 import { ModelCatalog, type EmbeddingModelDefinition, type TokenPricing } from '@atelier/models';
 import { Metrics } from '@atelier/observability';
 import { randomToken, uuidV7 } from '@atelier/random';
-import { RateLimiter, RpcClient, type RateLimit } from '@atelier/runtime';
+import { RateLimiter, RpcClient } from '@atelier/runtime';
 import { tokenCost } from '../chat-pricing';
 import { base64ToVector } from './embedding-vectors';
 import { parseEmbeddingsRequest } from './embeddings-request';
+import { correctTokens, takeTokens } from '../tokens-per-minute';
 
 /** The route embeddings usage is reported under (GET /api/usage?group_by=endpoint). */
 const EMBEDDINGS_ENDPOINT = '/api/ai/embeddings';
@@ -51,10 +52,9 @@ export class EmbeddingsService {
     const request = parseEmbeddingsRequest(this.catalog, rawBody);
     const { model, tokens } = request;
     const scope = await this.access.resolve(caller, request.body.target_namespace);
-    const limits = callerRateLimits(caller, 'tokens', tokens);
-    const tooBig = limits.find((l) => tokens > l.limit);
-    if (tooBig) throw new ApiError('rate_limited', `This request's inputs hold ${tokens} tokens, more than the ${tooBig.limit} tokens per minute of ${tooBig.name}; send fewer inputs per request`);
-    const tokensTaken: Promise<RateLimit[]> = limits.length === 0 ? Promise.resolve([]) : takeRateLimits(this.limiter, limits, 'tokens', (n, v) => delivery.header(n, v));
+    const tokensTaken = takeTokens(this.limiter, this.metrics, caller, tokens, (n, v) => delivery.header(n, v), (limit) =>
+      `This request's inputs hold ${tokens} tokens, more than the ${limit.limit} tokens per minute of ${limit.name}; send fewer inputs per request`,
+    );
     tokensTaken.catch(() => undefined);
     const id = `embd-${randomToken(18)}`;
     const reservationId = uuidV7();
@@ -84,12 +84,12 @@ export class EmbeddingsService {
           ),
       );
     } catch (err) {
-      void tokensTaken.then((taken) => this.limiter.correct(taken, taken.map((l) => -(l.cost ?? 0)))).catch(() => undefined);
+      void tokensTaken.then((taken) => correctTokens(this.limiter, taken, 0), () => undefined);
       throw err;
     }
     const taken = await tokensTaken;
     const settle = (used: number, outcome: 'succeeded' | 'failed' | 'cancelled', provider: string | null, error?: unknown) => {
-      if (taken.length > 0) void this.limiter.correct(taken, taken.map((l) => used - (l.cost ?? 0))).catch(() => undefined);
+      correctTokens(this.limiter, taken, used);
       return this.paid.close(paid.reservation, used > 0 ? tokenCost(pricing, used, 0) : null, {
         inputTokens: used,
         outputTokens: 0,
