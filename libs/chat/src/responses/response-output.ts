@@ -144,6 +144,11 @@ export class ResponseEventStream {
     this.emit({ type: 'response.in_progress', response: this.shell });
   }
 
+  /** An event made elsewhere (an upstream that speaks the Responses API), in this stream's numbering. */
+  forward(event: ResponseEvent): void {
+    this.emit(event);
+  }
+
   /** One serialized chat.completion.chunk. */
   chunk(data: string): void {
     let chunk: ChatCompletionChunk;

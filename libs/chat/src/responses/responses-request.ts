@@ -40,15 +40,16 @@ const SKIPPED_ITEMS = new Set([
   'mcp_approval_response', 'shell_call', 'shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'compaction',
 ]);
 
-const fail = (param: string, message: string) => ApiError.badRequest(message, { fields: [{ field: param, message }] });
+/** A 400 naming the parameter, in the envelope's `fields` as every validation refusal does. */
+export const fieldError = (param: string, message: string) => ApiError.badRequest(message, { fields: [{ field: param, message }] });
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function str(value: unknown, param: string, optional = false): string | undefined {
   if (value === undefined || value === null) {
     if (optional) return undefined;
-    throw fail(param, `${param} is required`);
+    throw fieldError(param, `${param} is required`);
   }
-  if (typeof value !== 'string') throw fail(param, `${param} must be a string`);
+  if (typeof value !== 'string') throw fieldError(param, `${param} must be a string`);
   return value;
 }
 
@@ -62,43 +63,43 @@ export const itemId = (prefix: string) => `${prefix}_${randomToken(24)}`;
 /** Text of a message's content: a string, or input_text / output_text / refusal parts. */
 function partsText(content: unknown, param: string): string {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw fail(param, `${param} must be a string or an array of content parts`);
+  if (!Array.isArray(content)) throw fieldError(param, `${param} must be a string or an array of content parts`);
   return content
     .map((part, j) => {
-      if (!isObject(part)) throw fail(`${param}[${j}]`, `${param}[${j}] must be an object`);
+      if (!isObject(part)) throw fieldError(`${param}[${j}]`, `${param}[${j}] must be an object`);
       if (part.type === 'input_text' || part.type === 'output_text' || part.type === 'text') return str(part.text, `${param}[${j}].text`);
       if (part.type === 'refusal') return str(part.refusal, `${param}[${j}].refusal`);
-      throw fail(`${param}[${j}].type`, `${param}[${j}].type '${String(part.type)}' is not allowed here: only text parts`);
+      throw fieldError(`${param}[${j}].type`, `${param}[${j}].type '${String(part.type)}' is not allowed here: only text parts`);
     })
     .join('');
 }
 
 function userContent(content: unknown, param: string): string | ChatContentPart[] {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw fail(param, `${param} must be a string or an array of content parts`);
+  if (!Array.isArray(content)) throw fieldError(param, `${param} must be a string or an array of content parts`);
   return content.map((part, j): ChatContentPart => {
     const at = `${param}[${j}]`;
-    if (!isObject(part)) throw fail(at, `${at} must be an object`);
+    if (!isObject(part)) throw fieldError(at, `${at} must be an object`);
     if (part.type === 'input_text' || part.type === 'output_text') return { type: 'text', text: str(part.text, `${at}.text`) as string };
     if (part.type === 'input_image') {
-      if (part.file_id !== undefined) throw fail(`${at}.file_id`, `${at}.file_id is not supported: send image_url (an https or data: URL)`);
+      if (part.file_id !== undefined) throw fieldError(`${at}.file_id`, `${at}.file_id is not supported: send image_url (an https or data: URL)`);
       const url = str(part.image_url, `${at}.image_url`) as string;
       return { type: 'image_url', image_url: { url, ...(typeof part.detail === 'string' && { detail: part.detail }) } };
     }
-    throw fail(`${at}.type`, `${at}.type '${String(part.type)}' is not supported: use input_text or input_image`);
+    throw fieldError(`${at}.type`, `${at}.type '${String(part.type)}' is not supported: use input_text or input_image`);
   });
 }
 
 /** Gives every item an id (OpenAI lists input items with theirs) and the `message` type where it was implied. */
 export function normalizeInput(input: unknown): ResponseItem[] {
   if (typeof input === 'string') return [{ type: 'message', id: itemId('msg'), role: 'user', content: [{ type: 'input_text', text: input }] }];
-  if (!Array.isArray(input)) throw fail('input', 'input must be a string or an array of input items');
-  if (input.length === 0) throw fail('input', 'input must hold at least one item');
+  if (!Array.isArray(input)) throw fieldError('input', 'input must be a string or an array of input items');
+  if (input.length === 0) throw fieldError('input', 'input must hold at least one item');
   return input.map((raw, i) => {
-    if (!isObject(raw)) throw fail(`input[${i}]`, `input[${i}] must be an object`);
+    if (!isObject(raw)) throw fieldError(`input[${i}]`, `input[${i}] must be an object`);
     const type = raw.type ?? (raw.role !== undefined ? 'message' : undefined);
-    if (typeof type !== 'string') throw fail(`input[${i}].type`, `input[${i}].type is required`);
-    if (type === 'item_reference') throw fail(`input[${i}].type`, `input[${i}]: item_reference is not supported; use previous_response_id`);
+    if (typeof type !== 'string') throw fieldError(`input[${i}].type`, `input[${i}].type is required`);
+    if (type === 'item_reference') throw fieldError(`input[${i}].type`, `input[${i}]: item_reference is not supported; use previous_response_id`);
     const prefix = type === 'message' ? 'msg' : type === 'function_call' ? 'fc' : type === 'custom_tool_call' ? 'ctc' : 'item';
     return { ...raw, type, id: typeof raw.id === 'string' ? raw.id : itemId(prefix) } as ResponseItem;
   });
@@ -134,7 +135,7 @@ export function itemsToMessages(items: readonly ResponseItem[], instructions: st
         messages.push(assistant);
         return;
       }
-      throw fail(`${at}.role`, `${at}.role must be one of user, assistant, system, developer`);
+      throw fieldError(`${at}.role`, `${at}.role must be one of user, assistant, system, developer`);
     }
     if (item.type === 'function_call' || item.type === 'custom_tool_call') {
       const callId = str(item.call_id, `${at}.call_id`) as string;
@@ -152,7 +153,7 @@ export function itemsToMessages(items: readonly ResponseItem[], instructions: st
     }
     if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
       const callId = str(item.call_id, `${at}.call_id`) as string;
-      if (!called.has(callId)) throw fail(`${at}.call_id`, `No tool call found for function call output with call_id ${callId}.`);
+      if (!called.has(callId)) throw fieldError(`${at}.call_id`, `No tool call found for function call output with call_id ${callId}.`);
       const output = item.output;
       messages.push({ role: 'tool', tool_call_id: callId, content: typeof output === 'string' ? output : partsText(output, `${at}.output`) });
       // Results of a call come after all of the calls of one turn; text that follows starts a new message.
@@ -160,14 +161,14 @@ export function itemsToMessages(items: readonly ResponseItem[], instructions: st
       return;
     }
     if (SKIPPED_ITEMS.has(item.type)) return;
-    throw fail(`${at}.type`, `${at}.type '${item.type}' is not a known input item type`);
+    throw fieldError(`${at}.type`, `${at}.type '${item.type}' is not a known input item type`);
   });
   return system.length > 0 ? [{ role: 'system', content: system.join('\n\n') }, ...messages] : messages;
 }
 
 function functionTool(raw: Record<string, unknown>, param: string, chatName: string): ChatTool {
   str(raw.name, `${param}.name`);
-  if (raw.parameters !== undefined && raw.parameters !== null && !isObject(raw.parameters)) throw fail(`${param}.parameters`, `${param}.parameters must be a JSON Schema object`);
+  if (raw.parameters !== undefined && raw.parameters !== null && !isObject(raw.parameters)) throw fieldError(`${param}.parameters`, `${param}.parameters must be a JSON Schema object`);
   return {
     type: 'function',
     function: {
@@ -188,19 +189,19 @@ interface TranslatedTools {
 export function translateTools(raw: unknown): TranslatedTools {
   const out: TranslatedTools = { chat: [], origins: new Map(), dropped: [] };
   if (raw === undefined || raw === null) return out;
-  if (!Array.isArray(raw)) throw fail('tools', 'tools must be an array');
+  if (!Array.isArray(raw)) throw fieldError('tools', 'tools must be an array');
   raw.forEach((tool, i) => {
     const at = `tools[${i}]`;
-    if (!isObject(tool) || typeof tool.type !== 'string') throw fail(`${at}.type`, `${at}.type is required`);
+    if (!isObject(tool) || typeof tool.type !== 'string') throw fieldError(`${at}.type`, `${at}.type is required`);
     if (tool.type === 'function') {
       const name = tool.name as string;
       out.chat.push(functionTool(tool, at, name));
       out.origins.set(name, { kind: 'function', name });
     } else if (tool.type === 'namespace') {
       const namespace = str(tool.name, `${at}.name`) as string;
-      if (!Array.isArray(tool.tools)) throw fail(`${at}.tools`, `${at}.tools must be an array of function tools`);
+      if (!Array.isArray(tool.tools)) throw fieldError(`${at}.tools`, `${at}.tools must be an array of function tools`);
       tool.tools.forEach((inner, j) => {
-        if (!isObject(inner) || inner.type !== 'function') throw fail(`${at}.tools[${j}].type`, `${at}.tools[${j}].type must be function`);
+        if (!isObject(inner) || inner.type !== 'function') throw fieldError(`${at}.tools[${j}].type`, `${at}.tools[${j}].type must be function`);
         const chatName = flatToolName(namespace, inner.name as string);
         out.chat.push(functionTool(inner, `${at}.tools[${j}]`, chatName));
         out.origins.set(chatName, { kind: 'function', name: inner.name as string, namespace });
@@ -234,34 +235,34 @@ function translateToolChoice(choice: unknown, tools: TranslatedTools): unknown {
   if (choice === 'none' || choice === 'auto' || choice === 'required') {
     if (tools.chat.length > 0) return choice;
     if (choice === 'required')
-      throw fail('tool_choice', tools.dropped.length > 0 ? `tool_choice 'required' needs a function tool; atelier cannot run the hosted tools declared (${tools.dropped.join(', ')})` : "tool_choice 'required' needs tools");
+      throw fieldError('tool_choice', tools.dropped.length > 0 ? `tool_choice 'required' needs a function tool; atelier cannot run the hosted tools declared (${tools.dropped.join(', ')})` : "tool_choice 'required' needs tools");
     return undefined;
   }
-  if (!isObject(choice) || typeof choice.type !== 'string') throw fail('tool_choice', "tool_choice must be 'none', 'auto', 'required' or an object naming a tool");
+  if (!isObject(choice) || typeof choice.type !== 'string') throw fieldError('tool_choice', "tool_choice must be 'none', 'auto', 'required' or an object naming a tool");
   if (choice.type === 'function' || choice.type === 'custom') {
     const name = str(choice.name, 'tool_choice.name') as string;
     const namespace = str(choice.namespace, 'tool_choice.namespace', true);
     const chatName = namespace ? flatToolName(namespace, name) : name;
-    if (!tools.origins.has(chatName)) throw fail('tool_choice.name', `tool_choice.name '${name}' is not one of the declared tools`);
+    if (!tools.origins.has(chatName)) throw fieldError('tool_choice.name', `tool_choice.name '${name}' is not one of the declared tools`);
     return { type: 'function', function: { name: chatName } };
   }
   if (choice.type === 'allowed_tools') {
     const mode = choice.mode === 'required' ? 'required' : 'auto';
     return tools.chat.length > 0 ? mode : undefined;
   }
-  throw fail('tool_choice', `tool_choice forces the hosted tool '${choice.type}', which atelier cannot run; declare a function tool instead`);
+  throw fieldError('tool_choice', `tool_choice forces the hosted tool '${choice.type}', which atelier cannot run; declare a function tool instead`);
 }
 
 function translateFormat(text: unknown): unknown {
   if (text === undefined || text === null) return undefined;
-  if (!isObject(text)) throw fail('text', 'text must be an object');
+  if (!isObject(text)) throw fieldError('text', 'text must be an object');
   const format = text.format;
   if (format === undefined || format === null) return undefined;
-  if (!isObject(format)) throw fail('text.format', 'text.format must be an object');
+  if (!isObject(format)) throw fieldError('text.format', 'text.format must be an object');
   if (format.type === 'text' || format.type === 'json_object') return { type: format.type };
   if (format.type === 'json_schema') {
     const name = str(format.name, 'text.format.name') as string;
-    if (!isObject(format.schema)) throw fail('text.format.schema', 'text.format.schema must be a JSON Schema object');
+    if (!isObject(format.schema)) throw fieldError('text.format.schema', 'text.format.schema must be a JSON Schema object');
     return {
       type: 'json_schema',
       json_schema: {
@@ -272,7 +273,7 @@ function translateFormat(text: unknown): unknown {
       },
     };
   }
-  throw fail('text.format.type', 'text.format.type must be one of text, json_object, json_schema');
+  throw fieldError('text.format.type', 'text.format.type must be one of text, json_object, json_schema');
 }
 
 /** Fields copied to the chat body as they are (same name, same meaning). */
@@ -283,10 +284,10 @@ const SAME_FIELDS = ['model', 'temperature', 'top_p', 'user', 'target_namespace'
  * (its input items, then its output), already loaded by the caller.
  */
 export function translateResponsesRequest(body: Record<string, unknown>, history: readonly ResponseItem[]): ResponsesTranslation {
-  if (body.background === true) throw fail('background', 'background is not supported yet: send the request without it (or use POST /api/ai/queue for queued work)');
+  if (body.background === true) throw fieldError('background', 'background is not supported yet: send the request without it (or use POST /api/ai/queue for queued work)');
   if (body.conversation !== undefined && body.conversation !== null)
-    throw fail('conversation', 'conversation is not supported: continue a conversation with previous_response_id');
-  if (body.input === undefined || body.input === null) throw fail('input', 'input is required');
+    throw fieldError('conversation', 'conversation is not supported: continue a conversation with previous_response_id');
+  if (body.input === undefined || body.input === null) throw fieldError('input', 'input is required');
   const instructions = str(body.instructions, 'instructions', true);
   const inputItems = normalizeInput(body.input);
   const tools = translateTools(body.tools);

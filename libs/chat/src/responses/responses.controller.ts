@@ -2,18 +2,17 @@ import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req, Res }
 import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { ApiError } from '@atelier/contracts';
 import { IDEMPOTENT } from '@atelier/idempotency';
 import { abortWhenGone, openEventStream } from '../http-delivery';
+import { fieldError } from './responses-request';
 import { ResponsesService } from './responses.service';
 
 function listQuery(query: Record<string, unknown>): { after?: string; limit: number; order: 'asc' | 'desc' } {
-  const fail = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
   const limit = query.limit === undefined ? 20 : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw fail('limit', 'limit must be an integer between 1 and 100');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw fieldError('limit', 'limit must be an integer between 1 and 100');
   const order = query.order ?? 'desc';
-  if (order !== 'asc' && order !== 'desc') throw fail('order', 'order must be asc or desc');
-  if (query.after !== undefined && typeof query.after !== 'string') throw fail('after', 'after must be an item id');
+  if (order !== 'asc' && order !== 'desc') throw fieldError('order', 'order must be asc or desc');
+  if (query.after !== undefined && typeof query.after !== 'string') throw fieldError('after', 'after must be an item id');
   return { limit, order, ...(typeof query.after === 'string' && { after: query.after }) };
 }
 

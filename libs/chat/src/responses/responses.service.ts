@@ -8,7 +8,7 @@ import type { ChatCompletion } from '../chat-types';
 import type { ChatModelDefinition } from '@atelier/models';
 import { completionOutput, finishResponse, outputText, ResponseEventStream, responseShell, type ResponseEvent, type ResponseObject } from './response-output';
 import { ResponseStore } from './response-store.service';
-import { translateResponsesRequest, type ResponseItem } from './responses-request';
+import { fieldError, translateResponsesRequest, type ResponseItem } from './responses-request';
 
 /** The route Responses usage is reported under (GET /api/usage?group_by=endpoint). */
 const RESPONSES_ENDPOINT = '/api/ai/responses';
@@ -87,7 +87,7 @@ export class ResponsesService {
     let history: ResponseItem[] = [];
     const previous = body.previous_response_id;
     if (previous !== undefined && previous !== null) {
-      if (typeof previous !== 'string') throw ApiError.badRequest('previous_response_id must be a string', { fields: [{ field: 'previous_response_id', message: 'previous_response_id must be a string' }] });
+      if (typeof previous !== 'string') throw fieldError('previous_response_id', 'previous_response_id must be a string');
       // The same namespace only: a conversation is continued where it is billed.
       const stored = await this.store.get(previous, async (ns) => ns === scope.id, 'previous_response_id');
       history = [...stored.inputItems, ...stored.response.output];
@@ -116,7 +116,6 @@ export class ResponsesService {
       return upstreamResponsesBody(body, history);
     };
     const events = new ResponseEventStream(shell, translated.tools, (event) => delivery.event(event));
-    let sequence = 0;
     let held: { type: string; response: ResponseObject } | undefined;
     let started = false;
     let ended = false;
@@ -143,7 +142,7 @@ export class ResponsesService {
         const response = await keep(events.finish());
         events.complete(response);
       } else if (held) {
-        delivery.event({ type: held.type, response: await keep(held.response), sequence_number: sequence++ });
+        events.forward({ type: held.type, response: await keep(held.response) });
       }
       ended = true;
       delivery.end();
@@ -164,7 +163,7 @@ export class ResponsesService {
             const event = JSON.parse(data) as ResponseEvent;
             const rewritten = { ...event, ...(event.response !== undefined && { response: ours(event.response as Record<string, unknown>) }) } as ResponseEvent;
             if (event.type === 'response.completed' || event.type === 'response.incomplete') held = rewritten as { type: string; response: ResponseObject };
-            else delivery.event({ ...rewritten, sequence_number: sequence++ });
+            else events.forward(rewritten);
           },
           deliver: async (completion) => {
             if (completion === null) {
@@ -183,9 +182,7 @@ export class ResponsesService {
       // Before the stream opened, an ordinary HTTP error; after, response.failed ends it (never a clean end).
       if (!started) throw inResponsesTerms(err);
       if (!ended && !delivery.signal.aborted) {
-        const { type, message } = toErrorResponse(err).body.error;
-        if (native) delivery.event({ type: 'response.failed', response: { ...shell, status: 'failed', error: { code: type, message } }, sequence_number: sequence++ });
-        else events.fail({ type, message });
+        events.fail(toErrorResponse(err).body.error);
       }
       if (!ended) delivery.end();
     }
