@@ -35,6 +35,19 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-responder-fail': { upstream_model: 'responder-fail', responses_api: true, max_retries: 0 },
 };
 
+/** An openai-compatible engine on the fake upstream (quick retries), with its settings and a fallback upstream model. */
+function fakeUpstreamEngine(upstreamUrl: string, settings: Record<string, unknown>, fallbacks: unknown): Record<string, unknown> {
+  return {
+    type: 'openai-compatible',
+    base_url: upstreamUrl,
+    api_key_env: FAKE_UPSTREAM_KEY_ENV,
+    retry_backoff_ms: 5,
+    timeout_ms: 5000,
+    ...settings,
+    ...(fallbacks ? { fallbacks: [{ base_url: upstreamUrl, upstream_model: fallbacks, api_key_env: FAKE_UPSTREAM_KEY_ENV }] } : {}),
+  };
+}
+
 function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
   const { fallbacks, context_window: contextWindow, ...engine } = settings;
   return {
@@ -49,15 +62,7 @@ function remoteDefinition(id: string, upstreamUrl: string, settings: Record<stri
     context_window: contextWindow ?? 8192,
     default_max_tokens: 256,
     features: { tools: true, json_mode: true, streaming: true },
-    engine: {
-      type: 'openai-compatible',
-      base_url: upstreamUrl,
-      api_key_env: FAKE_UPSTREAM_KEY_ENV,
-      retry_backoff_ms: 5,
-      timeout_ms: 5000,
-      ...engine,
-      ...(fallbacks ? { fallbacks: [{ base_url: upstreamUrl, upstream_model: fallbacks, api_key_env: FAKE_UPSTREAM_KEY_ENV }] } : {}),
-    },
+    engine: fakeUpstreamEngine(upstreamUrl, engine, fallbacks),
     parameters: { type: 'object', properties: {} },
   };
 }
@@ -83,15 +88,7 @@ function remoteEmbeddingDefinition(id: string, upstreamUrl: string, settings: (t
     context_window: 8192,
     dimensions: 8,
     ...(max_batch && { max_batch }),
-    engine: {
-      type: 'openai-compatible',
-      base_url: upstreamUrl,
-      api_key_env: FAKE_UPSTREAM_KEY_ENV,
-      retry_backoff_ms: 5,
-      timeout_ms: 5000,
-      ...engine,
-      ...(fallbacks ? { fallbacks: [{ base_url: upstreamUrl, upstream_model: fallbacks, api_key_env: FAKE_UPSTREAM_KEY_ENV }] } : {}),
-    },
+    engine: fakeUpstreamEngine(upstreamUrl, engine, fallbacks),
     parameters: { type: 'object', properties: {} },
   };
 }

@@ -205,66 +205,54 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
     // The prompt and the two deltas delivered were billed; nothing more.
     expect(Number((await balance(payer)).credits)).toBeLessThan(1);
   });
-});
 
-describe('the Responses API with an upstream that speaks it natively (responses_api)', () => {
-  let stack: ChatStack;
-  let user: Tenant;
-  let client: OpenAI;
-  const sent = () => stack.upstream.requests.filter((r) => r.model.startsWith('responder'));
+  describe('with an upstream that speaks it natively (responses_api)', () => {
+    const sent = () => stack.upstream.requests.filter((r) => r.model.startsWith('responder'));
 
-  beforeAll(async () => {
-    stack = await startChatStack();
-    user = await createTenant(stack.gw.http, stack.gw.adminToken, '100');
-    client = stack.client(user.apiKey);
-  });
-  afterAll(async () => {
-    await stack?.close();
-  });
+    it('forwards the request as it is, hosted tools and all, and keeps reasoning items across turns over previous_response_id', async () => {
+      const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
+      const payerClient = stack.client(payer.apiKey);
+      const tools = [{ type: 'web_search' as const }, { type: 'function' as const, name: 'f', parameters: { type: 'object', properties: {} }, strict: false }];
+      const first = await payerClient.responses.create({ model: 'remote-responder', input: 'think about it', reasoning: { effort: 'high' }, tools });
+      expect(first).toMatchObject({ id: expect.stringMatching(/^resp_/), model: 'remote-responder', status: 'completed', output_text: 'Native: think about it', usage: { input_tokens: 11, output_tokens: 4 } });
+      expect(first.id).not.toBe('resp_upstream');
+      expect(first.output.map((item) => item.type)).toEqual(['reasoning', 'message']);
+      const firstSent = sent().at(-1)!.body;
+      expect(firstSent).toMatchObject({ model: 'responder', input: 'think about it', tools, reasoning: { effort: 'high' }, store: false, stream: false, include: ['reasoning.encrypted_content'] });
 
-  it('forwards the request as it is, hosted tools and all, and keeps reasoning items across turns over previous_response_id', async () => {
-    const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
-    const payerClient = stack.client(payer.apiKey);
-    const tools = [{ type: 'web_search' as const }, { type: 'function' as const, name: 'f', parameters: { type: 'object', properties: {} }, strict: false }];
-    const first = await payerClient.responses.create({ model: 'remote-responder', input: 'think about it', reasoning: { effort: 'high' }, tools });
-    expect(first).toMatchObject({ id: expect.stringMatching(/^resp_/), model: 'remote-responder', status: 'completed', output_text: 'Native: think about it', usage: { input_tokens: 11, output_tokens: 4 } });
-    expect(first.id).not.toBe('resp_upstream');
-    expect(first.output.map((item) => item.type)).toEqual(['reasoning', 'message']);
-    const firstSent = sent().at(-1)!.body;
-    expect(firstSent).toMatchObject({ model: 'responder', input: 'think about it', tools, reasoning: { effort: 'high' }, store: false, stream: false, include: ['reasoning.encrypted_content'] });
+      const second = await payerClient.responses.create({ model: 'remote-responder', previous_response_id: first.id, input: 'and now?', reasoning: { effort: 'high' } });
+      expect(second.output_text).toBe('Native: and now?');
+      const secondSent = sent().at(-1)!.body as { input: Record<string, unknown>[]; previous_response_id?: string };
+      expect(secondSent.previous_response_id).toBeUndefined();
+      // The first turn's reasoning item, with its encrypted content, went back to the upstream.
+      expect(secondSent.input).toEqual([
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'think about it' }] },
+        { type: 'reasoning', id: 'rs_up_1', summary: [], encrypted_content: 'enc-1' },
+        expect.objectContaining({ type: 'message', role: 'assistant' }),
+        { role: 'user', content: 'and now?' },
+      ]);
+      expect((second.output[0] as { encrypted_content?: string }).encrypted_content).toBe('enc-2');
+      const balance = () => stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: payer.apiKey });
+      await waitFor(async () => (await balance()).body.reserved === '0', { description: 'the charges to be settled' });
+      expect(Number((await balance()).body.credits)).toBeCloseTo(1 - 2 * (11 * 0.00001 + 4 * 0.00003), 6);
+    });
 
-    const second = await payerClient.responses.create({ model: 'remote-responder', previous_response_id: first.id, input: 'and now?', reasoning: { effort: 'high' } });
-    expect(second.output_text).toBe('Native: and now?');
-    const secondSent = sent().at(-1)!.body as { input: Record<string, unknown>[]; previous_response_id?: string };
-    expect(secondSent.previous_response_id).toBeUndefined();
-    // The first turn's reasoning item, with its encrypted content, went back to the upstream.
-    expect(secondSent.input).toEqual([
-      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'think about it' }] },
-      { type: 'reasoning', id: 'rs_up_1', summary: [], encrypted_content: 'enc-1' },
-      expect.objectContaining({ type: 'message', role: 'assistant' }),
-      { role: 'user', content: 'and now?' },
-    ]);
-    expect((second.output[0] as { encrypted_content?: string }).encrypted_content).toBe('enc-2');
-    const balance = () => stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: payer.apiKey });
-    await waitFor(async () => (await balance()).body.reserved === '0', { description: 'the charges to be settled' });
-    expect(Number((await balance()).body.credits)).toBeCloseTo(1 - 2 * (11 * 0.00001 + 4 * 0.00003), 6);
-  });
+    it("streams the upstream's events under atelier's response id, and a failing upstream ends with response.failed", async () => {
+      const stream = client.responses.stream({ model: 'remote-responder', input: 'stream it' });
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const final = await stream.finalResponse();
+      expect(final.output_text).toBe('Native: stream it');
+      expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+      expect(events[0]).toMatchObject({ type: 'response.created', response: { id: final.id } });
+      expect(events.at(-1)!.type).toBe('response.completed');
+      expect((await client.responses.retrieve(final.id)).output_text).toBe('Native: stream it');
 
-  it("streams the upstream's events under atelier's response id, and a failing upstream ends with response.failed", async () => {
-    const stream = client.responses.stream({ model: 'remote-responder', input: 'stream it' });
-    const events: ResponseStreamEvent[] = [];
-    for await (const event of stream) events.push(event);
-    const final = await stream.finalResponse();
-    expect(final.output_text).toBe('Native: stream it');
-    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
-    expect(events[0]).toMatchObject({ type: 'response.created', response: { id: final.id } });
-    expect(events.at(-1)!.type).toBe('response.completed');
-    expect((await client.responses.retrieve(final.id)).output_text).toBe('Native: stream it');
-
-    const failing = client.responses.stream({ model: 'remote-responder-fail', input: 'x' });
-    const seen: ResponseStreamEvent[] = [];
-    for await (const event of failing) seen.push(event);
-    expect(seen.map((e) => e.type)).toEqual(['response.created', 'response.failed']);
-    expect((seen[1] as { response: OpenAiResponse }).response.error).toMatchObject({ code: 'upstream_error', message: expect.stringContaining('the reasoner fell over') });
+      const failing = client.responses.stream({ model: 'remote-responder-fail', input: 'x' });
+      const seen: ResponseStreamEvent[] = [];
+      for await (const event of failing) seen.push(event);
+      expect(seen.map((e) => e.type)).toEqual(['response.created', 'response.failed']);
+      expect((seen[1] as { response: OpenAiResponse }).response.error).toMatchObject({ code: 'upstream_error', message: expect.stringContaining('the reasoner fell over') });
+    });
   });
 });

@@ -91,7 +91,7 @@ export class ChatCompletionRunner {
       });
       return outcome;
     } catch (err) {
-      tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+      tracing.failed(err, span);
       throw err;
     } finally {
       span.end();

@@ -1,7 +1,7 @@
 import v8 from 'node:v8';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { FastHistogram } from './fast-histogram';
-import { droppedSpans, tracing } from './tracing';
+import { droppedSpans, errorTypeOf, tracing } from './tracing';
 import { fullCollectionCount, liveHeapBytes, watchLiveHeap } from './live-heap';
 
 /** Seconds; spans health checks (ms) to minute-long video renders. */
@@ -151,7 +151,7 @@ export class Metrics {
     try {
       running = work();
     } catch (err) {
-      mark(performance.now() - started, errorType(err));
+      mark(performance.now() - started, errorTypeOf(err));
       return Promise.reject(err as Error);
     }
     return running.then(
@@ -162,7 +162,7 @@ export class Metrics {
         return result;
       },
       (err: unknown) => {
-        mark(performance.now() - started, errorType(err));
+        mark(performance.now() - started, errorTypeOf(err));
         throw err;
       },
     );
@@ -219,12 +219,6 @@ export function creditAmount(decimal: string): number {
   const n = Number(decimal);
   return Number.isFinite(n) && n > 0 ? n : 0;
 }
-
-/** The error envelope's type of a failure, for its span. */
-const errorType = (err: unknown): string => {
-  const type = (err as { type?: unknown } | null)?.type;
-  return typeof type === 'string' ? type : 'internal_error';
-};
 
 /**
  * Times `work` as one stage (Metrics.timed) where metrics are provided, and just runs it where

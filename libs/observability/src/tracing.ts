@@ -40,6 +40,12 @@ export interface SpanHold {
   span?: Span;
 }
 
+/** The error envelope's type of a failure (an ApiError's `type`), else internal_error. */
+export function errorTypeOf(err: unknown): string {
+  const type = (err as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : 'internal_error';
+}
+
 /** Spans dropped rather than slowing a request: the queue was full, or the collector did not take them. */
 export const droppedSpans = { queueFull: 0, exportFailed: 0 };
 
@@ -283,6 +289,11 @@ export const tracing = {
     if (!active || !span) return;
     span.setAttribute('error.type', type);
     span.setStatus({ code: SpanStatusCode.ERROR, message });
+  },
+
+  /** fail() for a caught error: its envelope type (or `type`, when the caller knows better) and its message. */
+  failed(err: unknown, span?: Span, type: string = errorTypeOf(err)): void {
+    tracing.fail(type, (err as Error | null)?.message ?? String(err), span);
   },
 
   /** The trace and span id of the work in progress, for log lines. */

@@ -35,7 +35,7 @@ export class BroadcastBus implements OnApplicationShutdown {
         this.publisher.emit(this.redis.names.channel(channel.name), payload).subscribe({ complete: resolve, error: reject });
       });
     } catch (err) {
-      tracing.fail('service_unavailable', (err as Error)?.message ?? String(err), span);
+      tracing.failed(err, span, 'service_unavailable');
       throw err;
     } finally {
       span?.end();

@@ -14,7 +14,6 @@ export function defaultJobOptions(settings: QueueSettings): JobsOptions {
   };
 }
 
-/** Producer side of every queue contract: typed `add`, one BullMQ Queue per contract. */
 /**
  * A work job's payload with the trace of the request that adds it (`traceparent`, beside the
  * contract's fields; WorkerHost reads it), so its processing links back to that request. The
@@ -26,6 +25,7 @@ function traced<T>(payload: T): T {
   return traceparent ? { ...payload, traceparent } : payload;
 }
 
+/** Producer side of every queue contract: typed `add`, one BullMQ Queue per contract. */
 @Injectable()
 export class JobQueues implements OnApplicationShutdown {
   private readonly queues = new Map<string, Queue>();

@@ -81,7 +81,7 @@ export class RpcClient implements OnApplicationShutdown {
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
 
     const stream = this.redis.names.rpcStream(contract.name);
-    // The consumer's span continues this one (the caller's stage, e.g. chat.rpc).
+    // The consumer's span continues the caller's (its request's, or its job's).
     const traceparent = tracing.on ? (tracing.inject().traceparent ?? '') : '';
 
     return new Promise<ResultOf<Q>>((resolve, reject) => {

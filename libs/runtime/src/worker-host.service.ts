@@ -163,7 +163,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         return result;
       },
       (err: unknown) => {
-        if (!(err instanceof DelayedError || err instanceof WaitingError)) tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+        if (!(err instanceof DelayedError || err instanceof WaitingError)) tracing.failed(err, span);
         span.end();
         throw err;
       },

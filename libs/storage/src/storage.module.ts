@@ -25,7 +25,7 @@ function tracedWrites(store: BlobStore): BlobStore {
       span?.setAttribute('atelier.blob.size', stored.size);
       return stored;
     } catch (err) {
-      tracing.fail('service_unavailable', (err as Error)?.message ?? String(err), span);
+      tracing.failed(err, span, 'service_unavailable');
       throw err;
     } finally {
       span?.end();

@@ -46,20 +46,24 @@ export class EmbeddingsRunner {
   ) {}
 
   async run(job: EmbeddingsJob, signal: AbortSignal): Promise<EmbeddingsOutcome> {
+    if (!tracing.on) return this.embed(job, signal);
+    const served = this.catalog.get(job.model);
     const span = tracing.startSpan(`embeddings ${job.model}`, {
       kind: SpanKind.CLIENT,
       attributes: {
         'gen_ai.operation.name': 'embeddings',
-        'gen_ai.provider.name': genAiProvider(this.catalog.get(job.model) ?? { engine: { type: 'unknown' } }),
-        'gen_ai.request.model': job.model, 'atelier.namespace': job.caller.namespace, 'atelier.inputs': job.input.length },
-    });
-    if (!span) return this.embed(job, signal);
+        'gen_ai.provider.name': served ? genAiProvider(served) : 'unknown',
+        'gen_ai.request.model': job.model,
+        'atelier.namespace': job.caller.namespace,
+        'atelier.inputs': job.input.length,
+      },
+    })!;
     try {
       const outcome = await tracing.within(span, () => this.embed(job, signal));
       span.setAttributes({ 'gen_ai.response.model': job.model, 'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens, 'atelier.provider': outcome.provider });
       return outcome;
     } catch (err) {
-      tracing.fail(err instanceof ApiError ? err.type : 'internal_error', (err as Error)?.message ?? String(err), span);
+      tracing.failed(err, span);
       throw err;
     } finally {
       span.end();
