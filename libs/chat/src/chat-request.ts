@@ -1,33 +1,47 @@
 import { ApiError, type ChatTokenLimits } from '@atelier/contracts';
-import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ValidationIssue } from '@atelier/models';
+import { validateModelRequest, type ChatModelDefinition, type JsonSchemaObject, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type ValidationIssue } from '@atelier/models';
 import type { ChatMessage, ChatRequest, ChatTool, ResponseFormat, ToolChoice } from './chat-types';
 import { countPromptTokens } from './token-count';
 import { checkUserSchema, schemaRefusal, UserSchemaError } from './user-schema';
 
-const ENDPOINT_PATHS: Readonly<Record<string, string>> = {
+const ENDPOINT_PATHS: Readonly<Record<ModelEndpoint, string>> = {
+  '/chat/completions': 'POST /api/ai/chat/completions',
   '/images/generate': 'POST /api/ai/images/generate',
   '/images/edit': 'POST /api/ai/images/edit',
   '/videos/generate': 'POST /api/ai/videos/generate',
   '/embeddings': 'POST /api/ai/embeddings',
 };
 
-function invalid(issues: ValidationIssue[]): ApiError {
+/** A 400 listing every issue, each field in the envelope's `fields`. */
+export function invalid(issues: Pick<ValidationIssue, 'field' | 'message'>[]): ApiError {
   return ApiError.badRequest(issues.map((i) => i.message).join('; '), { fields: issues.map(({ field, message }) => ({ field, message })) });
 }
 
-const fieldError = (field: string, message: string) => invalid([{ field, message, keyword: 'chat' }]);
+const fieldError = (field: string, message: string) => invalid([{ field, message }]);
 
-/** The chat model a body names, with the spec's texts for a missing or unknown model. */
-export function resolveChatModel(catalog: ModelCatalog, body: unknown): ChatModelDefinition {
+/**
+ * The catalog model a body names for a text endpoint, with the spec's texts for a missing or
+ * unknown model, and a 400 naming the route that serves a model of another kind.
+ */
+export function resolveEndpointModel<E extends '/chat/completions' | '/embeddings'>(
+  catalog: ModelCatalog,
+  body: unknown,
+  endpoint: E,
+  kind: string,
+): Extract<ModelDefinition, { endpoint: E }> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
   const name = (body as Record<string, unknown>).model;
   if (name === undefined || name === null || name === '') throw fieldError('model', 'You must specify a model to call');
   if (typeof name !== 'string') throw fieldError('model', 'model must be a string');
   const model = catalog.get(name);
   if (!model) throw new ApiError('resource_not_found', `Model not found: ${name}`);
-  if (model.endpoint !== '/chat/completions')
-    throw fieldError('model', `Model ${name} is not a chat model; use ${ENDPOINT_PATHS[model.endpoint] ?? model.endpoint} for it`);
-  return model;
+  if (model.endpoint !== endpoint) throw fieldError('model', `Model ${name} is not ${kind}; use ${ENDPOINT_PATHS[model.endpoint]} for it`);
+  return model as Extract<ModelDefinition, { endpoint: E }>;
+}
+
+/** The chat model a body names, with the spec's texts for a missing or unknown model. */
+export function resolveChatModel(catalog: ModelCatalog, body: unknown): ChatModelDefinition {
+  return resolveEndpointModel(catalog, body, '/chat/completions', 'a chat model');
 }
 
 export interface ParsedChatRequest {

@@ -3,4 +3,4 @@ export { Metrics, creditAmount, timedStage, type GenerationMode, type Generation
 export { requestContext, type RequestContext } from './request-context';
 export { JsonLogger, PrettyLogger, type LogLevelName } from './json-logger';
 export { TopLabels } from './top-labels';
-export { droppedSpans, errorTypeOf, SpanKind, SpanStatusCode, tracing, type Span, type TracingSettings } from './tracing';
+export { SpanKind, SpanStatusCode, tracing, type Span, type TracingSettings } from './tracing';
