@@ -87,11 +87,32 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
   const failures = new Map<string, number>();
   const record = opts.record ?? true;
 
+  /** Records the request (every route alike) and says whether its key is the right one; a wrong key got 401. */
+  const accepted = (req: IncomingMessage, res: ServerResponse, model: string, body: Record<string, unknown>): boolean => {
+    const entry: FakeUpstreamRequest = {
+      model,
+      body,
+      authorization: req.headers.authorization,
+      traceparent: req.headers.traceparent as string | undefined,
+      testKey: req.headers['x-test-key'] as string | undefined,
+      abortedEarly: false,
+      finished: false,
+    };
+    if (record) requests.push(entry);
+    res.on('close', () => {
+      if (!res.writableFinished) entry.abortedEarly = true;
+      entry.finished = true;
+    });
+    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+      return false;
+    }
+    return true;
+  };
+
   const embeddings = (req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>) => {
     const model = String(body.model);
-    if (record) requests.push({ model, body, authorization: req.headers.authorization, testKey: req.headers['x-test-key'] as string | undefined, abortedEarly: false, finished: true });
-    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`)
-      return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+    if (!accepted(req, res, model, body)) return;
     if (model === 'embed-down') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"embedder exploded"}}');
     const input = body.input as string | string[] | number[][];
     const items = typeof input === 'string' ? [input] : input;
@@ -103,9 +124,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
 
   const responses = (req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>) => {
     const model = String(body.model);
-    if (record) requests.push({ model, body, authorization: req.headers.authorization, testKey: req.headers['x-test-key'] as string | undefined, abortedEarly: false, finished: true });
-    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`)
-      return void res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
+    if (!accepted(req, res, model, body)) return;
     const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : ((body.input as { type?: string; role?: string; content?: unknown }[]) ?? []);
     const user = [...input].reverse().find((item) => item.role === 'user');
     const said = typeof user?.content === 'string' ? user.content : Array.isArray(user?.content) ? (user.content as { text?: string }[]).map((p) => p.text ?? '').join('') : '';
@@ -145,24 +164,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
     }
     const body = JSON.parse(raw) as Record<string, unknown>;
     const model = String(body.model);
-    const entry: FakeUpstreamRequest = {
-      model,
-      body,
-      authorization: req.headers.authorization,
-      traceparent: req.headers.traceparent as string | undefined,
-      testKey: req.headers['x-test-key'] as string | undefined,
-      abortedEarly: false,
-      finished: false,
-    };
-    if (record) requests.push(entry);
-    res.on('close', () => {
-      if (!res.writableFinished) entry.abortedEarly = true;
-      entry.finished = true;
-    });
-    if (opts.apiKey && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
-      res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"Incorrect API key provided"}}');
-      return;
-    }
+    if (!accepted(req, res, model, body)) return;
     const stream = body.stream === true;
     const id = 'chatcmpl-upstream';
     const created = 1767225600;
@@ -184,7 +186,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
     }
     const counted = /^(flaky|rate-limited)-(\d+)$/.exec(model);
     if (counted) {
-      const key = `${model}:${entry.testKey ?? ''}`;
+      const key = `${model}:${(req.headers['x-test-key'] as string | undefined) ?? ''}`;
       const seen = failures.get(key) ?? 0;
       if (seen < Number(counted[2])) {
         failures.set(key, seen + 1);
