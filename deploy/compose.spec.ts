@@ -1,12 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import Ajv2019 from 'ajv/dist/2019';
 import { parse } from 'yaml';
 import { parseConfig } from '@atelier/config';
 
 const root = path.resolve(__dirname, '..');
 const file = path.join(root, 'docker-compose.yml');
+const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- compose services are checked field by field below. */
 type Service = any;
@@ -48,12 +50,16 @@ describe('docker-compose.yml', () => {
     // The configuration it mounts is in the repository.
     expect(readFileSync(path.join(root, collector.volumes[0].split(':')[0]), 'utf8')).toContain('otlp');
     expect(compose.services.migrate.build.target).toBe('migrate');
+    expect(compose.services.migrate.image).toBe(`atelier/migrate:${VERSION}`);
     expect(compose.services.migrate.command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
   });
 
-  it.each(readdirSync(path.join(root, 'apps')))('wires %s with a configuration the app accepts, on shared S3 storage', (app) => {
+  it.each(readdirSync(path.join(root, 'apps')))('wires %s with a configuration the app accepts, on shared S3 storage', async (app) => {
     const service = compose.services[app];
-    expect(service.build).toMatchObject({ context: '.', target: 'runtime', args: { APP: app } });
+    // The names and tags `npm run images` builds, and the port the image declares (tools/apps.mjs).
+    const port = (await import(pathToFileURL(path.join(root, 'tools/apps.mjs')).href)).APPS.find((a: { name: string }) => a.name === app).port;
+    expect(service.build).toMatchObject({ context: '.', target: 'runtime', args: { APP: app, APP_PORT: String(port) } });
+    expect(service.image).toBe(`atelier/${app}:${VERSION}`);
     expect(service.depends_on).toMatchObject({
       postgres: { condition: 'service_healthy' },
       redis: { condition: 'service_healthy' },

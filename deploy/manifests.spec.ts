@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -43,9 +43,13 @@ const PORT_VARS: Record<string, keyof AppConfig> = {
   'fine-tune': 'FINE_TUNE_PORT',
 };
 const APPS = readdirSync(path.join(root, 'apps'));
+const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 let bytesOf: (quantity: string) => number;
+/** What `npm run images` and its smoke test use (tools/apps.mjs). */
+let launcher: { APPS: { name: string; port: number }[]; READINESS_PATH: string; LIVENESS_PATH: string };
 beforeAll(async () => {
   ({ memoryBytes: bytesOf } = (await import(pathToFileURL(path.join(__dirname, 'memory-quantity.mjs')).href)) as { memoryBytes: typeof bytesOf });
+  launcher = (await import(pathToFileURL(path.join(root, 'tools/apps.mjs')).href)) as typeof launcher;
 });
 
 describe('memory quantities', () => {
@@ -83,12 +87,17 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
         const pod = d.spec.template.spec;
         const c = pod.containers[0];
         const port = c.ports.find((p: K8s) => p.name === 'http');
+        // The probes the image smoke test waited on (npm run images:smoke), on the port the image declares.
         expect({ name, readiness: c.readinessProbe?.httpGet, liveness: c.livenessProbe?.httpGet?.path }).toEqual({
           name,
-          readiness: { path: '/health', port: 'http' },
-          liveness: '/health/live',
+          readiness: { path: launcher.READINESS_PATH, port: 'http' },
+          liveness: launcher.LIVENESS_PATH,
         });
-        expect(c.startupProbe?.httpGet?.path).toBe('/health');
+        expect(c.startupProbe?.httpGet?.path).toBe(launcher.READINESS_PATH);
+        expect({ name, port: port.containerPort }).toEqual({ name, port: launcher.APPS.find((a) => a.name === app)?.port });
+        // The image `npm run images` builds: in production from the team's registry, at the same tag.
+        const registry = overlay === 'production' ? 'registry.example.com/' : '';
+        expect({ name, image: c.image }).toEqual({ name, image: `${registry}atelier/${app}:${VERSION}` });
         for (const kind of ['requests', 'limits']) expect({ name, kind, cpu: !!c.resources?.[kind]?.cpu, memory: !!c.resources?.[kind]?.memory }).toEqual({ name, kind, cpu: true, memory: true });
         expect(pod.securityContext.runAsNonRoot).toBe(true);
         // The app listens where the probes and the Service look: its port variable equals containerPort.
@@ -151,7 +160,7 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
     const job = of('Job').find((j) => j.metadata.name === 'atelier-migrate');
     expect(job.metadata.annotations['argocd.argoproj.io/hook']).toBe('PreSync');
     expect(job.spec.template.spec.containers[0].command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
-    expect(job.spec.template.spec.containers[0].image.split(':')[0]).toMatch(/migrate$/);
+    expect(job.spec.template.spec.containers[0].image).toBe(`${overlay === 'production' ? 'registry.example.com/' : ''}atelier/migrate:${VERSION}`);
   });
 
   (overlay === 'dev' ? it : it.skip)('passes each workload a configuration the apps accept (ConfigMap + Secret + env)', () => {

@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { APPS } from './apps.mjs';
 import { ensureRuntime, root } from './bootstrap.mjs';
 
 ensureRuntime();
@@ -28,14 +29,7 @@ const base = (process.env.ATELIER_URL ?? `http://localhost:${process.env.PORT ??
 const adminTokenFile = path.join(root, 'var/admin-token');
 const adminToken = process.env.ADMIN_TOKEN || (existsSync(adminTokenFile) ? readFileSync(adminTokenFile, 'utf8').trim() : '');
 const databaseUrl = process.env.DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/atelier';
-const SERVICES = [
-  ['gateway', process.env.PORT ?? 8080],
-  ['chat', process.env.CHAT_PORT ?? 8081],
-  ['media', process.env.MEDIA_PORT ?? 8082],
-  ['queue-worker', process.env.QUEUE_WORKER_PORT ?? 8083],
-  ['events', process.env.EVENTS_PORT ?? 8084],
-  ['fine-tune', process.env.FINE_TUNE_PORT ?? 8085],
-];
+const SERVICES = APPS.map((app) => [app.name, process.env[app.portVar] ?? app.port]);
 if (!Number.isFinite(minutes) || minutes <= 0) throw new Error('--minutes must be a positive number');
 if (!adminToken) {
   console.error('The soak needs the operator token: set ADMIN_TOKEN, or run it beside `npm start` (var/admin-token).');

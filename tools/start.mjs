@@ -6,20 +6,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { APPS, READINESS_PATH } from './apps.mjs';
 import { ensureRuntime, reachable, root } from './bootstrap.mjs';
 import { appEnvironment } from './malloc-arenas.mjs';
 import { supervise } from './supervisor.mjs';
 
 ensureRuntime();
 
-const APPS = [
-  { name: 'gateway', portVar: 'PORT', port: 8080 },
-  { name: 'chat', portVar: 'CHAT_PORT', port: 8081 },
-  { name: 'media', portVar: 'MEDIA_PORT', port: 8082 },
-  { name: 'queue-worker', portVar: 'QUEUE_WORKER_PORT', port: 8083 },
-  { name: 'events', portVar: 'EVENTS_PORT', port: 8084 },
-  { name: 'fine-tune', portVar: 'FINE_TUNE_PORT', port: 8085 },
-];
 const COLORS = [36, 35, 33, 32, 34, 31];
 
 const env = { ...process.env };
@@ -102,7 +95,7 @@ async function waitHealthy(app, timeoutMs = 60_000) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     try {
-      const res = await fetch(`http://127.0.0.1:${port}/health`);
+      const res = await fetch(`http://127.0.0.1:${port}${READINESS_PATH}`);
       if (res.ok) return;
     } catch {
       // not listening yet
