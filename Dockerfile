@@ -48,6 +48,13 @@ RUN test -f "apps/${APP}/src/main.ts" || { echo "APP='${APP}' is not an app in a
  && ./node_modules/.bin/swc "apps/${APP}/src" libs -d "dist/apps/${APP}" --config-file .swcrc \
       --quiet \
  && test -f "dist/apps/${APP}/apps/${APP}/src/main.js"
+# The gateway serves the web console (static files) under /console: built beside its code, where
+# it looks for them, so they travel in the gateway's own layer.
+COPY apps/console ./apps/console
+RUN if [ "${APP}" = "gateway" ]; then \
+      CONSOLE_OUT_DIR="dist/apps/gateway/console" ./node_modules/.bin/vite build --config apps/console/vite.config.mts --logLevel warn \
+      && test -f dist/apps/gateway/console/index.html; \
+    fi
 
 # --- prod-deps: run-time packages only ------------------------------------------------------------
 FROM base AS prod-deps

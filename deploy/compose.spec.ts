@@ -8,6 +8,10 @@ import { parseConfig } from '@atelier/config';
 
 const root = path.resolve(__dirname, '..');
 const file = path.join(root, 'docker-compose.yml');
+/** The apps that run as services (an Nx `serve` target); the console is static files the gateway serves. */
+const SERVICES = readdirSync(path.join(root, 'apps')).filter(
+  (app) => 'serve' in (JSON.parse(readFileSync(path.join(root, 'apps', app, 'project.json'), 'utf8')) as { targets: Record<string, unknown> }).targets,
+);
 const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- compose services are checked field by field below. */
@@ -25,7 +29,7 @@ function interpolate(value: unknown): unknown {
 describe('docker-compose.yml', () => {
   const raw = parse(readFileSync(file, 'utf8'), { merge: true });
   const compose = interpolate(raw) as { services: Record<string, Service> };
-  const apps = readdirSync(path.join(root, 'apps'));
+  const apps = SERVICES;
 
   it('is valid against the Compose specification schema', () => {
     // The Compose specification's schema (see its $comment), kept in the repo so a machine without Docker validates too.
@@ -54,7 +58,7 @@ describe('docker-compose.yml', () => {
     expect(compose.services.migrate.command).toEqual(['node', 'tools/db/migrate.mjs', 'deploy']);
   });
 
-  it.each(readdirSync(path.join(root, 'apps')))('wires %s with a configuration the app accepts, on shared S3 storage', async (app) => {
+  it.each(SERVICES)('wires %s with a configuration the app accepts, on shared S3 storage', async (app) => {
     const service = compose.services[app];
     // The names and tags `npm run images` builds, and the port the image declares (tools/apps.mjs).
     const port = (await import(pathToFileURL(path.join(root, 'tools/apps.mjs')).href)).APPS.find((a: { name: string }) => a.name === app).port;

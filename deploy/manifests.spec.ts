@@ -42,7 +42,10 @@ const PORT_VARS: Record<string, keyof AppConfig> = {
   events: 'EVENTS_PORT',
   'fine-tune': 'FINE_TUNE_PORT',
 };
-const APPS = readdirSync(path.join(root, 'apps'));
+/** The apps that run as services (an Nx `serve` target); the console is static files the gateway serves. */
+const APPS = readdirSync(path.join(root, 'apps')).filter(
+  (app) => 'serve' in (JSON.parse(readFileSync(path.join(root, 'apps', app, 'project.json'), 'utf8')) as { targets: Record<string, unknown> }).targets,
+);
 const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 let bytesOf: (quantity: string) => number;
 /** What `npm run images` and its smoke test use (tools/apps.mjs). */

@@ -88,6 +88,12 @@ function build() {
     { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   if (r.status !== 0) fail('Building the services failed (see above).');
+  // The web console: static files the gateway serves under /console (dist/console).
+  const vite = spawnSync(process.execPath, [path.join(root, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/console/vite.config.mts', '--logLevel', 'error'], {
+    cwd: root,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (vite.status !== 0) fail('Building the console failed (see above).');
 }
 
 async function waitHealthy(app, timeoutMs = 60_000) {
@@ -156,7 +162,7 @@ try {
 }
 if (!stopping) {
   const baseUrl = env.PUBLIC_URL ?? `http://localhost:${env.PORT ?? 8080}`;
-  console.log(`\natelier is up: ${baseUrl}  (health: ${baseUrl}/health)`);
+  console.log(`\natelier is up: ${baseUrl}  (health: ${baseUrl}/health, console: ${baseUrl}/console)`);
   if (!production) {
     const demo = spawnSync(process.execPath, [path.join(root, 'dist/local/apps/gateway/src/admin-cli.js'), 'demo', '--key-file', path.join(root, 'var/demo-api-key')], {
       cwd: root,

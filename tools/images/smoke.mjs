@@ -2,7 +2,8 @@
 // `npm run images:smoke`: runs what `npm run images` built, as a platform team would. The migrate
 // image against a fresh database on the host's Postgres, then the six services as containers
 // (host network, each on a free port; a throwaway Redis; one shared storage volume), waiting for
-// each one's readiness probe and its image's HEALTHCHECK. Through the gateway container: one chat
+// each one's readiness probe and its image's HEALTHCHECK. Through the gateway container: the web
+// console's page and script, one chat
 // completion, one synchronous image, and one queued generation with its completion event. Then
 // SIGTERM to all and every container must exit 0 within its grace period.
 //   TEST_DATABASE_URL / DATABASE_URL: the Postgres to create the smoke database on.
@@ -143,6 +144,12 @@ async function main() {
     expect(res.ok, `${method} ${route} answered ${res.status}: ${JSON.stringify(json)}`);
     return json;
   };
+
+  const page = await fetch(`${baseUrl}/console/`);
+  const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await page.text())?.[1];
+  expect(page.ok && page.headers.get('content-security-policy')?.includes("script-src 'self'") && script, `the gateway image serves no console (${page.status})`);
+  expect((await fetch(`${baseUrl}${script}`)).ok, `the console's script ${script} is missing from the gateway image`);
+  step('the gateway serves the web console at /console');
 
   const chat = await call('POST', '/api/ai/chat/completions', { model: 'local-chat', messages: [{ role: 'user', content: 'Tell me about the sea.' }], max_tokens: 20 });
   expect(chat.choices?.[0]?.message?.content?.length > 0 && chat.usage?.completion_tokens > 0, `chat: no answer: ${JSON.stringify(chat)}`);

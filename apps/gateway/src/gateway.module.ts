@@ -14,6 +14,7 @@ import { QueueRoutesModule } from '@atelier/queue';
 import { ReposRoutesModule } from '@atelier/repos';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
+import { ConsoleController } from './console.controller';
 import { FilesController } from './files.controller';
 
 /**
@@ -45,7 +46,7 @@ export class GatewayModule {
         ReposRoutesModule,
         FineTuneRoutesModule,
       ],
-      controllers: [FilesController],
+      controllers: [FilesController, ConsoleController],
     };
   }
 }

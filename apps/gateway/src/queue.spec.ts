@@ -187,6 +187,11 @@ describe('generation queue API', () => {
     expect(await list('?status=failed')).toMatchObject({ count: 0, generations: [] });
     expect((await gw.http.request('GET', '/api/ai/queue?limit=1000', { token: t.apiKey })).status).toBe(400);
     expect((await gw.http.request('GET', '/api/ai/queue?status=done', { token: t.apiKey })).status).toBe(400);
+    // Several statuses, or all of them, in one request (the console's gallery).
+    expect((await list('?status=succeeded,queued')).generations.map((g) => g.generation_id)).toEqual([done, vid, img]);
+    expect(await list('?status=all')).toMatchObject({ count: 3 });
+    expect((await gw.http.request('GET', '/api/ai/queue?status=succeeded,done', { token: t.apiKey })).status).toBe(400);
+    expect((await gw.http.request('GET', '/api/ai/queue?status=succeeded,', { token: t.apiKey })).status).toBe(400);
     expect((await gw.http.request('GET', `/api/ai/queue?namespace=${alice.namespace}`, { token: t.apiKey })).status).toBe(403);
 
     const succeeded = (await get(t, done)).body;

@@ -156,20 +156,34 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
    * Verifies the request's Authorization header. `connection` (the request's socket) lets a
    * keep-alive connection that sends the same header again skip parsing and hashing it.
    */
-  async authenticate(authorization: string | string[] | undefined, connection?: object): Promise<Caller> {
+  authenticate(authorization: string | string[] | undefined, connection?: object): Promise<Caller> {
     let presented = connection ? this.presented.get(connection) : undefined;
     if (!presented || presented.authorization !== authorization) {
-      presented = { authorization: authorization as string, ...presentedKey(authorization) };
+      try {
+        presented = { authorization: authorization as string, ...presentedKey(authorization) };
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
       if (connection) this.presented.set(connection, presented);
     }
-    const { prefix, hash } = presented;
+    return this.verify(presented.prefix, presented.hash);
+  }
 
+  /**
+   * Verifies a key known by its prefix and hash (a console session holds these, never the key):
+   * the same cache, reading, revocation and expiry as a presented key.
+   */
+  verify(prefix: string, hash: string): Promise<Caller> {
     const now = Date.now();
     const cached = this.cache.get(hash);
     if (cached && cached.until > now) {
       cached.usedAt = now;
       this.touch(cached.caller.keyId, now);
-      return unexpired(cached.caller, now);
+      try {
+        return Promise.resolve(unexpired(cached.caller, now));
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
     }
 
     const inFlight = this.lookups.get(hash);

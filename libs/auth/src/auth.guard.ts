@@ -10,6 +10,27 @@ import { FULL_ACCESS, RATE_CLASS_METADATA, SCOPE_METADATA, type RateClass } from
 import { callerRateLimits, takeRateLimits } from './caller-rate-limits';
 import { secretsEqual } from './api-key';
 import type { Caller } from './caller';
+import { ConsoleSessions, sessionIdOf, type ConsoleSession } from './console-session.service';
+
+const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * Whether a request comes from the gateway's own origin: its Origin header (every browser sends
+ * one on a cross-origin request and on any same-origin fetch that is not GET or HEAD) names this
+ * host or PUBLIC_URL's, or, without Origin, the browser says same-origin in Sec-Fetch-Site.
+ */
+export function fromOwnOrigin(headers: FastifyRequest['headers'], publicUrl: string | undefined): boolean {
+  const origin = headers.origin;
+  if (typeof origin !== 'string') return headers['sec-fetch-site'] === 'same-origin';
+  try {
+    const from = new URL(origin);
+    // Read with the origin's scheme, so a Host header that spells out the default port still matches.
+    const own = headers.host === undefined ? undefined : new URL(`${from.protocol}//${headers.host}`).host;
+    return from.host === own || (publicUrl !== undefined && from.host === new URL(publicUrl).host);
+  } catch {
+    return false;
+  }
+}
 
 
 type RequestWithCaller = FastifyRequest & { caller?: Caller; [ANSWER_AFTER_ACCESS]?: AnswerAfterAccess };
@@ -31,6 +52,7 @@ export class AccessGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly authenticator: ApiKeyAuthenticator,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly sessions: ConsoleSessions,
     @Optional() private readonly metrics?: Metrics,
     @Optional() private readonly limiter?: RateLimiter,
   ) {}
@@ -66,17 +88,25 @@ export class AccessGuard implements CanActivate {
     const { access, scope, rateClass } = this.rulesOf(context);
     const req = context.switchToHttp().getRequest<RequestWithCaller>();
     if (access === 'public') return true;
+    // A console session (cookie) stands in for the key or admin token only when no Authorization
+    // header is sent: API clients are never affected by a stray cookie.
+    const sessionId = req.headers.authorization === undefined ? sessionIdOf(req.headers.cookie) : undefined;
+    const session = sessionId === undefined ? undefined : await this.session(req, sessionId);
     if (access === 'admin') {
       const token = this.config.ADMIN_TOKEN;
       // Without a configured token the admin API does not exist.
       if (!token) throw new ApiError('route_not_found', `Cannot ${req.method} ${req.url.split('?')[0]}`);
+      if (session) {
+        if (!this.sessions.isOperator(session)) throw ApiError.forbidden('Operator routes need a console session opened with the admin token');
+        return true;
+      }
       const m = /^Bearer\s+(\S+)\s*$/i.exec(String(req.headers.authorization ?? ''));
       if (!m) throw ApiError.unauthorized('Missing admin token; send "Authorization: Bearer <ADMIN_TOKEN>"');
       if (!secretsEqual(m[1], token)) throw ApiError.unauthorized('Invalid admin token');
       return true;
     }
     const end = this.metrics?.stage('auth');
-    const caller = await this.authenticator.authenticate(req.headers.authorization, req.raw.socket);
+    const caller = session ? await this.sessionCaller(sessionId!, session) : await this.authenticator.authenticate(req.headers.authorization, req.raw.socket);
     req.caller = caller;
     end?.();
     if (scope && caller.scopes && caller.scopes.length > 0) {
@@ -96,6 +126,25 @@ export class AccessGuard implements CanActivate {
       throw new AnsweredBeforeHandler();
     }
     return true;
+  }
+
+  /** The live session, refusing a cookie-authenticated unsafe request from another origin (CSRF). */
+  private async session(req: FastifyRequest, sessionId: string): Promise<ConsoleSession> {
+    const session = await this.sessions.read(sessionId);
+    if (UNSAFE_METHODS.has(req.method) && !fromOwnOrigin(req.headers, this.config.PUBLIC_URL))
+      throw ApiError.forbidden('Cross-origin request refused: a console session only authenticates requests from its own origin');
+    return session;
+  }
+
+  /** The session's key, verified like a presented one; a key that no longer verifies (revoked, expired) ends the session. */
+  private async sessionCaller(sessionId: string, session: ConsoleSession): Promise<Caller> {
+    if (!session.key) throw ApiError.unauthorized('This console session was opened with the admin token only; sign in with an API key');
+    try {
+      return await this.authenticator.verify(session.key.prefix, session.key.hash);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 401) await this.sessions.end(sessionId);
+      throw err;
+    }
   }
 }
 

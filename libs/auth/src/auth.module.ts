@@ -2,11 +2,12 @@ import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { AccessGuard } from './auth.guard';
+import { ConsoleSessions } from './console-session.service';
 import { NamespaceAccess } from './namespace-access.service';
 
 /** Import in the public edge (gateway) only: it installs the global AccessGuard. */
 @Module({
-  providers: [ApiKeyAuthenticator, NamespaceAccess, { provide: APP_GUARD, useClass: AccessGuard }],
-  exports: [ApiKeyAuthenticator, NamespaceAccess],
+  providers: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions, { provide: APP_GUARD, useClass: AccessGuard }],
+  exports: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions],
 })
 export class AuthModule {}

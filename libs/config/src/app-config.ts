@@ -158,6 +158,12 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */
   AUTH_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
+  /** A console session ends this long after its last request (docs/console.md). */
+  CONSOLE_SESSION_IDLE_MINUTES: z.coerce.number().int().min(1).max(7 * 24 * 60).default(120),
+  /** ... and at the latest this long after sign-in, however active. */
+  CONSOLE_SESSION_MAX_HOURS: z.coerce.number().int().min(1).max(30 * 24).default(12),
+  /** The built console (index.html and assets/); unset, found beside the gateway's build (dist/console). */
+  CONSOLE_DIR: z.string().optional(),
   /** How long the answer to a POST sent with an Idempotency-Key is kept for retries with the same key. */
   IDEMPOTENCY_TTL_SECONDS: positiveInt.default(86_400),
   /** Time a synchronous gateway call waits for its service before answering 504. */

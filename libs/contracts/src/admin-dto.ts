@@ -95,3 +95,12 @@ export interface NamespaceResponse {
   credits: string;
   reserved: string;
 }
+
+/** POST /api/console/session: sign in to the console with an API key, the admin token, or both. */
+export const ConsoleSignInRequest = z
+  .strictObject({
+    api_key: z.string({ error: 'api_key must be a string' }).min(1, 'api_key must not be empty').max(512, 'api_key is too long').optional(),
+    admin_token: z.string({ error: 'admin_token must be a string' }).min(1, 'admin_token must not be empty').max(512, 'admin_token is too long').optional(),
+  })
+  .refine((b) => b.api_key !== undefined || b.admin_token !== undefined, 'Send api_key, admin_token or both');
+export type ConsoleSignInRequest = z.infer<typeof ConsoleSignInRequest>;

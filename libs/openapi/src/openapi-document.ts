@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdjustCreditsRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
+import { AdjustCreditsRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -275,7 +275,11 @@ function operations(catalog: ModelCatalog): Operation[] {
       query: [
         { name: 'namespace', schema: { type: 'string' } },
         { name: 'model', schema: { type: 'string' } },
-        { name: 'status', schema: { type: 'string', enum: ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] } },
+        {
+          name: 'status',
+          description: 'One status, several separated by commas (succeeded,failed), or all. Default: queued,processing.',
+          schema: { type: 'string', pattern: '^(all|(queued|processing|succeeded|failed|cancelled)(,(queued|processing|succeeded|failed|cancelled))*)$' },
+        },
         { name: 'media_type', schema: { type: 'string', enum: ['image', 'video'] } },
         { name: 'repo', schema: { type: 'string' } },
         { name: 'folder', schema: { type: 'string' } },
@@ -343,6 +347,44 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: "Revoke one of the caller's keys (every replica within a second)",
       access: 'key',
       responses: { 200: ['Revoked', 'RevokedApiKey'] },
+    },
+    {
+      method: 'post',
+      route: '/api/console/session',
+      tag: 'Console',
+      summary: 'Sign in to the web console: an API key and/or the admin token for an HttpOnly session cookie',
+      access: 'public',
+      description:
+        'Answers 201 with `Set-Cookie: atelier_session=<opaque id>; Path=/; HttpOnly; SameSite=Lax` (plus `Secure` over https). The session lives in Redis with an idle and an absolute expiry ' +
+        '(CONSOLE_SESSION_IDLE_MINUTES, CONSOLE_SESSION_MAX_HOURS) and authenticates every API route as the key would, with its scopes and limits, when no Authorization header is sent. ' +
+        'Revoking the key ends its sessions. A cookie-authenticated POST, PUT, PATCH or DELETE from another Origin is 403. The key is never sent back.',
+      body: fromZod(ConsoleSignInRequest),
+      responses: { 201: ['Signed in', { type: 'object', required: ['username', 'namespace', 'key_prefix', 'scopes', 'operator', 'expires_at'], properties: { username: { type: ['string', 'null'] }, namespace: { type: ['string', 'null'] }, key_prefix: { type: ['string', 'null'] }, scopes: { type: 'array', items: { type: 'string' } }, operator: { type: 'boolean' }, expires_at: { type: 'integer', description: 'Unix seconds: the absolute expiry' } } }] },
+    },
+    {
+      method: 'get',
+      route: '/api/console/session',
+      tag: 'Console',
+      summary: 'Who the console session (cookie) is: user, namespace, scopes, operator',
+      access: 'public',
+      responses: { 200: ['The session', { type: 'object', required: ['username', 'namespace', 'key_prefix', 'scopes', 'operator', 'expires_at'], properties: { username: { type: ['string', 'null'] }, namespace: { type: ['string', 'null'] }, key_prefix: { type: ['string', 'null'] }, scopes: { type: 'array', items: { type: 'string' } }, operator: { type: 'boolean' }, expires_at: { type: 'integer', description: 'Unix seconds: the absolute expiry' } } }] },
+    },
+    { method: 'delete', route: '/api/console/session', tag: 'Console', summary: 'Sign out: the session is deleted server-side and the cookie cleared', access: 'public', responses: { 204: ['Signed out'] } },
+    {
+      method: 'get',
+      route: '/console',
+      tag: 'Console',
+      summary: 'The web console (HTML, with a strict Content-Security-Policy)',
+      access: 'public',
+      responses: { 200: ['The page', { type: 'string' }, 'text/html'] },
+    },
+    {
+      method: 'get',
+      route: '/console/*',
+      tag: 'Console',
+      summary: "The console's assets (cached by content hash) and, for any other path, its page",
+      access: 'public',
+      responses: { 200: ['A file', { type: 'string' }, 'text/html'] },
     },
     {
       method: 'get',
@@ -836,7 +878,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     },
     ...(opts.serverUrl && { servers: [{ url: opts.serverUrl }] }),
     security: [{ apiKey: [] }],
-    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Operator', 'Operations'].map((name) => ({ name })),
+    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Console', 'Operator', 'Operations'].map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {

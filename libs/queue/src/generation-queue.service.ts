@@ -124,8 +124,8 @@ function listStatement(namespaceId: string, filters: ListFilters, limit: number,
   const values: unknown[] = [namespaceId];
   const where = ['g.namespace_id = $1::uuid'];
   if (filters.status) {
-    values.push(filters.status);
-    where.push(`g.status = $${values.length}::"GenerationStatus"`);
+    values.push(filters.status.split(','));
+    where.push(`g.status = ANY($${values.length}::"GenerationStatus"[])`);
   } else where.push(`g.status IN ('queued', 'processing')`);
   for (const [key, column] of Object.entries(FILTER_COLUMNS) as [keyof typeof FILTER_COLUMNS, string][]) {
     if (filters[key] === undefined) continue;
@@ -372,9 +372,11 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
 
   async list(caller: Caller, query: ListQuery): Promise<{ count: number; generations: GenerationRecord[]; limit: number; offset: number }> {
     const scope = await this.access.resolve(caller, query.namespace);
-    const status = optionalText(query.status, 'status');
-    if (status && !(STATUSES as readonly string[]).includes(status))
-      throw ApiError.badRequest(`status must be one of ${STATUSES.join(', ')}`);
+    // One status, several separated by commas (a gallery of everything is one request), or `all`.
+    const given = optionalText(query.status, 'status');
+    const status = given === 'all' ? STATUSES.join(',') : given;
+    if (status !== undefined && !status.split(',').every((one) => (STATUSES as readonly string[]).includes(one)))
+      throw ApiError.badRequest(`status must be one of ${STATUSES.join(', ')}, several of them separated by commas, or all`);
     const mediaType = optionalText(query.media_type, 'media_type');
     if (mediaType && mediaType !== 'image' && mediaType !== 'video') throw ApiError.badRequest('media_type must be image or video');
     const limit = query.limit === undefined ? 50 : Number(query.limit);

@@ -78,7 +78,8 @@ export async function startAppProcess(
   /** Called with the child right after it is spawned, before it is healthy (for cleanup on failure). */
   onSpawn?: (child: ChildProcess) => void,
 ): Promise<AppProcess> {
-  const port = await freePort();
+  // A port given in `extra` is used (a URL that must be known before the app starts, e.g. PUBLIC_URL).
+  const port = extra[portVar] ? Number(extra[portVar]) : await freePort();
   const child = spawn(process.execPath, [build.main(name)], {
     cwd: root,
     env: appProcessEnv(env, { ADMIN_TOKEN: env.config.ADMIN_TOKEN ?? '', HOST: '127.0.0.1', [portVar]: String(port), LOG_LEVEL: 'warn', PRETTY_LOGS: 'false', ...extra }),
