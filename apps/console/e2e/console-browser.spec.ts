@@ -197,8 +197,15 @@ describe('the web console in Chromium', () => {
     expect(truth.body.total.requests).toBe(2);
     await expect(page.getByTestId('usage-total-requests').textContent()).resolves.toBe(String(truth.body.total.requests));
     await expect(page.getByTestId('usage-total-cost').textContent()).resolves.toBe(Number(truth.body.total.cost).toLocaleString('en-US', { maximumFractionDigits: 6 }));
+    // A line per model and per key, and per-model totals equal to the API's own grouping.
     await page.getByTestId('chart-cost').locator('canvas').waitFor();
-    await expect(page.getByTestId('usage-by-model').getByRole('cell', { name: 'local-chat' }).isVisible()).resolves.toBe(true);
+    await expect(page.getByTestId('chart-cost').locator('.u-legend').textContent()).resolves.toMatch(/local-chat.*local-image|local-image.*local-chat/);
+    await page.getByTestId('chart-keys').locator('canvas').waitFor();
+    const byModel = await api<{ rows: { group: string; requests: number }[] }>('GET', `/api/usage?from=${encodeURIComponent(answered.from)}&group_by=model`, tenant.api_key);
+    for (const row of byModel.body.rows) {
+      const cells = page.getByTestId('usage-by-model').getByRole('row', { name: new RegExp(`^${row.group} `) }).getByRole('cell');
+      await expect(cells.nth(1).textContent()).resolves.toBe(String(row.requests));
+    }
     await expect(page.getByRole('link', { name: 'Download CSV' }).getAttribute('href')).resolves.toContain('format=csv');
   });
 

@@ -12,6 +12,7 @@ export interface Session {
 }
 export interface UsageRow {
   group: string | null;
+  split?: string | null;
   requests: number;
   input_tokens: number;
   output_tokens: number;
@@ -92,8 +93,11 @@ const get = <T>(path: string) => () => api<T>('GET', path);
 
 export const useSession = () => useQuery({ queryKey: ['session'], queryFn: get<Session>('/api/console/session'), retry: false, staleTime: 60_000 });
 export const useCredits = () => useQuery({ queryKey: ['credits'], queryFn: get<Record<string, unknown>>('/api/credits') });
-export const useUsage = (from: string, groupBy: string) =>
-  useQuery({ queryKey: ['usage', from, groupBy], queryFn: get<Usage>(`/api/usage?from=${encodeURIComponent(from)}&group_by=${groupBy}`) });
+export const useUsage = (from: string, groupBy: string, splitBy?: string) =>
+  useQuery({
+    queryKey: ['usage', from, groupBy, splitBy],
+    queryFn: get<Usage>(`/api/usage?from=${encodeURIComponent(from)}&group_by=${groupBy}${splitBy ? `&split_by=${splitBy}` : ''}`),
+  });
 export const useGenerations = (status: string, offset: number, extra?: Extra<{ count: number; generations: Generation[]; limit: number; offset: number }>) =>
   useQuery({
     queryKey: ['generations', status, offset],

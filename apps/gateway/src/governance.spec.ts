@@ -10,7 +10,8 @@ interface UsageBody {
   namespace: string | null;
   from: string;
   to: string;
-  rows: { group: string | null; requests: number; input_tokens: number; output_tokens: number; images: number; video_seconds: number; cost: string }[];
+  split_by?: string;
+  rows: { group: string | null; split?: string | null; requests: number; input_tokens: number; output_tokens: number; images: number; video_seconds: number; cost: string }[];
   total: { requests: number; input_tokens: number; output_tokens: number; cost: string };
 }
 
@@ -279,6 +280,19 @@ describe('governance: max_concurrent, budgets, usage', () => {
     expect(byEndpoint.rows).toEqual([{ group: '/api/ai/chat/completions', ...byKey.total, images: 0, video_seconds: 0 }]);
     const byDay = (await usage(t.apiKey, `group_by=day&namespace=${t.namespace}`)).body;
     expect(byDay.rows.map((r) => r.group)).toEqual([new Date().toISOString().slice(0, 10)]);
+    // Two dimensions: a series per model (the console's charts), adding up to the same total.
+    const today = new Date().toISOString().slice(0, 10);
+    const dayByModel = (await usage(t.apiKey, 'group_by=day&split_by=model')).body;
+    expect(dayByModel.split_by).toBe('model');
+    expect(dayByModel.rows.map((r) => [r.group, r.split, r.requests])).toEqual([
+      [today, 'local-chat', 1],
+      [today, 'remote-echo', 4],
+    ]);
+    expect(dayByModel.total).toEqual(byKey.total);
+    const modelByKey = (await usage(t.apiKey, 'group_by=model&split_by=api_key')).body;
+    expect(modelByKey.rows.find((r) => r.group === 'remote-echo' && r.split === k1.prefix)).toMatchObject({ requests: 3 });
+    for (const bad of ['split_by=day', 'group_by=model&split_by=model', 'split_by=namespace'])
+      expect({ bad, status: (await usage(t.apiKey, bad)).status }).toEqual({ bad, status: 400 });
     // A window that ends before the requests holds nothing.
     const before = (await usage(t.apiKey, `from=2020-01-01&to=${Math.floor(Date.now() / 1000) - 3600}`)).body;
     expect(before.total).toMatchObject({ requests: 0, cost: '0' });
@@ -307,6 +321,12 @@ describe('governance: max_concurrent, budgets, usage', () => {
     expect(await prisma.usageDaily.count({ where: { namespace: { name: t.namespace } } })).toBe(3); // (k1, remote-echo), (k2, remote-echo), (k2, local-chat)
     expect((await usage(t.apiKey, `${week}&group_by=model`)).body.rows).toEqual(byModel.rows);
     expect(await prisma.usageDaily.count({ where: { namespace: { name: t.namespace } } })).toBe(3);
+    // The roll-up keeps the day and the model apart: the series per model reads the same from it.
+    const rolledSeries = (await usage(t.apiKey, `${week}&group_by=model&split_by=day`)).body;
+    expect(rolledSeries.rows.map((r) => [r.group, r.split, r.requests])).toEqual([
+      ['local-chat', new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10), 1],
+      ['remote-echo', new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10), 4],
+    ]);
     const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
     // A settle landing today is read from the requests themselves, beside the roll-up.
     const late = await chat(k1.api_key);

@@ -20,6 +20,8 @@ export interface UsageFigures {
 export interface UsageRow extends UsageFigures {
   /** The model, key prefix, UTC day (YYYY-MM-DD), endpoint or namespace; null when not recorded (work settled before usage reporting). */
   group: string | null;
+  /** With split_by: the second dimension's value, as `group` reads the first. */
+  split?: string | null;
 }
 
 export interface UsageReport {
@@ -27,6 +29,8 @@ export interface UsageReport {
   from: string;
   to: string;
   group_by: UsageGroup;
+  /** Present when asked: every row is one (group, split) pair, e.g. a day and a model. */
+  split_by?: UsageGroup;
   rows: UsageRow[];
   total: UsageFigures;
 }
@@ -35,6 +39,7 @@ export interface UsageQuery {
   from?: unknown;
   to?: unknown;
   group_by?: unknown;
+  split_by?: unknown;
 }
 
 /**
@@ -88,7 +93,17 @@ export class UsageReports {
     const groupBy = (query.group_by ?? 'day') as UsageGroup;
     if (typeof query.group_by !== 'undefined' && !(groups as readonly unknown[]).includes(query.group_by))
       throw ApiError.badRequest(`group_by must be one of ${groups.join(', ')}`, { fields: [{ field: 'group_by', message: `must be one of ${groups.join(', ')}` }] });
+    const splitBy = query.split_by === undefined || query.split_by === '' ? undefined : (query.split_by as UsageGroup);
+    if (splitBy !== undefined && (!(groups as readonly unknown[]).includes(splitBy) || splitBy === groupBy))
+      throw ApiError.badRequest(`split_by must be one of ${groups.join(', ')}, other than group_by`, {
+        fields: [{ field: 'split_by', message: `must be one of ${groups.join(', ')}, other than group_by` }],
+      });
     const column = Prisma.raw(GROUP_COLUMN[groupBy]);
+    // A second dimension (a time series per model, say): one more grouping column, labelled alike.
+    const split = splitBy ? Prisma.raw(`, ${GROUP_COLUMN[splitBy]} AS spl`) : Prisma.empty;
+    const splitLabel = splitBy ? Prisma.raw(`, ${GROUP_LABEL[splitBy].replace('t.grp', 't.spl')} AS spl`) : Prisma.empty;
+    const groupColumns = Prisma.raw(splitBy ? '1, 2' : '1');
+    const order = Prisma.raw(splitBy ? '1 NULLS LAST, 2 NULLS LAST' : '1 NULLS LAST');
     let source: Prisma.Sql;
     if (namespace) {
       const days = await this.rolledUp(namespace.id, from, to);
@@ -104,19 +119,20 @@ export class UsageReports {
       source = Prisma.sql`${Prisma.raw(RAW_ROWS)} AND r.closed_at >= ${from} AND r.closed_at < ${to}`;
     }
     const rows = await this.prisma.$queryRaw<
-      { grp: string | null; requests: bigint; input_tokens: bigint; output_tokens: bigint; images: bigint; video_seconds: string; cost: string }[]
+      { grp: string | null; spl?: string | null; requests: bigint; input_tokens: bigint; output_tokens: bigint; images: bigint; video_seconds: string; cost: string }[]
     >`
-      SELECT ${Prisma.raw(GROUP_LABEL[groupBy])} AS grp, t.requests, t.input_tokens, t.output_tokens, t.images, t.video_seconds, t.cost
+      SELECT ${Prisma.raw(GROUP_LABEL[groupBy])} AS grp${splitLabel}, t.requests, t.input_tokens, t.output_tokens, t.images, t.video_seconds, t.cost
       FROM (
-        SELECT ${column} AS grp, sum(u.requests)::bigint AS requests, sum(u.input_tokens)::bigint AS input_tokens,
+        SELECT ${column} AS grp${split}, sum(u.requests)::bigint AS requests, sum(u.input_tokens)::bigint AS input_tokens,
                sum(u.output_tokens)::bigint AS output_tokens, sum(u.images)::bigint AS images,
                sum(u.video_seconds)::text AS video_seconds, sum(u.charged)::text AS cost
         FROM (${source}) u
-        GROUP BY 1
+        GROUP BY ${groupColumns}
       ) t
-      ORDER BY 1 NULLS LAST`;
+      ORDER BY ${order}`;
     const out: UsageRow[] = rows.map((r) => ({
       group: r.grp === null ? null : String(r.grp),
+      ...(splitBy && { split: r.spl === null || r.spl === undefined ? null : String(r.spl) }),
       requests: Number(r.requests),
       input_tokens: Number(r.input_tokens),
       output_tokens: Number(r.output_tokens),
@@ -143,6 +159,7 @@ export class UsageReports {
       from: from.toISOString(),
       to: to.toISOString(),
       group_by: groupBy,
+      ...(splitBy && { split_by: splitBy }),
       rows: out,
       total,
     };
@@ -186,8 +203,8 @@ export function usageCsv(report: UsageReport): string {
     const s = v === null ? '' : String(v);
     return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
-  const columns = ['group', 'requests', 'input_tokens', 'output_tokens', 'images', 'video_seconds', 'cost'] as const;
-  return [columns.join(','), ...report.rows.map((r) => columns.map((c) => cell(r[c])).join(','))].join('\r\n') + '\r\n';
+  const columns = [...(report.split_by ? (['group', 'split'] as const) : (['group'] as const)), 'requests', 'input_tokens', 'output_tokens', 'images', 'video_seconds', 'cost'] as const;
+  return [columns.join(','), ...report.rows.map((r) => columns.map((c) => cell(r[c] ?? null)).join(','))].join('\r\n') + '\r\n';
 }
 
 /**

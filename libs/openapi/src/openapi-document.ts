@@ -33,6 +33,11 @@ const USAGE_QUERY: { name: string; schema: Schema; description?: string }[] = [
   { name: 'to', schema: { type: 'string' }, description: 'Exclusive; as from. Default: now' },
   { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint'], default: 'day' } },
   { name: 'format', schema: { type: 'string', enum: ['json', 'csv'], default: 'json' } },
+  {
+    name: 'split_by',
+    schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint'] },
+    description: 'A second dimension, other than group_by: each row is one (group, split) pair, e.g. group_by=day&split_by=model for a series per model',
+  },
 ];
 type Method = 'get' | 'post' | 'put' | 'delete';
 type Access = 'key' | 'admin' | 'public' | 'trainer';
@@ -713,7 +718,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Operator',
       summary: 'Usage and spend over every namespace (or one), also groupable by namespace',
       access: 'admin',
-      query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'], default: 'day' } }, USAGE_QUERY[4]],
+      query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'], default: 'day' } }, USAGE_QUERY[4], { ...USAGE_QUERY[5], schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'] } }],
       responses: { 200: ['The report', 'UsageReport'] },
     },
     { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
