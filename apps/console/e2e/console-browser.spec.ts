@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { parquetWriteBuffer } from 'hyparquet-writer';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import {
   buildAppsForTest,
   createTestEnvironment,
@@ -98,6 +98,12 @@ describe('the web console in Chromium', () => {
     });
     return page;
   }
+
+  /** Waits until the element's text is the expected one (the page renders after its data arrives). */
+  const shows = (locator: Locator, expected: string) =>
+    waitFor(async () => (await locator.textContent())?.trim() === expected, { timeoutMs: 10_000, description: `the page to show ${expected}` }).catch(async (err: Error) => {
+      throw new Error(`${err.message}; it shows ${JSON.stringify(await locator.textContent())}`);
+    });
 
   /** A page signed in with the key (and the admin token) through the sign-in form. */
   async function signedIn(key: string | undefined, adminToken?: string, viewport?: { width: number; height: number }): Promise<Page> {
@@ -195,8 +201,8 @@ describe('the web console in Chromium', () => {
     // The same window asked with the key: what the page shows is the API's answer.
     const truth = await api<{ total: { cost: string; requests: number } }>('GET', `/api/usage?from=${encodeURIComponent(answered.from)}&group_by=day`, tenant.api_key);
     expect(truth.body.total.requests).toBe(2);
-    await expect(page.getByTestId('usage-total-requests').textContent()).resolves.toBe(String(truth.body.total.requests));
-    await expect(page.getByTestId('usage-total-cost').textContent()).resolves.toBe(Number(truth.body.total.cost).toLocaleString('en-US', { maximumFractionDigits: 6 }));
+    await shows(page.getByTestId('usage-total-requests'), String(truth.body.total.requests));
+    await shows(page.getByTestId('usage-total-cost'), Number(truth.body.total.cost).toLocaleString('en-US', { maximumFractionDigits: 6 }));
     // A line per model and per key, and per-model totals equal to the API's own grouping.
     await page.getByTestId('chart-cost').locator('canvas').waitFor();
     await expect(page.getByTestId('chart-cost').locator('.u-legend').textContent()).resolves.toMatch(/local-chat.*local-image|local-image.*local-chat/);
@@ -204,7 +210,7 @@ describe('the web console in Chromium', () => {
     const byModel = await api<{ rows: { group: string; requests: number }[] }>('GET', `/api/usage?from=${encodeURIComponent(answered.from)}&group_by=model`, tenant.api_key);
     for (const row of byModel.body.rows) {
       const cells = page.getByTestId('usage-by-model').getByRole('row', { name: new RegExp(`^${row.group} `) }).getByRole('cell');
-      await expect(cells.nth(1).textContent()).resolves.toBe(String(row.requests));
+      await shows(cells.nth(1), String(row.requests));
     }
     await expect(page.getByRole('link', { name: 'Download CSV' }).getAttribute('href')).resolves.toContain('format=csv');
   });
@@ -258,8 +264,8 @@ describe('the web console in Chromium', () => {
     expect((await api('GET', '/api/api_keys', secret)).status).toBe(403);
     const prefix = secret.slice(0, 12);
     const row = page.locator('[data-testid="key-row"]', { hasText: 'from the console' });
-    await expect(row.getByText('chat', { exact: true }).isVisible()).resolves.toBe(true);
-    await expect(row.getByRole('meter').isVisible()).resolves.toBe(true);
+    await row.getByText('chat', { exact: true }).waitFor();
+    await row.getByRole('meter').waitFor();
     page.once('dialog', (d) => void d.accept());
     await row.getByRole('button', { name: 'Revoke' }).click();
     await row.waitFor({ state: 'detached' });
@@ -340,7 +346,7 @@ describe('the web console in Chromium', () => {
     await operator.getByRole('heading', { name: 'Trainers' }).waitFor();
     await operator.getByRole('button', { name: tenant.namespace }).click();
     const panel = operator.getByTestId('namespace-panel');
-    await panel.getByText(/credits \(/).waitFor();
+    await panel.getByTestId('namespace-balance').waitFor();
     const credits = async () => Number((await api<{ credits: string }>('GET', `/api/admin/namespaces/${tenant.namespace}`, env.config.ADMIN_TOKEN!)).body.credits);
     const before = await credits();
     await panel.getByLabel(/Add credits/).fill('7');

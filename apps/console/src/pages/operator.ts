@@ -24,7 +24,7 @@ function NamespacePanel(props: { name: string }) {
   return html`<section class="card wide" data-testid="namespace-panel">
     <h3>${props.name}</h3>
     <${ErrorNote} error=${ns.error ?? addCredits.error ?? saveLimits.error} />
-    ${data && html`<p>${data.type} · ${credits(data.credits)} credits (${credits(data.reserved)} reserved)</p>`}
+    ${data && html`<p data-testid="namespace-balance">${data.type} · ${credits(data.credits)} credits (${credits(data.reserved)} reserved)</p>`}
     <form onSubmit=${(e: Event) => (e.preventDefault(), addCredits.mutate())}>
       <label for="grant">Add credits (negative to take away)</label>
       <input id="grant" inputmode="decimal" value=${grant} onInput=${(e: Event) => setGrant((e.target as HTMLInputElement).value)} required />
