@@ -34,14 +34,6 @@ const CONSUMED: Record<string, string[]> = {
   'queue-worker-video': [VIDEO_GENERATION_QUEUE.name],
   'fine-tune': [FINE_TUNE_TOKENIZE_QUEUE.name],
 };
-const PORT_VARS: Record<string, keyof AppConfig> = {
-  gateway: 'PORT',
-  chat: 'CHAT_PORT',
-  media: 'MEDIA_PORT',
-  'queue-worker': 'QUEUE_WORKER_PORT',
-  events: 'EVENTS_PORT',
-  'fine-tune': 'FINE_TUNE_PORT',
-};
 /** The apps that run as services (an Nx `serve` target); the console is static files the gateway serves. */
 const APPS = readdirSync(path.join(root, 'apps')).filter(
   (app) => 'serve' in (JSON.parse(readFileSync(path.join(root, 'apps', app, 'project.json'), 'utf8')) as { targets: Record<string, unknown> }).targets,
@@ -49,7 +41,7 @@ const APPS = readdirSync(path.join(root, 'apps')).filter(
 const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
 let bytesOf: (quantity: string) => number;
 /** What `npm run images` and its smoke test use (tools/apps.mjs). */
-let launcher: { APPS: { name: string; port: number }[]; READINESS_PATH: string; LIVENESS_PATH: string };
+let launcher: { APPS: { name: string; portVar: keyof AppConfig; port: number }[]; READINESS_PATH: string; LIVENESS_PATH: string };
 beforeAll(async () => {
   ({ memoryBytes: bytesOf } = (await import(pathToFileURL(path.join(__dirname, 'memory-quantity.mjs')).href)) as { memoryBytes: typeof bytesOf });
   launcher = (await import(pathToFileURL(path.join(root, 'tools/apps.mjs')).href)) as typeof launcher;
@@ -105,7 +97,7 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
         expect(pod.securityContext.runAsNonRoot).toBe(true);
         // The app listens where the probes and the Service look: its port variable equals containerPort.
         const env = Object.fromEntries(c.env.map((e: K8s) => [e.name, e.value]));
-        expect({ name, port: Number(env[PORT_VARS[app]]) }).toEqual({ name, port: port.containerPort });
+        expect({ name, port: Number(env[launcher.APPS.find((a) => a.name === app)!.portVar]) }).toEqual({ name, port: port.containerPort });
         // Kubernetes waits longer than the app's own drain before it kills the pod.
         expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(Number(env.SHUTDOWN_TIMEOUT_MS));
         if (app === 'queue-worker') expect(env.QUEUE_WORKER_POOLS).toBe(name.endsWith('-image') ? 'image' : 'video');

@@ -10,16 +10,16 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { APPS, LIVENESS_PATH, READINESS_PATH } from '../apps.mjs';
-import { ensureRuntime } from '../bootstrap.mjs';
+import { ensureRuntime, reachable } from '../bootstrap.mjs';
 import { imageExists, imageName, podman, podmanAsync, podmanAvailable } from './podman.mjs';
 
 ensureRuntime();
 const { default: pg } = await import('pg');
 const { EventSource } = await import('eventsource');
+const { freePort } = await import('../bench/bench-env.mjs');
 
 /** Longer than any app's drain with nothing in flight; a container still running is then killed (exit 137). */
 const GRACE_SECONDS = 30;
@@ -30,16 +30,6 @@ let failed = false;
 
 function step(message) {
   console.log(`smoke | ${message}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }
 
 async function until(what, check, timeoutMs = 90_000) {
@@ -77,7 +67,7 @@ async function main() {
   const redisPort = await freePort();
   const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
   cleanups.push(() => redis.kill('SIGKILL'));
-  await until('redis', () => new Promise((resolve) => net.connect(redisPort, '127.0.0.1').on('connect', function () { this.destroy(); resolve(true); }).on('error', () => resolve(false))), 10_000);
+  await until('redis', () => reachable('127.0.0.1', redisPort), 10_000);
 
   // One storage volume for all: the queue worker writes what the gateway serves. The apps run as uid 1000.
   const storage = mkdtempSync(path.join(os.tmpdir(), 'atelier-smoke-'));

@@ -5,12 +5,12 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { parquetWriteBuffer } from 'hyparquet-writer';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import {
   buildAppsForTest,
   createTestEnvironment,
   freePort,
+  qaDataset,
   repoRoot,
   startAppProcess,
   uniqueName,
@@ -47,16 +47,6 @@ function buildConsole(outDir: string): void {
   });
   if (vite.status !== 0) throw new Error(`building the console failed:\n${vite.stdout}${vite.stderr}`);
 }
-
-const WORDS = ['lighthouse', 'barnacle', 'kelp', 'lantern', 'harbour', 'gull', 'tide', 'foghorn'];
-const DATASET = Buffer.from(
-  parquetWriteBuffer({
-    columnData: [
-      { name: 'question', data: Array.from({ length: 40 }, (_, i) => `Where does the ${WORDS[i % 8]} keeper go at ${WORDS[(i + 3) % 8]} time?`), type: 'STRING' },
-      { name: 'answer', data: Array.from({ length: 40 }, (_, i) => `The ${WORDS[(i + 1) % 8]} keeper walks past the ${WORDS[(i + 5) % 8]}.`), type: 'STRING' },
-    ],
-  }),
-);
 
 /**
  * The console in a real browser (Debian's Chromium, driven by playwright-core) against the compiled
@@ -277,7 +267,7 @@ describe('the web console in Chromium', () => {
     const repo = 'ds';
     expect((await api('POST', '/api/repos', tenant.api_key, { namespace: tenant.namespace, name: repo })).status).toBe(201);
     const form = new FormData();
-    form.append('files[]', new Blob([new Uint8Array(DATASET)]), 'qa.parquet');
+    form.append('files[]', new Blob([new Uint8Array(qaDataset())]), 'qa.parquet');
     const upload = await fetch(`${base}/api/repos/${tenant.namespace}/${repo}/file/main`, { method: 'PUT', headers: { authorization: `Bearer ${tenant.api_key}` }, body: form });
     expect(upload.status).toBe(201);
     const fineTunes = `/api/repos/${tenant.namespace}/${repo}/fine_tunes`;

@@ -111,12 +111,11 @@ export const useModels = () => useQuery({ queryKey: ['models'], queryFn: get<{ d
 export const useApiKeys = (enabled: boolean) => useQuery({ queryKey: ['api_keys'], queryFn: get<{ data: ApiKey[] }>('/api/api_keys'), enabled });
 export const useFineTunes = (extra?: Extra<{ fine_tunes: FineTune[]; total: number }>) =>
   useQuery({ queryKey: ['fine_tunes'], queryFn: get<{ fine_tunes: FineTune[]; total: number }>('/api/user/fine_tunes?page_size=100'), ...extra });
-const repoPath = (ft: FineTune) => `/api/repos/${encodeURIComponent(ft.namespace)}/${encodeURIComponent(ft.repo_name)}/fine_tunes/${ft.id}`;
-export const fineTunePath = repoPath;
+export const fineTunePath = (ft: FineTune) => `/api/repos/${encodeURIComponent(ft.namespace)}/${encodeURIComponent(ft.repo_name)}/fine_tunes/${ft.id}`;
 export const useCheckpoints = (ft: FineTune | undefined, extra?: Extra<{ checkpoints: Checkpoint[] }>) =>
-  useQuery({ queryKey: ['checkpoints', ft?.id], queryFn: () => api<{ checkpoints: Checkpoint[] }>('GET', `${repoPath(ft!)}/checkpoints`), enabled: !!ft, ...extra });
+  useQuery({ queryKey: ['checkpoints', ft?.id], queryFn: () => api<{ checkpoints: Checkpoint[] }>('GET', `${fineTunePath(ft!)}/checkpoints`), enabled: !!ft, ...extra });
 export const useFineTuneLogs = (ft: FineTune | undefined, extra?: Extra<{ logs: FineTuneLog[] }>) =>
-  useQuery({ queryKey: ['fine_tune_logs', ft?.id], queryFn: () => api<{ logs: FineTuneLog[] }>('GET', `${repoPath(ft!)}/logs?limit=500`), enabled: !!ft, ...extra });
+  useQuery({ queryKey: ['fine_tune_logs', ft?.id], queryFn: () => api<{ logs: FineTuneLog[] }>('GET', `${fineTunePath(ft!)}/logs?limit=500`), enabled: !!ft, ...extra });
 export const useBaseModels = () => useQuery({ queryKey: ['base_models'], queryFn: get<unknown>('/api/fine_tunes/base_models'), staleTime: 300_000 });
 export const useNamespace = (name: string | undefined) =>
   useQuery({ queryKey: ['admin_namespace', name], queryFn: get<Record<string, unknown>>(`/api/admin/namespaces/${encodeURIComponent(name ?? '')}`), enabled: !!name });

@@ -9,7 +9,7 @@ import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner } from '@atelier/fine-tu
 import { defaultCatalogDir } from '@atelier/models';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { Prisma, PrismaService } from '@atelier/db';
-import { buildAppsForTest, createTenant, freePort, startAppProcess, waitFor, type AppProcess, type Tenant } from '@atelier/testing';
+import { buildAppsForTest, createTenant, freePort, QA_WORDS, qaDataset, startAppProcess, waitFor, type AppProcess, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 import { uploadFiles } from './repos.harness';
 
@@ -17,15 +17,7 @@ type ColumnData = Parameters<typeof parquetWriteBuffer>[0]['columnData'];
 const parquet = (columnData: ColumnData) => Buffer.from(parquetWriteBuffer({ columnData }));
 
 /** A dataset in a vocabulary the base local-chat corpus does not have. */
-const WORDS = ['lighthouse', 'barnacle', 'kelp', 'lantern', 'harbour', 'gull', 'tide', 'foghorn'];
-const QA = {
-  question: Array.from({ length: 40 }, (_, i) => `Where does the ${WORDS[i % 8]} keeper go at ${WORDS[(i + 3) % 8]} time?`),
-  answer: Array.from({ length: 40 }, (_, i) => `The ${WORDS[(i + 1) % 8]} keeper walks past the ${WORDS[(i + 2) % 8]} and the ${WORDS[(i + 5) % 8]} by the ${WORDS[(i + 6) % 8]}.`),
-};
-const DATASET = parquet([
-  { name: 'question', data: QA.question, type: 'STRING' },
-  { name: 'answer', data: QA.answer, type: 'STRING' },
-]);
+const DATASET = qaDataset();
 
 interface FineTune {
   id: string;
@@ -315,7 +307,7 @@ describe('fine-tune runs and the trainer protocol', () => {
     const tuned = await ask(last.model_name);
     expect(tuned.status).toBe(200);
     expect(tuned.body.model).toBe(last.model_name);
-    const vocabulary = new RegExp(`\\b(${WORDS.join('|')})\\b`, 'gi');
+    const vocabulary = new RegExp(`\\b(${QA_WORDS.join('|')})\\b`, 'gi');
     const tunedWords = tuned.body.choices[0].message.content.match(vocabulary) ?? [];
     const baseWords = (await ask('local-chat')).body.choices[0].message.content.match(vocabulary) ?? [];
     expect(tunedWords.length).toBeGreaterThanOrEqual(3);

@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiKeyAuthenticator, ConsoleSessions, fromOwnOrigin, PublicRoute, SESSION_COOKIE, sessionIdOf, type ConsoleSession } from '@atelier/auth';
+import { ApiKeyAuthenticator, ConsoleSessions, fromOwnOrigin, PublicRoute, SESSION_COOKIE, sessionIdOf, type Caller, type ConsoleSession } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, ConsoleSignInRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
@@ -27,17 +27,18 @@ export class ConsoleSessionController {
     const request = parseBody(ConsoleSignInRequest, body);
     const contents = this.sessions.describe(request.api_key, request.admin_token);
     // The key is checked now: a revoked or unknown key opens no session.
-    if (contents.key) await this.authenticator.verify(contents.key.prefix, contents.key.hash);
+    const caller = contents.key ? await this.authenticator.verify(contents.key.prefix, contents.key.hash) : undefined;
     const id = await this.sessions.create(contents);
     reply.header('set-cookie', this.cookie(req, id, Math.floor(this.sessions.maxAgeMs / 1000)));
-    return this.describe({ ...contents, createdAt: Date.now() });
+    return this.view({ ...contents, createdAt: Date.now() }, caller);
   }
 
   @Get()
   async current(@Req() req: FastifyRequest) {
     const id = sessionIdOf(req.headers.cookie);
     if (!id) throw ApiError.unauthorized('Not signed in to the console');
-    return this.describe(await this.sessions.read(id));
+    const session = await this.sessions.read(id);
+    return this.view(session, session.key ? await this.authenticator.verify(session.key.prefix, session.key.hash) : undefined);
   }
 
   @Delete()
@@ -60,8 +61,7 @@ export class ConsoleSessionController {
     return `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAgeSeconds}${https ? '; Secure' : ''}`;
   }
 
-  private async describe(session: ConsoleSession) {
-    const caller = session.key ? await this.authenticator.verify(session.key.prefix, session.key.hash) : undefined;
+  private view(session: ConsoleSession, caller: Caller | undefined) {
     return {
       username: caller?.username ?? null,
       namespace: caller?.namespace ?? null,

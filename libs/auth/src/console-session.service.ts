@@ -43,11 +43,15 @@ export function sessionIdOf(cookieHeader: string | undefined): string | undefine
 @Injectable()
 export class ConsoleSessions {
   private readonly touched = new Map<string, number>();
+  /** The configured ADMIN_TOKEN's hash, what an operator session holds; undefined without a token. */
+  private readonly adminHash: string | undefined;
 
   constructor(
     private readonly redis: RedisService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  ) {
+    this.adminHash = config.ADMIN_TOKEN ? hashApiKey(config.ADMIN_TOKEN) : undefined;
+  }
 
   private get idleMs(): number {
     return this.config.CONSOLE_SESSION_IDLE_MINUTES * 60_000;
@@ -70,8 +74,9 @@ export class ConsoleSessions {
       session.key = { prefix, hash: hashApiKey(apiKey) };
     }
     if (adminToken !== undefined) {
-      if (!this.config.ADMIN_TOKEN || !hashesEqual(hashApiKey(adminToken), hashApiKey(this.config.ADMIN_TOKEN))) throw ApiError.unauthorized('Invalid admin token');
-      session.admin = hashApiKey(adminToken);
+      const hash = hashApiKey(adminToken);
+      if (!this.adminHash || !hashesEqual(hash, this.adminHash)) throw ApiError.unauthorized('Invalid admin token');
+      session.admin = hash;
     }
     return session;
   }
@@ -106,7 +111,7 @@ export class ConsoleSessions {
 
   /** Whether the session's admin part still matches the configured ADMIN_TOKEN. */
   isOperator(session: ConsoleSession): boolean {
-    return !!session.admin && !!this.config.ADMIN_TOKEN && hashesEqual(session.admin, hashApiKey(this.config.ADMIN_TOKEN));
+    return !!session.admin && !!this.adminHash && hashesEqual(session.admin, this.adminHash);
   }
 
   async end(id: string): Promise<void> {

@@ -76,26 +76,19 @@ export class ChatCompletionRunner {
         return ctx.sendChunk(chunk);
       },
     };
-    try {
-      const outcome = await tracing.within(span, () => this.answer(job, watched));
+    return tracing.traced(span, () => this.answer(job, watched), (outcome) => {
       const completion = outcome.completion as { model?: string; choices?: { finish_reason?: string; message?: { content?: string | null } }[] } | null;
       for (const choice of completion?.choices ?? []) if (choice.finish_reason) finishReasons.add(choice.finish_reason);
       if (tracing.captureContent && completion) text = completion.choices?.[0]?.message?.content ?? '';
-      span.setAttributes({
+      return {
         'gen_ai.response.model': completion?.model ?? name,
         'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens,
         'gen_ai.usage.output_tokens': outcome.usage.completion_tokens,
         'gen_ai.response.finish_reasons': [...finishReasons],
         'atelier.provider': outcome.provider,
         ...(tracing.captureContent && { 'gen_ai.output.messages': JSON.stringify([{ role: 'assistant', content: text }]) }),
-      });
-      return outcome;
-    } catch (err) {
-      tracing.failed(err, span);
-      throw err;
-    } finally {
-      span.end();
-    }
+      };
+    });
   }
 
   private async answer(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {

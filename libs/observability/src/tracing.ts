@@ -222,6 +222,23 @@ export const tracing = {
     return requestContext.run({ ...(ctx ?? { requestId: '' }), otel: trace.setSpan(tracing.current(), span) }, fn);
   },
 
+  /**
+   * Runs `fn` inside `span` and ends the span: with the attributes `describe` reads off the result,
+   * or with the error recorded (and rethrown).
+   */
+  async traced<T>(span: Span, fn: () => Promise<T>, describe: (result: T) => Attributes): Promise<T> {
+    try {
+      const result = await tracing.within(span, fn);
+      span.setAttributes(describe(result));
+      return result;
+    } catch (err) {
+      tracing.failed(err, span);
+      throw err;
+    } finally {
+      span.end();
+    }
+  },
+
   /** A context continuing the caller's trace (W3C traceparent and tracestate). */
   extract(headers: Record<string, string | undefined>): Context {
     return propagator.extract(ROOT_CONTEXT, headers, carrierGetter);

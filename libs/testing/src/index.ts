@@ -22,4 +22,5 @@ export {
   type MultipartShape,
 } from './api-fuzzer';
 export { chatUsageRows, type ChatUsageRow } from './chat-usage-rows';
+export { QA_WORDS, qaDataset } from './qa-dataset';
 export { streamedRequest, type StreamedAnswer } from './streamed-request';

@@ -58,16 +58,11 @@ export class EmbeddingsRunner {
         'atelier.inputs': job.input.length,
       },
     })!;
-    try {
-      const outcome = await tracing.within(span, () => this.embed(job, signal));
-      span.setAttributes({ 'gen_ai.response.model': job.model, 'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens, 'atelier.provider': outcome.provider });
-      return outcome;
-    } catch (err) {
-      tracing.failed(err, span);
-      throw err;
-    } finally {
-      span.end();
-    }
+    return tracing.traced(span, () => this.embed(job, signal), (outcome) => ({
+      'gen_ai.response.model': job.model,
+      'gen_ai.usage.input_tokens': outcome.usage.prompt_tokens,
+      'atelier.provider': outcome.provider,
+    }));
   }
 
   private async embed(job: EmbeddingsJob, signal: AbortSignal): Promise<EmbeddingsOutcome> {
