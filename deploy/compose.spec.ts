@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -17,19 +18,34 @@ const VERSION = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'
 /* eslint-disable @typescript-eslint/no-explicit-any -- compose services are checked field by field below. */
 type Service = any;
 
-/** Compose's `${VAR:-default}` / `${VAR}` interpolation with an empty environment (what a fresh clone gets). */
-function interpolate(value: unknown): unknown {
+/** Compose's `${VAR:-default}`, `${VAR:?error}` and `${VAR}` interpolation against `env`. */
+function interpolate(value: unknown, env: Record<string, string>): unknown {
   if (typeof value === 'string')
-    return value.replace(/\$\$/g, '\u0000').replace(/\$\{(\w+)(?::?-([^}]*))?\}/g, (_m, _name, def) => def ?? '').replace(/\u0000/g, '$');
-  if (Array.isArray(value)) return value.map(interpolate);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v)]));
+    return value
+      .replace(/\$\$/g, '\u0000')
+      .replace(/\$\{(\w+)(?:(:?[-?])([^}]*))?\}/g, (_m, name: string, op: string | undefined, arg: string | undefined) => {
+        if (env[name]) return env[name];
+        if (op?.endsWith('?')) throw new Error(`required variable ${name} is missing a value: ${arg}`);
+        return arg ?? '';
+      })
+      .replace(/\u0000/g, '$');
+  if (Array.isArray(value)) return value.map((v) => interpolate(v, env));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, env)]));
   return value;
 }
 
+/** What an operator puts in .env: the two secrets compose requires. */
+const SECRETS = { ADMIN_TOKEN: randomBytes(32).toString('hex'), URL_SIGNING_SECRET: randomBytes(32).toString('hex') };
+
 describe('docker-compose.yml', () => {
   const raw = parse(readFileSync(file, 'utf8'), { merge: true });
-  const compose = interpolate(raw) as { services: Record<string, Service> };
+  const compose = interpolate(raw, SECRETS) as { services: Record<string, Service> };
   const apps = SERVICES;
+
+  it('ships no operator secret: without ADMIN_TOKEN or URL_SIGNING_SECRET in the environment it refuses, naming the variable', () => {
+    expect(() => interpolate(raw, {})).toThrow(/required variable (ADMIN_TOKEN|URL_SIGNING_SECRET) is missing a value: set \1 in \.env/);
+    expect(() => interpolate(raw, { ADMIN_TOKEN: SECRETS.ADMIN_TOKEN })).toThrow(/URL_SIGNING_SECRET/);
+  });
 
   it('is valid against the Compose specification schema', () => {
     // The Compose specification's schema (see its $comment), kept in the repo so a machine without Docker validates too.
@@ -42,7 +58,7 @@ describe('docker-compose.yml', () => {
 
   const hasCompose = spawnSync('docker-compose', ['version'], { encoding: 'utf8' }).status === 0;
   (hasCompose ? it : it.skip)('passes `docker-compose config`', () => {
-    const run = spawnSync('docker-compose', ['-f', file, 'config', '-q'], { cwd: root, encoding: 'utf8' });
+    const run = spawnSync('docker-compose', ['-f', file, 'config', '-q'], { cwd: root, encoding: 'utf8', env: { ...process.env, ...SECRETS } });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
   });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -163,8 +164,13 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
     for (const d of deployments) {
       const c = d.spec.template.spec.containers[0];
       const refs = c.envFrom.map((e: K8s) => e.configMapRef?.name ?? e.secretRef?.name);
-      expect(refs).toEqual(['atelier-config', 'atelier-secrets']);
-      const env = { ...configMap.data, ...secret.stringData, ...Object.fromEntries(c.env.map((e: K8s) => [e.name, e.value])) };
+      expect(refs).toEqual(['atelier-config', 'atelier-secrets', 'atelier-operator-secrets']);
+      // No manifest ships the operator secrets: the operator makes them (deploy/README.md).
+      expect(of('Secret').map((s) => s.metadata.name)).not.toContain('atelier-operator-secrets');
+      expect(Object.keys(secret.stringData)).not.toEqual(expect.arrayContaining(['ADMIN_TOKEN']));
+      expect(Object.keys(secret.stringData)).not.toEqual(expect.arrayContaining(['URL_SIGNING_SECRET']));
+      const operatorSecrets = { ADMIN_TOKEN: randomBytes(32).toString('hex'), URL_SIGNING_SECRET: randomBytes(32).toString('hex') };
+      const env = { ...configMap.data, ...secret.stringData, ...operatorSecrets, ...Object.fromEntries(c.env.map((e: K8s) => [e.name, e.value])) };
       expect(() => parseConfig(env)).not.toThrow();
       const config = parseConfig(env);
       expect(config.STORAGE_DRIVER).toBe('s3');

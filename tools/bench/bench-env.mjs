@@ -226,6 +226,10 @@ export function percentile(list, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length - 1) * p))];
 }
 
+/** Random per bench run (production refuses published values), the same for every process of the run. */
+const BENCH_ADMIN_TOKEN = randomBytes(32).toString('hex');
+const BENCH_URL_SIGNING_SECRET = randomBytes(32).toString('hex');
+
 /** Production settings on the bench database; `overrides` adds what one benchmark needs. */
 export function benchConfig(db, overrides = {}) {
   const { parseConfig } = dist('libs/config/src/index.js');
@@ -233,8 +237,8 @@ export function benchConfig(db, overrides = {}) {
     DATABASE_URL: db.databaseUrl,
     REDIS_URL: benchRedisUrl,
     REDIS_PREFIX: db.prefix,
-    ADMIN_TOKEN: 'bench-admin-token-0123456789',
-    URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
+    ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+    URL_SIGNING_SECRET: BENCH_URL_SIGNING_SECRET,
     LOG_LEVEL: 'error',
     NODE_ENV: 'production',
     // As the services read it, so an experiment with the setting reaches the in-process gateway too.

@@ -40,6 +40,7 @@
 // BENCH_POD_MEMORY=<size, e.g. 512Mi> (the gateway and each chat process in a memory cgroup of that size, as in a pod
 // with that limit; the peaks are printed at the end; pod-memory.mjs. Add the manifests' NODE_OPTIONS to
 // BENCH_SERVICE_FLAGS to run what the pods run. Cgroups a killed run left behind are removed at the next one's start).
+import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -67,7 +68,7 @@ if (COUNTING && PHASES.length > 1) throw new Error('BENCH_PHASES=6 runs alone: u
 if (COUNTING && !callgrindAvailable()) throw new Error('BENCH_PHASES=6 needs valgrind (Debian package valgrind)');
 const API_KEY_ENV = 'BENCH_UPSTREAM_API_KEY';
 const API_KEY = 'sk-bench-upstream-key';
-const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+const ADMIN_TOKEN = randomBytes(32).toString('hex');
 
 buildAll();
 const db = await benchDatabase();
@@ -237,7 +238,7 @@ const serviceEnv = {
   REDIS_URL: benchRedisUrl,
   REDIS_PREFIX: db.prefix,
   ADMIN_TOKEN,
-  URL_SIGNING_SECRET: 'bench-url-signing-secret-0123456789',
+  URL_SIGNING_SECRET: randomBytes(32).toString('hex'),
   MODEL_CATALOG_DIR: catalogDir,
   [API_KEY_ENV]: API_KEY,
   ...(TRACING && { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'always_on' }),

@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -102,10 +102,12 @@ describe('fine-tune runs and the trainer protocol', () => {
   let media: AppProcess;
   let queueWorker: AppProcess;
   let lora: Awaited<ReturnType<typeof startFakeLoraServer>>;
+  let loraDir: string;
   /** A webhook receiver: every message with its headers. */
   const received: { headers: Record<string, string>; body: string }[] = [];
   let receiver: Server;
   let receiverUrl: string;
+  const stalled: ServerResponse[] = [];
   let alice: Tenant;
 
   const api = async <T = Record<string, unknown>>(method: string, route: string, token: string, body?: unknown, raw?: Buffer) => {
@@ -126,8 +128,9 @@ describe('fine-tune runs and the trainer protocol', () => {
       return ft.status === status ? ft : undefined;
     }, { timeoutMs, intervalMs: 100, description: `fine-tune ${id} to be ${status}` });
   /** A fine-tune of `baseModel` on the dataset, tokenized (ready to run). */
-  const tokenized = async (t: Tenant, baseModel: string, params: Record<string, unknown> = {}) => {
+  const tokenized = async (t: Tenant, baseModel: string, params: Record<string, unknown> = {}, name?: string) => {
     const res = await api<{ fine_tune: FineTune }>('POST', fineTunes(t), t.apiKey, {
+      ...(name !== undefined && { name }),
       base_model: baseModel,
       script_type: 'text_generation',
       resource: 'main/qa.parquet',
@@ -143,8 +146,9 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect((await uploadFiles(gw.http, t.apiKey, `${t.namespace}/ds`, 'main', [{ field: 'files[]', filename: 'qa.parquet', content: DATASET }])).status).toBe(201);
     return t;
   };
-  const trainer = async (baseModels: string[]) => {
-    const res = await api<{ id: string; token: string }>('POST', '/api/admin/trainers', gw.adminToken, { name: 'test-trainer', base_models: baseModels });
+  /** A trainer of these base models; with `namespaces`, a team's trainer that leases only their runs. */
+  const trainer = async (baseModels: string[], namespaces?: string[]) => {
+    const res = await api<{ id: string; token: string }>('POST', '/api/admin/trainers', gw.adminToken, { name: 'test-trainer', base_models: baseModels, ...(namespaces && { namespaces }) });
     expect(res.status).toBe(201);
     expect(res.body.token).toMatch(/^trn_/);
     return res.body;
@@ -176,6 +180,8 @@ describe('fine-tune runs and the trainer protocol', () => {
       parameters: { type: 'object', properties: {} },
     }));
     receiver = createServer((req, res) => {
+      // A link that never answers (a stalled dataset image), held until the test lets go.
+      if (req.url === '/stall') return void stalled.push(res);
       let body = '';
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
@@ -187,7 +193,7 @@ describe('fine-tune runs and the trainer protocol', () => {
     receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
     const shared = {
       MODEL_CATALOG_DIR: catalog,
-      LORA_ADAPTER_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-lora-')),
+      LORA_ADAPTER_DIR: (loraDir = mkdtempSync(path.join(tmpdir(), 'atelier-lora-'))),
       MEDIA_FETCH_ALLOWED_HOSTS: `127.0.0.1:${(receiver.address() as AddressInfo).port}`,
     };
     gw = await startGateway({ STORAGE_DIR: mkdtempSync(path.join(tmpdir(), 'atelier-train-')), PUBLIC_URL: url, TRAINER_HEARTBEAT_SECONDS: '1', ...shared });
@@ -211,6 +217,7 @@ describe('fine-tune runs and the trainer protocol', () => {
     for (const proc of [service, chat, media, queueWorker]) if (proc?.alive()) await new Promise((r) => (proc.child.once('exit', r), proc.child.kill('SIGTERM')));
     await gw?.close();
     await lora?.close();
+    for (const res of stalled) res.destroy();
     await new Promise((r) => receiver?.close(r));
     build?.cleanup();
   });
@@ -494,18 +501,20 @@ describe('fine-tune runs and the trainer protocol', () => {
     const deployed = await api<{ model: { id: string } }>('POST', `${fineTunes(alice)}/${ft.id}/checkpoints/1/deploy`, alice.apiKey, {});
     expect(deployed.status).toBe(200);
     const name = deployed.body.model.id;
-    expect(lora.loads).toEqual([name]);
+    // Loaded under the deployment's own adapter name, never the public name another namespace may also use.
+    expect(lora.loads).toEqual([expect.stringMatching(/^atelier-[0-9a-f-]{36}$/)]);
+    const adapter = lora.loads[0];
     const chatWith = () => api<{ model: string; choices: { message: { content: string } }[] }>('POST', '/api/ai/chat/completions', alice.apiKey, { model: name, messages: [{ role: 'user', content: 'hi' }] });
     const first = await chatWith();
     expect(first.status).toBe(200);
     expect(first.body.model).toBe(name);
     // The server got the checkpoint's own bytes, and was asked for the adapter by its name.
-    expect(first.body.choices[0].message.content).toBe(`answered by ${name} with ${JSON.stringify({ 'adapter_config.json': '{"r":16}', 'adapter_model.safetensors': 'lora weights' })}`);
+    expect(first.body.choices[0].message.content).toBe(`answered by ${adapter} with ${JSON.stringify({ 'adapter_config.json': '{"r":16}', 'adapter_model.safetensors': 'lora weights' })}`);
     // The server restarts and forgets the adapter: the next chat loads it again and answers.
     lora.restart();
     const again = await chatWith();
     expect(again.status).toBe(200);
-    expect(lora.loads.filter((n) => n === name).length).toBeGreaterThanOrEqual(2);
+    expect(lora.loads.filter((n) => n === adapter).length).toBeGreaterThanOrEqual(2);
     // And without any chat, the periodic reconcile loads it back too.
     lora.restart();
     const before = lora.loads.length;
@@ -517,6 +526,167 @@ describe('fine-tune runs and the trainer protocol', () => {
     expect(refused.status).toBe(409);
     expect(refused.body.error.message).toMatch(/Nothing can serve fine-tunes of Qwen\/Qwen3-1.7B/);
   }, 60_000);
+
+  /** A fine-tune of Qwen3-0.6B named `name`, trained by `t` to one sealed checkpoint holding `weights`. */
+  const trainedCheckpoint = async (tenant: Tenant, t: { token: string }, name: string, weights: string) => {
+    const ft = await tokenized(tenant, 'Qwen/Qwen3-0.6B', {}, name);
+    await api('POST', `${fineTunes(tenant)}/${ft.id}/actions/run`, tenant.apiKey);
+    const leased = await lease(t.token, 5);
+    expect(leased.body.fine_tune.id).toBe(ft.id);
+    const base = `/api/trainer/leases/${leased.body.lease_id}`;
+    await api('PUT', `${base}/checkpoints/1/files/adapter_model.safetensors`, t.token, undefined, Buffer.from(weights));
+    await api('POST', `${base}/events`, t.token, { events: [{ seq: 1, type: 'checkpoint', step: 1 }] });
+    await api('POST', `${base}/complete`, t.token, { trained_tokens: 10, final_step: 1 });
+    return ft;
+  };
+
+  it('keeps same-named LoRA deployments of two namespaces apart: their own folder, server-side name and weights, after a restart too; a refused deploy writes nothing', async () => {
+    const ann = await newTenant();
+    const ben = await newTenant();
+    const annFt = await trainedCheckpoint(ann, await trainer(['Qwen/Qwen3-0.6B'], [ann.namespace]), 'shared', 'weights of ann');
+    const benTrainer = await trainer(['Qwen/Qwen3-0.6B'], [ben.namespace]);
+    const benFt = await trainedCheckpoint(ben, benTrainer, 'shared', 'weights of ben');
+    const before = lora.loads.length;
+    const deploy = (t: Tenant, id: string) => api<{ model: { id: string } }>('POST', `${fineTunes(t)}/${id}/checkpoints/1/deploy`, t.apiKey, {});
+    expect((await deploy(ann, annFt.id)).body.model.id).toBe('shared-step-1');
+    expect((await deploy(ben, benFt.id)).body.model.id).toBe('shared-step-1');
+    const names = lora.loads.slice(before);
+    expect(names).toHaveLength(2);
+    expect(new Set(names).size).toBe(2);
+    expect(names).not.toContain('shared-step-1');
+    expect(readdirSync(loraDir)).toEqual(expect.arrayContaining(names));
+    const chatAs = async (t: Tenant) =>
+      (await api<{ choices: { message: { content: string } }[] }>('POST', '/api/ai/chat/completions', t.apiKey, { model: 'shared-step-1', messages: [{ role: 'user', content: 'hi' }] })).body.choices[0].message.content;
+    expect(await chatAs(ann)).toContain('weights of ann');
+    expect(await chatAs(ben)).toContain('weights of ben');
+    // The server forgets both: each namespace's chat loads its own adapter back, never the other's.
+    lora.restart();
+    expect(await chatAs(ben)).toContain('weights of ben');
+    expect(await chatAs(ann)).toContain('weights of ann');
+    // A second fine-tune of ann's named the same: its deploy is refused before a file is written or loaded.
+    const again = await trainedCheckpoint(ann, await trainer(['Qwen/Qwen3-0.6B'], [ann.namespace]), 'shared', 'overwrite attempt');
+    const folders = readdirSync(loraDir).length;
+    const loads = lora.loads.length;
+    const refused = await deploy(ann, again.id);
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.message).toBe(`A model named shared-step-1 already exists in namespace ${ann.namespace}`);
+    expect(readdirSync(loraDir)).toHaveLength(folders);
+    expect(lora.loads).toHaveLength(loads);
+    expect(await chatAs(ann)).toContain('weights of ann');
+  }, 90_000);
+
+  it("binds a team's trainer to its namespaces: it never leases another namespace's run; the operator's trainer leases any", async () => {
+    const gil = await newTenant();
+    const hal = await newTenant();
+    const gils = await trainer(['meta-llama/Llama-3.2-3B-Instruct'], [gil.namespace]);
+    const halRun = await tokenized(hal, 'meta-llama/Llama-3.2-3B-Instruct');
+    expect((await api('POST', `${fineTunes(hal)}/${halRun.id}/actions/run`, hal.apiKey)).status).toBe(200);
+    expect((await lease(gils.token, 1)).status).toBe(204);
+    const gilRun = await tokenized(gil, 'meta-llama/Llama-3.2-3B-Instruct');
+    await api('POST', `${fineTunes(gil)}/${gilRun.id}/actions/run`, gil.apiKey);
+    const leased = await lease(gils.token, 5);
+    expect(leased.body.fine_tune.id).toBe(gilRun.id);
+    const operators = await trainer(['meta-llama/Llama-3.2-3B-Instruct']);
+    expect((await lease(operators.token, 5)).body.fine_tune.id).toBe(halRun.id);
+    const listed = await api<{ trainers: { id: string; namespaces: string[] | null }[] }>('GET', '/api/admin/trainers', gw.adminToken);
+    expect(listed.body.trainers.find((t) => t.id === gils.id)?.namespaces).toEqual([gil.namespace]);
+    expect(listed.body.trainers.find((t) => t.id === operators.id)?.namespaces).toBeNull();
+    const unknown = await api('POST', '/api/admin/trainers', gw.adminToken, { name: 'x', base_models: ['Qwen/Qwen3-0.6B'], namespaces: ['no-such-namespace-at-all'] });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.message).toBe('Unknown namespace(s): no-such-namespace-at-all');
+  }, 60_000);
+
+  it('leases the dataset bytes that were tokenized and charged, whatever the branch holds later', async () => {
+    const ida = await newTenant();
+    const t = await trainer(['meta-llama/Llama-3.2-1B-Instruct'], [ida.namespace]);
+    const ft = await tokenized(ida, 'meta-llama/Llama-3.2-1B-Instruct');
+    // After tokenization the branch's file becomes ten times larger.
+    const bigger = parquet([
+      { name: 'question', data: Array.from({ length: 400 }, (_, i) => `question ${i} ${QA_WORDS.join(' ')}`), type: 'STRING' },
+      { name: 'answer', data: Array.from({ length: 400 }, (_, i) => `answer ${i} ${QA_WORDS.join(' ')}`), type: 'STRING' },
+    ]);
+    expect((await uploadFiles(gw.http, ida.apiKey, `${ida.namespace}/ds`, 'main', [{ field: 'files[]', filename: 'qa.parquet', content: bigger }])).status).toBe(201);
+    await api('POST', `${fineTunes(ida)}/${ft.id}/actions/run`, ida.apiKey);
+    const leased = await lease(t.token, 5);
+    expect(leased.body.fine_tune.id).toBe(ft.id);
+    expect(leased.body.dataset).toMatchObject({ sha256: createHash('sha256').update(DATASET).digest('hex'), size_bytes: DATASET.length });
+    const served = Buffer.from(await (await fetch(leased.body.dataset.url)).arrayBuffer());
+    expect(served.equals(DATASET)).toBe(true);
+    await api('POST', `/api/trainer/leases/${leased.body.lease_id}/complete`, t.token, { trained_tokens: 1 });
+  }, 60_000);
+
+  it('refuses training parameters past their bounds (epochs 1-50, steps, save_steps_ratio) with a 400 naming the field', async () => {
+    const create = (scriptType: string, params: Record<string, unknown>, base = 'Qwen/Qwen3-0.6B') =>
+      api('POST', fineTunes(alice), alice.apiKey, { base_model: base, script_type: scriptType, resource: 'main/qa.parquet', training_params: { question_column: 'question', answer_column: 'answer', ...params } });
+    for (const [params, field, message] of [
+      [{ epochs: 51 }, 'training_params.epochs', 'must be <= 50, got 51'],
+      [{ epochs: 1e9 }, 'training_params.epochs', 'must be <= 50, got 1000000000'],
+      [{ save_steps_ratio: 0.000001 }, 'training_params.save_steps_ratio', 'must be >= 0.01, got 0.000001'],
+    ] as const) {
+      const res = await create('text_generation', params);
+      expect(res.status).toBe(400);
+      expect(JSON.stringify(res.body)).toContain(field);
+      expect(JSON.stringify(res.body)).toContain(message);
+    }
+    const steps = await api('POST', fineTunes(alice), alice.apiKey, { base_model: 'atelier/local-image', script_type: 'image_generation', resource: 'main/qa.parquet', training_params: { caption_column: 'question', image_column: 'answer', steps: 100_000_000 } });
+    expect(steps.status).toBe(400);
+    expect(JSON.stringify(steps.body)).toContain('training_params.steps');
+  });
+
+  it("never derives the built-in trainer's token from URL_SIGNING_SECRET: the token anyone could compute leases nothing", async () => {
+    const secret = gw.env.config.URL_SIGNING_SECRET ?? 'atelier-dev-insecure-url-signing-secret';
+    const derived = 'trn_' + createHmac('sha256', secret).update('atelier builtin trainer v1').digest('base64url');
+    const res = await lease(derived);
+    expect(res.status).toBe(401);
+    // The built-in trainer is there, with a token of its own, listed as built in.
+    const listed = await api<{ trainers: { name: string; builtin: boolean }[] }>('GET', '/api/admin/trainers', gw.adminToken);
+    expect(listed.body.trainers.filter((t) => t.builtin).map((t) => t.name)).toContain('atelier-builtin');
+  });
+
+  it("fetches a dataset's image links under the media rules: an internal address is never asked, the run fails naming the row; a stalled link holds one run, not the others", async () => {
+    let internalHits = 0;
+    const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#00aaaa' } }).png().toBuffer();
+    const internal = createServer((_req, res) => {
+      internalHits++;
+      res.writeHead(200, { 'content-type': 'image/png' }).end(png);
+    });
+    await new Promise<void>((r) => internal.listen(0, '127.0.0.1', r));
+    try {
+      const linked = async (t: Tenant, file: string, link: string) => {
+        const links = parquet([
+          { name: 'caption', data: Array.from({ length: 3 }, (_, i) => `picture ${i}`), type: 'STRING' },
+          { name: 'image', data: Array.from({ length: 3 }, () => link), type: 'STRING' },
+        ]);
+        expect((await uploadFiles(gw.http, t.apiKey, `${t.namespace}/ds`, 'main', [{ field: 'files[]', filename: file, content: links }])).status).toBe(201);
+        const created = await api<{ fine_tune: FineTune }>('POST', fineTunes(t), t.apiKey, {
+          base_model: 'atelier/local-image',
+          script_type: 'image_generation',
+          resource: `main/${file}`,
+          training_params: { caption_column: 'caption', image_column: 'image', steps: 3 },
+        });
+        expect(created.status).toBe(201);
+        expect((await api('POST', `${fineTunes(t)}/${created.body.fine_tune.id}/actions/run`, t.apiKey)).status).toBe(200);
+        return created.body.fine_tune.id;
+      };
+      const jo = await newTenant();
+      const internalRun = await linked(jo, 'internal.parquet', `http://127.0.0.1:${(internal.address() as AddressInfo).port}/metadata.png`);
+      const failed = await until(jo, internalRun, 'errored');
+      expect(failed.error).toMatch(/^The trainer failed: row 1: the image link in column image could not be fetched: /);
+      expect(internalHits).toBe(0);
+
+      // One tenant's link never answers; another tenant's run still trains to the end meanwhile.
+      const kim = await newTenant();
+      const stalledRun = await linked(kim, 'stalled.parquet', receiverUrl.replace('/hooks', '/stall'));
+      await waitFor(() => stalled.length > 0, { timeoutMs: 20_000, description: 'the built-in trainer to ask the stalled link' });
+      const lee = await newTenant();
+      const ft = await tokenized(lee, 'atelier/local-chat', { epochs: 1 });
+      await api('POST', `${fineTunes(lee)}/${ft.id}/actions/run`, lee.apiKey);
+      await until(lee, ft.id, 'completed', 30_000);
+      expect((await get(kim, stalledRun)).status).toBe('running');
+    } finally {
+      await new Promise((r) => internal.close(r));
+    }
+  }, 90_000);
 
   it("lists fine-tunes across a user's and an org's repositories, with the hub's filters", async () => {
     const carol = await newTenant();

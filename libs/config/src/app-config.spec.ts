@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { ConfigError, parseConfig } from './app-config';
 
 function configError(env: Record<string, string | undefined>): ConfigError {
@@ -18,6 +19,22 @@ describe('parseConfig', () => {
     expect(config.REDIS_PREFIX).toBe('atelier');
     expect(config.NODE_ENV).toBe('development');
     expect(config.ADMIN_TOKEN).toBeUndefined();
+  });
+
+  it('refuses to run in production with a short, default or placeholder ADMIN_TOKEN or URL_SIGNING_SECRET, naming the variable', () => {
+    const strong = { NODE_ENV: 'production', URL_SIGNING_SECRET: randomBytes(32).toString('hex'), ADMIN_TOKEN: randomBytes(32).toString('hex') };
+    expect(() => parseConfig(strong)).not.toThrow();
+    for (const [name, value, reason] of [
+      ['ADMIN_TOKEN', 'change-me-admin-token', /ADMIN_TOKEN: is a published default or placeholder/],
+      ['URL_SIGNING_SECRET', 'change-me-url-signing-secret', /URL_SIGNING_SECRET: is a published default or placeholder/],
+      ['URL_SIGNING_SECRET', 'atelier-dev-insecure-url-signing-secret', /URL_SIGNING_SECRET: is a published default/],
+      ['ADMIN_TOKEN', 'dev-admin-token-change-me', /ADMIN_TOKEN: is a published default/],
+      ['ADMIN_TOKEN', 'a-sixteen-char-token', /ADMIN_TOKEN: must be at least 32 characters in production/],
+      ['URL_SIGNING_SECRET', 'ab'.repeat(20), /URL_SIGNING_SECRET: has too few distinct characters/],
+    ] as const)
+      expect(configError({ ...strong, [name]: value }).message).toMatch(reason);
+    // Outside production the same values are a developer's business.
+    expect(() => parseConfig({ ADMIN_TOKEN: 'change-me-admin-token', URL_SIGNING_SECRET: 'change-me-url-signing-secret' })).not.toThrow();
   });
 
   it('coerces numeric variables from strings', () => {

@@ -86,6 +86,12 @@ const schema = z.object({
   BUILTIN_TRAINER_API_URL: z.string().url().optional(),
   /** The built-in trainer's pause between steps (a demonstration engine learns in milliseconds; this paces it like a real run). */
   BUILTIN_TRAINER_STEP_MS: z.coerce.number().int().min(0).default(200),
+  /** Runs the built-in trainer of one fine-tune service process trains at once: one stalled run never holds the others. */
+  BUILTIN_TRAINER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  /** A built-in run that has not finished by then fails, naming this setting. */
+  BUILTIN_TRAINER_RUN_TIMEOUT_MS: positiveInt.default(6 * 60 * 60_000),
+  /** Bound on each download of the built-in trainer (the dataset, a checkpoint), connect to last byte. */
+  BUILTIN_TRAINER_FETCH_TIMEOUT_MS: positiveInt.default(120_000),
   /**
    * Where deployed LoRA adapters are written, one directory per model; the LoRA servers (the
    * catalog models with lora_base_model) must see it at the same path (a shared volume).
@@ -205,9 +211,27 @@ const schema = z.object({
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
 });
 
+/** Secrets a production deployment must not run with: shorter than this, or a published value. */
+const PRODUCTION_SECRET_MIN_LENGTH = 32;
+const PUBLISHED_SECRET = /change[-_ ]?me|insecure|example|placeholder|your[-_ ]?(admin|secret|token)|^(.)\2+$/i;
+
+/** Why a production secret is refused, or undefined when it is acceptable. */
+export function weakSecretReason(value: string): string | undefined {
+  if (value === DEV_URL_SIGNING_SECRET || PUBLISHED_SECRET.test(value)) return 'is a published default or placeholder; generate one (openssl rand -hex 32)';
+  if (value.length < PRODUCTION_SECRET_MIN_LENGTH) return `must be at least ${PRODUCTION_SECRET_MIN_LENGTH} characters in production (openssl rand -hex 32)`;
+  if (new Set(value).size < 10) return 'has too few distinct characters to be a random secret (openssl rand -hex 32)';
+  return undefined;
+}
+
 const checked = schema.superRefine((c, ctx) => {
-  if (c.NODE_ENV === 'production' && !c.URL_SIGNING_SECRET)
-    ctx.addIssue({ code: 'custom', path: ['URL_SIGNING_SECRET'], message: 'is required in production' });
+  if (c.NODE_ENV === 'production') {
+    if (!c.URL_SIGNING_SECRET) ctx.addIssue({ code: 'custom', path: ['URL_SIGNING_SECRET'], message: 'is required in production' });
+    for (const name of ['URL_SIGNING_SECRET', 'ADMIN_TOKEN', 'METRICS_TOKEN'] as const) {
+      const value = c[name];
+      const reason = value ? weakSecretReason(value) : undefined;
+      if (reason) ctx.addIssue({ code: 'custom', path: [name], message: reason });
+    }
+  }
   if (c.HTTP_HEADERS_TIMEOUT_MS > c.HTTP_REQUEST_TIMEOUT_MS)
     ctx.addIssue({ code: 'custom', path: ['HTTP_HEADERS_TIMEOUT_MS'], message: 'must not exceed HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)' });
   if (c.STORAGE_DRIVER === 's3' && !c.S3_ENDPOINT && !c.S3_REGION)

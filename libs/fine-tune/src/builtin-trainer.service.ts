@@ -1,7 +1,9 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { NgramCounts, parseNgramCounts } from '@atelier/ngram';
+import { fetchMedia } from '@atelier/safe-fetch';
 import sharp from 'sharp';
 import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner, type ImageStyleState } from './image-style-learning';
 import { openParquet, readRowWindows } from './parquet-dataset';
@@ -20,7 +22,7 @@ interface Lease {
     tokenization: { tokens_x_epochs: number | null; total_tokens: number } | null;
   };
   dataset: { url: string; sha256: string; size_bytes: number } | null;
-  resume_from: null | { step: number; files: { path: string; url: string }[] };
+  resume_from: null | { step: number; files: { path: string; url: string; size_bytes: number }[] };
 }
 
 export const ADAPTER_FILE = 'adapter_model.json';
@@ -73,6 +75,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly stopping = new AbortController();
   private loop?: Promise<void>;
   private token = '';
+  private trainerId?: string;
 
   constructor(
     private readonly trainers: Trainers,
@@ -81,19 +84,38 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
 
   onApplicationBootstrap(): void {
     if (!this.config.BUILTIN_TRAINER) return;
-    this.loop = this.run();
+    // Several runs at once, each with its own deadline: one run whose dataset never arrives holds
+    // one slot for at most BUILTIN_TRAINER_RUN_TIMEOUT_MS, never every tenant's runs.
+    this.loop = Promise.all(Array.from({ length: this.config.BUILTIN_TRAINER_CONCURRENCY }, () => this.run())).then(() => undefined);
   }
 
   async onModuleDestroy(): Promise<void> {
     this.stopping.abort();
     await this.loop;
+    if (this.trainerId) await this.trainers.revokeBuiltin(this.trainerId).catch(() => undefined);
+  }
+
+  /** This process's trainer row and token, made once for all its slots. */
+  private registering?: Promise<void>;
+  private register(): Promise<void> {
+    this.registering ??= this.trainers.createBuiltin().then(
+      ({ id, token }) => {
+        this.trainerId = id;
+        this.token = token;
+      },
+      (err: unknown) => {
+        this.registering = undefined;
+        throw err;
+      },
+    );
+    return this.registering;
   }
 
   private async run(): Promise<void> {
     let quietUntil = 0;
     while (!this.stopping.signal.aborted) {
       try {
-        this.token ||= await this.trainers.ensureBuiltin();
+        await this.register();
         const lease = await this.call<Lease | undefined>('POST', '/api/trainer/lease', { wait_seconds: 30 });
         if (lease) await this.train(lease);
       } catch (err) {
@@ -108,12 +130,16 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer): Promise<T> {
-    const res = await fetch(new URL(path, this.config.BUILTIN_TRAINER_API_URL ?? `http://127.0.0.1:${this.config.PORT}`), {
+  private apiUrl(): string {
+    return this.config.BUILTIN_TRAINER_API_URL ?? `http://127.0.0.1:${this.config.PORT}`;
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer, signal: AbortSignal = this.runSignal.getStore() ?? this.stopping.signal): Promise<T> {
+    const res = await fetch(new URL(path, this.apiUrl()), {
       method,
       headers: { authorization: `Bearer ${this.token}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
       body: raw ? new Uint8Array(raw) : body === undefined ? undefined : JSON.stringify(body),
-      signal: this.stopping.signal,
+      signal,
     });
     if (res.status === 204) return undefined as T;
     const text = await res.text();
@@ -121,13 +147,55 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  private async download(url: string): Promise<Buffer> {
-    const res = await fetch(url, { signal: this.stopping.signal });
-    if (!res.ok) throw new Error(`download failed: ${res.status}`);
-    return Buffer.from(await res.arrayBuffer());
+  /** The hosts the service's own links point at (the trainer API, signed URLs, S3): the operator's, never a tenant's. */
+  private serviceHosts(): string[] {
+    const hosts = [this.apiUrl(), this.config.PUBLIC_URL, this.config.S3_ENDPOINT].filter((u): u is string => !!u).map((u) => new URL(u).host.toLowerCase());
+    return [...this.config.MEDIA_FETCH_ALLOWED_HOSTS, ...hosts];
   }
 
+  /**
+   * A file the lease links to (the pinned dataset, a checkpoint), through the safe-fetch rules with
+   * the size the lease declares and BUILTIN_TRAINER_FETCH_TIMEOUT_MS.
+   */
+  private async download(url: string, sizeBytes: number, label: string): Promise<Buffer> {
+    const fetched = await fetchMedia(url, {
+      maxBytes: Math.max(sizeBytes, 1),
+      timeoutMs: this.config.BUILTIN_TRAINER_FETCH_TIMEOUT_MS,
+      allowedHosts: this.serviceHosts(),
+      signal: this.runSignal.getStore() ?? this.stopping.signal,
+      label,
+    });
+    return fetched.data;
+  }
+
+  /** An image a dataset row links to: a tenant's URL, under exactly the media rules (MEDIA_FETCH_*). */
+  private async downloadRowImage(url: string, row: number, column: string): Promise<Buffer> {
+    try {
+      return (
+        await fetchMedia(url, {
+          maxBytes: this.config.MEDIA_FETCH_MAX_BYTES,
+          timeoutMs: this.config.MEDIA_FETCH_TIMEOUT_MS,
+          allowedHosts: this.config.MEDIA_FETCH_ALLOWED_HOSTS,
+          accept: ['image/*'],
+          signal: this.runSignal.getStore() ?? this.stopping.signal,
+          label: `row ${row} ${column}`,
+        })
+      ).data;
+    } catch (err) {
+      throw new Error(`row ${row}: the image link in column ${column} could not be fetched: ${(err as Error).message}`);
+    }
+  }
+
+  /** Each run's own signal: the service stopping, or the run's deadline. */
+  private readonly runSignal = new AsyncLocalStorage<AbortSignal>();
+
   private async train(lease: Lease): Promise<void> {
+    const deadline = AbortSignal.timeout(this.config.BUILTIN_TRAINER_RUN_TIMEOUT_MS);
+    const signal = AbortSignal.any([this.stopping.signal, deadline]);
+    await this.runSignal.run(signal, () => this.trainWithin(lease, deadline));
+  }
+
+  private async trainWithin(lease: Lease, deadline: AbortSignal): Promise<void> {
     const base = `/api/trainer/leases/${lease.lease_id}`;
     let seq = 0;
     const send = async (...events: Record<string, unknown>[]) =>
@@ -136,7 +204,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
       const ft = lease.fine_tune;
       await send({ type: 'status', phase: 'downloading' });
       if (!lease.dataset) throw new Error('the lease names no dataset');
-      const bytes = await this.download(lease.dataset.url);
+      const bytes = await this.download(lease.dataset.url, lease.dataset.size_bytes, 'dataset');
       if (createHash('sha256').update(bytes).digest('hex') !== lease.dataset.sha256) throw new Error('the dataset does not match its sha256');
       if (ft.base_model === LOCAL_IMAGE_BASE) return await this.trainStyle(lease, bytes, base, send);
       const texts = await this.datasetTexts(bytes, ft.script_type, ft.training_params);
@@ -157,7 +225,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
       if (lease.resume_from) {
         const file = lease.resume_from.files.find((f) => f.path === ADAPTER_FILE);
         if (file) {
-          counts = NgramCounts.fromJSON(parseNgramCounts((await this.download(file.url)).toString('utf8')));
+          counts = NgramCounts.fromJSON(parseNgramCounts((await this.download(file.url, file.size_bytes, file.path)).toString('utf8')));
           step = lease.resume_from.step;
           await send({ type: 'log', line: `resuming from checkpoint ${step}` });
         }
@@ -185,8 +253,9 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
       if (this.stopping.signal.aborted) return;
       // A lease lost meanwhile (409) is the service's to hand on; anything else fails the run.
       if (err instanceof TrainerHttpError && err.status === 409) return;
-      this.logger.warn(`Built-in trainer: fine-tune ${lease.fine_tune.id} failed: ${(err as Error).message}`);
-      await this.call('POST', `${base}/fail`, { error: (err as Error).message }).catch(() => undefined);
+      const message = deadline.aborted ? `the run did not finish within BUILTIN_TRAINER_RUN_TIMEOUT_MS (${this.config.BUILTIN_TRAINER_RUN_TIMEOUT_MS} ms)` : (err as Error).message;
+      this.logger.warn(`Built-in trainer: fine-tune ${lease.fine_tune.id} failed: ${message}`);
+      await this.call('POST', `${base}/fail`, { error: message }, undefined, this.stopping.signal).catch(() => undefined);
     }
   }
 
@@ -200,10 +269,12 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     const ft = lease.fine_tune;
     const column = String(ft.training_params.image_column);
     const images: ReturnType<typeof describeImage>[] = [];
+    let rowNumber = 0;
     for await (const window of readRowWindows(await openParquet(arrayBufferOf(bytes), datasetLimits(this.config)), [column])) {
       for (const row of window.rows) {
+        rowNumber++;
         const cell = row[column];
-        const data = cell instanceof Uint8Array ? Buffer.from(cell) : typeof cell === 'string' && /^https?:\/\//.test(cell) ? await this.download(cell).catch(() => undefined) : undefined;
+        const data = cell instanceof Uint8Array ? Buffer.from(cell) : typeof cell === 'string' && /^https?:\/\//.test(cell) ? await this.downloadRowImage(cell, rowNumber, column) : undefined;
         if (!data) continue;
         const raw = await sharp(data).resize(STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE, { fit: 'fill' }).removeAlpha().raw().toBuffer().catch(() => undefined);
         if (raw) images.push(describeImage(raw, STYLE_SAMPLE_SIZE, STYLE_SAMPLE_SIZE));
@@ -220,7 +291,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     if (lease.resume_from) {
       const file = lease.resume_from.files.find((f) => f.path === ADAPTER_FILE);
       if (file) {
-        learner = StyleLearner.from(JSON.parse((await this.download(file.url)).toString('utf8')) as ImageStyleState);
+        learner = StyleLearner.from(JSON.parse((await this.download(file.url, file.size_bytes, file.path)).toString('utf8')) as ImageStyleState);
         chunk = Math.round((lease.resume_from.step / steps) * chunks);
       }
     }

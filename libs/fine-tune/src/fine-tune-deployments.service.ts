@@ -45,26 +45,32 @@ export class FineTuneDeployments {
     const name = checkpointModelName(ft.name, step);
     const existing = await this.prisma.deployedModel.findUnique({ where: { fineTuneId_step: { fineTuneId: ft.id, step } } });
     if (existing?.status === 'deployed' && !retry) throw ApiError.conflict(`Checkpoint ${step} is already deployed as ${name}; ?retry=true deploys it again`);
-    let status = 'deployed';
-    let failure: unknown;
-    if (serving.engine.type === 'openai-compatible') {
-      try {
-        await this.lora.deploy(serving, name, ft.id, step);
-      } catch (err) {
-        status = 'failed';
-        failure = err;
-      }
-    }
+    // The row first, so a name taken in this namespace is refused before any file is written; its
+    // id then names the adapter on disk and on the LoRA server, unique across namespaces.
+    let row: { id: string };
     try {
-      await this.prisma.deployedModel.upsert({
+      row = await this.prisma.deployedModel.upsert({
         where: { fineTuneId_step: { fineTuneId: ft.id, step } },
-        create: { namespaceId: ft.namespaceId, name, fineTuneId: ft.id, step, baseModel: ft.baseModel, deploymentType: type, status },
-        update: { deploymentType: type, status },
+        create: { namespaceId: ft.namespaceId, name, fineTuneId: ft.id, step, baseModel: ft.baseModel, deploymentType: type, status: 'deploying' },
+        update: { deploymentType: type },
+        select: { id: true },
       });
     } catch (err) {
       if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') throw ApiError.conflict(`A model named ${name} already exists in namespace ${repo.namespace}`);
       throw err;
     }
+    let status = 'deployed';
+    let failure: unknown;
+    if (serving.engine.type === 'openai-compatible') {
+      try {
+        await this.lora.deploy(serving, row.id, ft.id, step);
+      } catch (err) {
+        status = 'failed';
+        failure = err;
+      }
+    }
+    // A retry that failed keeps an adapter that was serving: only a first deploy records the failure.
+    if (status === 'deployed' || existing?.status !== 'deployed') await this.prisma.deployedModel.update({ where: { id: row.id }, data: { status } });
     this.deployed.forget();
     if (failure) throw failure;
     const moved = (await this.runs.transition(ft.id, ['completed', 'stopped', 'deployed'], 'deployed')) ?? (await this.runs.find(repo, id));

@@ -6,7 +6,7 @@ import { BlobStore } from '@atelier/storage';
 import { baseModelSpec, isScriptType } from './base-models';
 import { parseResource } from './fine-tune-request';
 import type { FineTuneState } from './fine-tune-states';
-import { datasetLimits, missingColumns, openResource } from './fine-tunes.service';
+import { datasetLimits, missingColumns, openResource, type DatasetSource } from './fine-tunes.service';
 import { ParquetReadError } from './parquet-dataset';
 import { tokenizeDataset, type TokenizationStats } from './tokenize-dataset';
 import { TokenizerRegistry } from './tokenizers';
@@ -51,8 +51,8 @@ export class FineTuneTokenization {
     const ft = await this.prisma.fineTune.findUnique({ where: { id: fineTuneId }, include: { repository: { include: { namespace: true } } } });
     if (!ft || ft.state !== ('tokenizing' satisfies FineTuneState)) return;
     try {
-      const stats = await this.tokenize(ft, ctx.signal);
-      await this.finish(fineTuneId, 'tokenized', null, stats);
+      const { stats, source } = await this.tokenize(ft, ctx.signal);
+      await this.finish(fineTuneId, 'tokenized', null, stats, source);
     } catch (err) {
       if (err instanceof DatasetUnusableError) {
         await this.finish(fineTuneId, 'errored', err.message, err.stats ?? null);
@@ -69,7 +69,7 @@ export class FineTuneTokenization {
   private async tokenize(
     ft: { id: string; baseModel: string; scriptType: string; resource: string; trainingParams: Prisma.JsonValue; repository: { id: string; name: string; namespace: { name: string } } },
     signal: AbortSignal,
-  ): Promise<TokenizationStats> {
+  ): Promise<{ stats: TokenizationStats; source: DatasetSource }> {
     const model = baseModelSpec(ft.baseModel);
     const resource = parseResource(ft.resource);
     if (!model || !isScriptType(ft.scriptType) || typeof resource === 'string')
@@ -110,12 +110,16 @@ export class FineTuneTokenization {
         `The dataset has no usable rows: all ${stats.rows} rows are invalid (first problem: row ${stats.invalid_examples[0]?.row}: ${stats.invalid_examples[0]?.reason})`,
         stats,
       );
-    return stats;
+    return { stats, source: dataset.source };
   }
 
-  private async finish(id: string, state: FineTuneState, error: string | null, stats: TokenizationStats | null): Promise<void> {
+  /** A tokenized run pins the bytes it was counted (and will be charged) on: the lease serves exactly those. */
+  private async finish(id: string, state: FineTuneState, error: string | null, stats: TokenizationStats | null, source?: DatasetSource): Promise<void> {
     const ended = await this.runs.transition(id, ['tokenizing'], state, {
       errorMessage: error,
+      datasetBlobKey: source?.blobKey ?? null,
+      datasetSha256: source?.sha256 ?? null,
+      datasetSize: source?.size ?? null,
       tokenization: stats ? (stats as unknown as Prisma.InputJsonValue) : Prisma.DbNull,
       ...(state === 'errored' && { runRequested: false }),
     });

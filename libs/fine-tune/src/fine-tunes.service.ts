@@ -82,6 +82,13 @@ export function toFineTuneView(ft: FineTuneRow, repo: { namespace: string; name:
   };
 }
 
+/** The exact bytes a dataset was read from: what tokenization pins for the run. */
+export interface DatasetSource {
+  blobKey: string;
+  sha256: string;
+  size: bigint;
+}
+
 /**
  * Opens the Parquet file a fine-tune points at, or explains why not. Shared by create
  * (answered as 400 problems) and tokenization (which errors the fine-tune).
@@ -92,11 +99,12 @@ export async function openResource(
   repo: { id: string; namespace: string; name: string },
   resource: { branch: string; path: string },
   limits: DatasetLimits,
-): Promise<ParquetDataset | string> {
+): Promise<(ParquetDataset & { source: DatasetSource }) | string> {
   const file = await repos.findFile(repo.id, resource.branch, resource.path);
   if (!file) return `'${resource.branch}/${resource.path}' does not exist in repository ${repo.namespace}/${repo.name}`;
   try {
-    return await openParquet(blobAsyncBuffer(blobs, file.blobKey, Number(file.size)), limits);
+    const dataset = await openParquet(blobAsyncBuffer(blobs, file.blobKey, Number(file.size)), limits);
+    return Object.assign(dataset, { source: { blobKey: file.blobKey, sha256: file.sha256, size: file.size } });
   } catch (err) {
     if (err instanceof ParquetReadError) return `'${resource.branch}/${resource.path}' is not a readable Parquet file: ${err.message}`;
     throw err;

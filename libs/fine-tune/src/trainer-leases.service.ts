@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
 import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
@@ -7,6 +8,7 @@ import { pathSegments } from '@atelier/repos';
 import { BroadcastBus } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 import { parseResource } from './fine-tune-request';
+import { MAX_CHECKPOINTS_PER_RUN, MAX_TRAINING_STEPS } from './training-params';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { runFields, toFineTuneView } from './fine-tunes.service';
 import type { TrainerIdentity } from './trainers.service';
@@ -96,7 +98,11 @@ export class TrainerLeases implements OnModuleDestroy {
     for (;;) {
       if (this.closing || signal.aborted) return undefined;
       const leased = await this.claim(trainer);
-      if (leased) return this.leaseView(leased.lease, leased.ft);
+      if (leased) {
+        const view = await this.leaseView(leased.lease, leased.ft);
+        if (view) return view;
+        continue;
+      }
       const left = deadline - Date.now();
       if (left <= 0 || signal.aborted) return undefined;
       await new Promise<void>((resolve) => {
@@ -121,6 +127,7 @@ export class TrainerLeases implements OnModuleDestroy {
       const [candidate] = await tx.$queryRaw<{ id: string }[]>`
         SELECT f.id::text FROM fine_tunes f
         WHERE f.state = 'enqueued' AND f.base_model = ANY(${trainer.baseModels}::text[]) AND f.stop_requested_at IS NULL
+          AND (cardinality(${trainer.namespaceIds}::uuid[]) = 0 OR f.namespace_id = ANY(${trainer.namespaceIds}::uuid[]))
           AND NOT EXISTS (SELECT 1 FROM fine_tune_leases l WHERE l.fine_tune_id = f.id AND l.state = 'active')
         ORDER BY f.enqueued_at, f.id LIMIT 1 FOR UPDATE SKIP LOCKED`;
       if (!candidate) return undefined;
@@ -130,10 +137,32 @@ export class TrainerLeases implements OnModuleDestroy {
     });
   }
 
+  /**
+   * The lease as the trainer gets it. Its dataset is the bytes pinned at tokenization (what the run
+   * is charged for), whatever the branch holds now; a run whose pinned bytes are gone errors here,
+   * naming them (undefined: the trainer leases the next run).
+   */
   private async leaseView(lease: LeaseRow, ft: FineTuneRow) {
     const repo = await this.prisma.repository.findUniqueOrThrow({ where: { id: ft.repositoryId }, include: { namespace: true } });
     const resource = parseResource(ft.resource);
-    const file = typeof resource === 'string' ? null : await this.prisma.repositoryFile.findUnique({ where: { repositoryId_branch_path: { repositoryId: repo.id, branch: resource.branch, path: resource.path } } });
+    let file: { blobKey: string; sha256: string; size: bigint } | null = null;
+    if (ft.datasetBlobKey && ft.datasetSha256 && ft.datasetSize !== null) {
+      file = { blobKey: ft.datasetBlobKey, sha256: ft.datasetSha256, size: ft.datasetSize };
+      if (!(await this.blobs.head(file.blobKey))) {
+        const ended = await this.prisma.$transaction(async (tx) => {
+          await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
+          return this.runs.end(ft.id, ['enqueued', 'running'], 'errored', { release: true }, {
+            db: tx,
+            error: `The dataset ${ft.resource} as tokenized (sha256 ${file!.sha256}) is no longer stored; tokenize the fine-tune again. Nothing was charged`,
+          });
+        });
+        if (ended) await this.runs.announce(ended);
+        return undefined;
+      }
+    } else if (typeof resource !== 'string') {
+      // Tokenized before datasets were pinned: the branch's file, as before.
+      file = await this.prisma.repositoryFile.findUnique({ where: { repositoryId_branch_path: { repositoryId: repo.id, branch: resource.branch, path: resource.path } } });
+    }
     const last = await this.prisma.fineTuneCheckpoint.findFirst({ where: { fineTuneId: ft.id }, orderBy: { step: 'desc' } });
     const files = last ? await this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId: ft.id, step: last.step }, orderBy: { path: 'asc' } }) : [];
     return {
@@ -191,6 +220,10 @@ export class TrainerLeases implements OnModuleDestroy {
   /** A checkpoint event seals the files uploaded for its step: it needs at least one. */
   private async seal(tx: Prisma.TransactionClient, fineTuneId: string, e: TrainerEvent): Promise<void> {
     const step = e.body.step as number;
+    if (step > MAX_TRAINING_STEPS) throw ApiError.badRequest(`step must be at most ${MAX_TRAINING_STEPS}`);
+    const sealed = await tx.fineTuneCheckpoint.count({ where: { fineTuneId } });
+    if (sealed >= MAX_CHECKPOINTS_PER_RUN && !(await tx.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId, step } }, select: { step: true } })))
+      throw ApiError.badRequest(`A run keeps at most ${MAX_CHECKPOINTS_PER_RUN} checkpoints; this one has ${sealed}`);
     const files = await tx.fineTuneCheckpointFile.findMany({ where: { fineTuneId, step }, select: { sizeBytes: true } });
     if (files.length === 0) throw ApiError.badRequest(`Checkpoint ${step} has no files: upload them (PUT .../checkpoints/${step}/files/{path}) before its checkpoint event`);
     const size = files.reduce((n, f) => n + f.sizeBytes, 0n);
@@ -205,6 +238,7 @@ export class TrainerLeases implements OnModuleDestroy {
   async upload(trainer: TrainerIdentity, leaseId: string, stepParam: string, rawPath: string, body: unknown) {
     if (!/^\d{1,9}$/.test(stepParam)) throw ApiError.badRequest('step must be a non-negative integer');
     const step = Number(stepParam);
+    if (step > MAX_TRAINING_STEPS) throw ApiError.badRequest(`step must be at most ${MAX_TRAINING_STEPS}`);
     const path = pathSegments(rawPath, 'file path').join('/');
     if (!path) throw ApiError.badRequest('The file path is empty');
     if (!body || typeof (body as Readable).pipe !== 'function') throw new ApiError('unsupported_media_type', 'Send the file as the request body with Content-Type: application/octet-stream');
@@ -212,7 +246,9 @@ export class TrainerLeases implements OnModuleDestroy {
     if (await this.prisma.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId: lease.fineTuneId, step } } }))
       throw new ApiError('invalid_state', `Checkpoint ${step} is sealed; its files cannot change`);
     const ft = await this.prisma.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId }, include: { namespace: true } });
-    const key = `${ft.namespace.name}/fine-tunes/${ft.id}/checkpoints/${step}/${path}`;
+    // The key holds a digest of the path, not the path: no file name can reach a stored blob's
+    // neighbours (the local store keeps a blob's metadata at `<key>.meta`).
+    const key = `${ft.namespace.name}/fine-tunes/${ft.id}/checkpoints/${step}/${createHash('sha256').update(path).digest('hex')}`;
     const max = this.config.MAX_CHECKPOINT_BYTES;
     let seen = 0;
     const bounded = new Transform({

@@ -1,7 +1,5 @@
-import { createHmac } from 'node:crypto';
-import { createParamDecorator, Inject, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { createParamDecorator, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { APP_CONFIG, type AppConfig, DEV_URL_SIGNING_SECRET } from '@atelier/config';
 import { hashApiKey } from '@atelier/auth';
 import { ApiError, UUID_PATTERN } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
@@ -18,42 +16,60 @@ export interface TrainerIdentity {
   id: string;
   name: string;
   baseModels: string[];
+  /** The namespaces whose runs it may lease; empty: every namespace (the operator's trainer). */
+  namespaceIds: string[];
 }
+
+const MAX_TRAINER_NAMESPACES = 100;
 
 /** A cached token lookup is trusted this long; a revoke reaches every replica within it. */
 const CACHE_MS = 5_000;
 
 /**
  * Trainer tokens: made by the operator (POST /api/admin/trainers), stored as a SHA-256 hash, good
- * only on the /api/trainer routes, revoked by DELETE. The built-in trainer's token is derived from
- * the signing secret, so every replica of the fine-tune service computes the same one.
+ * only on the /api/trainer routes, revoked by DELETE. A trainer made with `namespaces` is a team's:
+ * it leases only those namespaces' runs. The built-in trainer of each fine-tune service process
+ * gets a random token of its own, stored the same way and revoked when the process stops: nothing
+ * derives it, so no other secret's leak hands out the tenants' runs.
  */
 @Injectable()
 export class Trainers {
   private readonly cache = new Map<string, { trainer: TrainerIdentity | undefined; at: number }>();
 
-  constructor(
-    private readonly prisma: PrismaService,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
-  ) {}
+  constructor(private readonly prisma: PrismaService) {}
 
-  async create(body: unknown): Promise<{ id: string; name: string; base_models: string[]; token: string; created_at: number }> {
+  async create(body: unknown): Promise<{ id: string; name: string; base_models: string[]; namespaces: string[] | null; token: string; created_at: number }> {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
-    const { name, base_models: models } = body as Record<string, unknown>;
+    const { name, base_models: models, namespaces } = body as Record<string, unknown>;
     if (typeof name !== 'string' || name.trim() === '' || name.length > 100 || name.includes('\u0000'))
       throw ApiError.badRequest('name must be a non-empty string of at most 100 characters, without NUL');
     if (!Array.isArray(models) || models.length === 0 || models.some((m) => typeof m !== 'string'))
       throw ApiError.badRequest('base_models must be a non-empty array of base model names (GET /api/fine_tunes/base_models)');
     const unknown = (models as string[]).filter((m) => !Object.hasOwn(BASE_MODELS, m));
     if (unknown.length) throw ApiError.badRequest(`Unknown base model(s): ${unknown.join(', ')}; see GET /api/fine_tunes/base_models`);
+    let namespaceIds: string[] = [];
+    if (namespaces !== undefined && namespaces !== null) {
+      if (!Array.isArray(namespaces) || namespaces.length === 0 || namespaces.length > MAX_TRAINER_NAMESPACES || namespaces.some((n) => typeof n !== 'string' || n === '' || n.length > 200))
+        throw ApiError.badRequest(`namespaces must be a non-empty array of at most ${MAX_TRAINER_NAMESPACES} namespace names (omit it for a trainer of every namespace)`);
+      const wanted = [...new Set(namespaces as string[])];
+      const found = await this.prisma.namespace.findMany({ where: { name: { in: wanted } }, select: { id: true, name: true } });
+      const missing = wanted.filter((n) => !found.some((f) => f.name === n));
+      if (missing.length) throw ApiError.badRequest(`Unknown namespace(s): ${missing.join(', ')}`);
+      namespaceIds = found.map((f) => f.id);
+    }
     const token = TRAINER_TOKEN_PREFIX + randomToken(32);
-    const row = await this.prisma.trainer.create({ data: { name: name.trim(), baseModels: [...new Set(models as string[])], tokenHash: hashApiKey(token) } });
-    return { id: row.id, name: row.name, base_models: row.baseModels, token, created_at: Math.floor(row.createdAt.getTime() / 1000) };
+    const row = await this.prisma.trainer.create({ data: { name: name.trim(), baseModels: [...new Set(models as string[])], namespaceIds, tokenHash: hashApiKey(token) } });
+    return { ...(await this.view(row)), token };
   }
 
   async list() {
     const rows = await this.prisma.trainer.findMany({ where: { revokedAt: null }, orderBy: { createdAt: 'asc' } });
-    return { trainers: rows.map((t) => ({ id: t.id, name: t.name, base_models: t.baseModels, created_at: Math.floor(t.createdAt.getTime() / 1000) })) };
+    return { trainers: await Promise.all(rows.map((t) => this.view(t))) };
+  }
+
+  private async view(t: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }) {
+    const names = t.namespaceIds.length ? (await this.prisma.namespace.findMany({ where: { id: { in: t.namespaceIds } }, select: { name: true } })).map((n) => n.name).sort() : null;
+    return { id: t.id, name: t.name, base_models: t.baseModels, namespaces: names, builtin: t.builtin, created_at: Math.floor(t.createdAt.getTime() / 1000) };
   }
 
   async revoke(id: string): Promise<{ id: string; revoked: true }> {
@@ -71,7 +87,7 @@ export class Trainers {
     let trainer = cached && Date.now() - cached.at < CACHE_MS ? cached.trainer : undefined;
     if (!cached || Date.now() - cached.at >= CACHE_MS) {
       const row = await this.prisma.trainer.findUnique({ where: { tokenHash: hash } });
-      trainer = row && !row.revokedAt ? { id: row.id, name: row.name, baseModels: row.baseModels } : undefined;
+      trainer = row && !row.revokedAt ? { id: row.id, name: row.name, baseModels: row.baseModels, namespaceIds: row.namespaceIds } : undefined;
       if (this.cache.size > 1000) this.cache.clear();
       this.cache.set(hash, { trainer, at: Date.now() });
     }
@@ -79,21 +95,16 @@ export class Trainers {
     return trainer;
   }
 
-  /** The built-in trainer's token, the same on every replica; its row is made on first use. */
-  builtinToken(): string {
-    const secret = this.config.URL_SIGNING_SECRET ?? DEV_URL_SIGNING_SECRET;
-    return TRAINER_TOKEN_PREFIX + createHmac('sha256', secret).update('atelier builtin trainer v1').digest('base64url');
+  /** A fresh built-in trainer for this process: a random token, stored hashed like any trainer's. */
+  async createBuiltin(): Promise<{ id: string; token: string }> {
+    const token = TRAINER_TOKEN_PREFIX + randomToken(32);
+    const row = await this.prisma.trainer.create({ data: { name: BUILTIN_TRAINER_NAME, baseModels: [...BUILTIN_BASE_MODELS], builtin: true, tokenHash: hashApiKey(token) } });
+    return { id: row.id, token };
   }
 
-  async ensureBuiltin(): Promise<string> {
-    const token = this.builtinToken();
-    const tokenHash = hashApiKey(token);
-    await this.prisma.trainer.upsert({
-      where: { tokenHash },
-      create: { name: BUILTIN_TRAINER_NAME, baseModels: [...BUILTIN_BASE_MODELS], tokenHash },
-      update: { baseModels: [...BUILTIN_BASE_MODELS] },
-    });
-    return token;
+  /** The process stops: its built-in token stops working (a crashed one's is never known to anyone). */
+  async revokeBuiltin(id: string): Promise<void> {
+    await this.prisma.trainer.updateMany({ where: { id, builtin: true, revokedAt: null }, data: { revokedAt: new Date() } });
   }
 }
 

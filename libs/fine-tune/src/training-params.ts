@@ -11,10 +11,15 @@ type SampleShape = 'ctrl_img_url' | 'ctrl_img_urls' | 'prompt';
 export type ParamSpec =
   | { type: 'string'; required?: boolean; default?: string; enum?: readonly string[]; column?: boolean }
   | { type: 'string[]'; required?: boolean; default?: readonly string[]; column?: boolean }
-  | { type: 'integer'; default?: number; min?: number }
-  | { type: 'number'; default?: number; min?: number }
+  | { type: 'integer'; default?: number; min?: number; max?: number }
+  | { type: 'number'; default?: number; min?: number; max?: number }
   | { type: 'boolean'; default?: boolean }
   | { type: 'samples'; shape: SampleShape; default: readonly Record<string, unknown>[] };
+
+/** Most optimizer steps a run may ask for (image types' `steps`), and most steps a trainer may report or checkpoint. */
+export const MAX_TRAINING_STEPS = 100_000;
+/** Most checkpoints one run may seal (save_steps_ratio >= 0.01 asks for at most 100). */
+export const MAX_CHECKPOINTS_PER_RUN = 200;
 
 export const TIMESTEP_TYPES = ['weighted', 'sigmoid', 'linear'] as const;
 /** The spec names only the default (`epoch`); the others are the usual trainer save strategies. */
@@ -39,28 +44,30 @@ const samples = {
 };
 
 const textCommon = {
-  batch_size: { type: 'integer', default: 1, min: 1 },
+  batch_size: { type: 'integer', default: 1, min: 1, max: 256 },
   enable_thinking: { type: 'boolean', default: false },
-  epochs: { type: 'integer', default: 1, min: 1 },
-  grad_accum: { type: 'integer', default: 1, min: 1 },
+  // OpenAI's fine-tuning bounds: n_epochs 1-50. Every bound below keeps one cheap run from holding a trainer for days.
+  epochs: { type: 'integer', default: 1, min: 1, max: 50 },
+  grad_accum: { type: 'integer', default: 1, min: 1, max: 1024 },
   learning_rate: { type: 'number', default: 0.0001, min: 0 },
-  logging_steps: { type: 'integer', default: 10, min: 1 },
-  lora_alpha: { type: 'integer', default: 16, min: 1 },
-  lora_rank: { type: 'integer', default: 16, min: 1 },
+  logging_steps: { type: 'integer', default: 10, min: 1, max: 100_000 },
+  lora_alpha: { type: 'integer', default: 16, min: 1, max: 1024 },
+  lora_rank: { type: 'integer', default: 16, min: 1, max: 512 },
   neftune_noise_alpha: { type: 'number', default: 0, min: 0 },
-  save_steps_ratio: { type: 'number', default: 0.25 },
+  // A checkpoint every ratio of the run: at least 0.01, so at most 100 checkpoints.
+  save_steps_ratio: { type: 'number', default: 0.25, min: 0.01, max: 1 },
   save_strategy: { type: 'string', default: 'epoch', enum: SAVE_STRATEGIES },
-  seq_length: { type: 'integer', default: 1024, min: 1 },
+  seq_length: { type: 'integer', default: 1024, min: 1, max: 131_072 },
   use_lora: { type: 'boolean', default: true },
 } as const satisfies Record<string, ParamSpec>;
 
 const imageCommon = {
-  batch_size: { type: 'integer', default: 1, min: 1 },
-  gradient_accumulation: { type: 'integer', default: 1, min: 1 },
+  batch_size: { type: 'integer', default: 1, min: 1, max: 256 },
+  gradient_accumulation: { type: 'integer', default: 1, min: 1, max: 1024 },
   learning_rate: { type: 'number', default: 0.0002 },
-  lora_alpha: { type: 'integer', default: 16, min: 1 },
-  lora_rank: { type: 'integer', default: 16, min: 1 },
-  sample_every: { type: 'integer', default: 200, min: 1 },
+  lora_alpha: { type: 'integer', default: 16, min: 1, max: 1024 },
+  lora_rank: { type: 'integer', default: 16, min: 1, max: 512 },
+  sample_every: { type: 'integer', default: 200, min: 1, max: MAX_TRAINING_STEPS },
 } as const satisfies Record<string, ParamSpec>;
 
 /** The spec's training_params tables, one per script type. */
@@ -79,7 +86,7 @@ export const TRAINING_PARAMS: Record<ScriptType, Record<string, ParamSpec>> = {
     answer_column: { type: 'string', required: true, column: true },
     image_columns: { type: 'string[]', required: true, default: [], column: true },
     ...textCommon,
-    seq_length: { type: 'integer', default: 4096, min: 1 },
+    seq_length: { type: 'integer', default: 4096, min: 1, max: 131_072 },
   },
   image_editing: {
     caption_column: { type: 'string', required: true, default: '', column: true },
@@ -87,10 +94,10 @@ export const TRAINING_PARAMS: Record<ScriptType, Record<string, ParamSpec>> = {
     image_column: { type: 'string', required: true, default: '', column: true },
     ...imageCommon,
     cache_text_embeddings: { type: 'boolean', default: false },
-    sample_height: { type: 'integer', default: 1024, min: 1 },
-    sample_width: { type: 'integer', default: 1024, min: 1 },
+    sample_height: { type: 'integer', default: 1024, min: 1, max: 4096 },
+    sample_width: { type: 'integer', default: 1024, min: 1, max: 4096 },
     samples: { type: 'samples', shape: 'ctrl_img_url', default: samples.edit },
-    steps: { type: 'integer', default: 3000, min: 1 },
+    steps: { type: 'integer', default: 3000, min: 1, max: MAX_TRAINING_STEPS },
     timestep_type: { type: 'string', default: 'weighted', enum: TIMESTEP_TYPES },
     use_lora: { type: 'boolean', default: true },
   },
@@ -99,10 +106,10 @@ export const TRAINING_PARAMS: Record<ScriptType, Record<string, ParamSpec>> = {
     control_image_columns: { type: 'string[]', required: true, default: [], column: true },
     image_column: { type: 'string', required: true, default: '', column: true },
     ...imageCommon,
-    sample_height: { type: 'integer', default: 1024, min: 1 },
-    sample_width: { type: 'integer', default: 1024, min: 1 },
+    sample_height: { type: 'integer', default: 1024, min: 1, max: 4096 },
+    sample_width: { type: 'integer', default: 1024, min: 1, max: 4096 },
     samples: { type: 'samples', shape: 'ctrl_img_urls', default: samples.multiEdit },
-    steps: { type: 'integer', default: 3000, min: 1 },
+    steps: { type: 'integer', default: 3000, min: 1, max: MAX_TRAINING_STEPS },
     timestep_type: { type: 'string', default: 'weighted', enum: TIMESTEP_TYPES },
     use_lora: { type: 'boolean', default: true },
   },
@@ -110,9 +117,9 @@ export const TRAINING_PARAMS: Record<ScriptType, Record<string, ParamSpec>> = {
     caption_column: { type: 'string', required: true, column: true },
     image_column: { type: 'string', required: true, column: true },
     ...imageCommon,
-    num_frames: { type: 'integer', default: 81, min: 1 },
+    num_frames: { type: 'integer', default: 81, min: 1, max: 1024 },
     samples: { type: 'samples', shape: 'prompt', default: samples.video },
-    steps: { type: 'integer', default: 3000, min: 1 },
+    steps: { type: 'integer', default: 3000, min: 1, max: MAX_TRAINING_STEPS },
     timestep_type: { type: 'string', default: 'weighted', enum: TIMESTEP_TYPES },
     // The spec gives no default: left out unless the request sets it.
     use_lora: { type: 'boolean' },
@@ -122,7 +129,7 @@ export const TRAINING_PARAMS: Record<ScriptType, Record<string, ParamSpec>> = {
     image_column: { type: 'string', required: true, default: '', column: true },
     ...imageCommon,
     samples: { type: 'samples', shape: 'prompt', default: samples.image },
-    steps: { type: 'integer', default: 2000, min: 1 },
+    steps: { type: 'integer', default: 2000, min: 1, max: MAX_TRAINING_STEPS },
     timestep_type: { type: 'string', default: 'sigmoid', enum: TIMESTEP_TYPES },
     use_lora: { type: 'boolean', default: true },
   },
@@ -188,6 +195,7 @@ function checkValue(field: string, spec: ParamSpec, value: unknown, problems: Fi
       if (typeof value !== 'number' || !Number.isFinite(value)) problems.push({ field, message: `must be ${spec.type === 'integer' ? 'an integer' : 'a number'}, got ${typeName(value)}` });
       else if (spec.type === 'integer' && !Number.isSafeInteger(value)) problems.push({ field, message: `must be an integer, got ${value}` });
       else if (spec.min !== undefined && value < spec.min) problems.push({ field, message: `must be >= ${spec.min}, got ${value}` });
+      else if (spec.max !== undefined && value > spec.max) problems.push({ field, message: `must be <= ${spec.max}, got ${value}` });
       return;
     case 'boolean':
       if (typeof value !== 'boolean') problems.push({ field, message: `must be a boolean, got ${typeName(value)}` });

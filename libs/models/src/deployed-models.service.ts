@@ -5,6 +5,7 @@ import { PrismaService } from '@atelier/db';
 import { ModelCatalog } from './model-catalog';
 import type { ModelDefinition } from './model-types';
 import { toPublicModel } from './public-model';
+import { loraAdapterName } from './lora-adapter-name';
 
 /** The built-in base model of fine-tunes, and the catalog model that serves it (with the checkpoint's counts). */
 export const LOCAL_CHAT_BASE_MODEL = 'atelier/local-chat';
@@ -78,7 +79,7 @@ export class DeployedModels {
     return views;
   }
 
-  private async view(row: { name: string; namespaceId: string; baseModel: string; fineTuneId: string; step: number; createdAt: Date }): Promise<DeployedModelView | undefined> {
+  private async view(row: { id: string; name: string; namespaceId: string; baseModel: string; fineTuneId: string; step: number; createdAt: Date }): Promise<DeployedModelView | undefined> {
     const serving = this.servingModel(row.baseModel);
     if (!serving) return undefined;
     const ns = await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { name: true } });
@@ -87,7 +88,7 @@ export class DeployedModels {
       const file = await this.prisma.fineTuneCheckpointFile.findUnique({ where: { fineTuneId_step_path: { fineTuneId: row.fineTuneId, step: row.step, path: 'adapter_model.json' } } });
       if (!file) return undefined;
       adapter = { kind: row.baseModel === LOCAL_CHAT_BASE_MODEL ? 'ngram' : 'style', key: file.blobKey };
-    } else adapter = { kind: 'lora', name: row.name };
+    } else adapter = { kind: 'lora', name: loraAdapterName(row.id) };
     return { ...row, namespace: ns?.name ?? '', serving, adapter };
   }
 
@@ -104,10 +105,13 @@ export class DeployedModels {
     return undefined;
   }
 
-  /** A deployed model by name for work already authorized (a queued generation): its namespace's first. */
+  /**
+   * A deployed model by name for work already authorized (a queued generation): only the one of
+   * the namespace the work bills to. Another namespace's model of that name is never a fallback.
+   */
   async forWork(name: string, namespaceId: string): Promise<DeployedModelView | undefined> {
     const rows = await this.named(name);
-    return rows.find((r) => r.namespaceId === namespaceId) ?? rows[0];
+    return rows.find((r) => r.namespaceId === namespaceId);
   }
 
   /** The namespace's deployed model of this name, read now (after a deploy). */

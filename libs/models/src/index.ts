@@ -55,3 +55,4 @@ export { ModelCatalogModule } from './model-catalog.module';
 export { ModelsRoutesModule } from './models-routes.module';
 export { DeployedModels, deployedDefinition, deployedModelObject, LOCAL_CHAT_BASE_MODEL, LOCAL_IMAGE_BASE_MODEL, type DeployedModelView, type ModelAdapter } from './deployed-models.service';
 export { LoraAdapters } from './lora-adapters.service';
+export { loraAdapterName } from './lora-adapter-name';

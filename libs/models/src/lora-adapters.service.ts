@@ -8,18 +8,21 @@ import { ApiError } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { BlobStore } from '@atelier/storage';
 import { DeployedModels } from './deployed-models.service';
+import { deploymentOfAdapter, loraAdapterName } from './lora-adapter-name';
 import type { ModelDefinition, OpenAiCompatibleEngineConfig } from './model-types';
 
 /** A load is a file read on the server; far shorter than a chat's timeout. */
 const LOAD_TIMEOUT_MS = 60_000;
 
+
 /**
  * Deployed checkpoints of base models served by a LoRA server (a catalog model whose
  * openai-compatible engine declares lora_base_model): the checkpoint's files are written under
- * LORA_ADAPTER_DIR/<model name>/, which the server mounts, and loaded there under the model's
- * name (vLLM's `POST {base_url}/load_lora_adapter {"lora_name", "lora_path"}`). A server that
- * restarted has lost its adapters: the chat service loads one again when the server answers 404
- * for it, and reconciles every deployed adapter at start-up and periodically.
+ * LORA_ADAPTER_DIR/atelier-<deployment id>/, which the server mounts, and loaded there under that
+ * name (vLLM's `POST {base_url}/load_lora_adapter {"lora_name", "lora_path"}`). Public model names
+ * are unique only within a namespace, so they name nothing on the server. A server that restarted
+ * has lost its adapters: the chat service loads one again when the server answers 404 for it, and
+ * reconciles every deployed adapter at start-up and periodically.
  */
 @Injectable()
 export class LoraAdapters {
@@ -36,8 +39,9 @@ export class LoraAdapters {
     return path.resolve(this.config.LORA_ADAPTER_DIR, name);
   }
 
-  /** Writes the checkpoint's files where the server reads them, then loads them under `name`. */
-  async deploy(serving: ModelDefinition, name: string, fineTuneId: string, step: number): Promise<void> {
+  /** Writes the checkpoint's files where the server reads them, then loads them under the deployment's adapter name. */
+  async deploy(serving: ModelDefinition, deploymentId: string, fineTuneId: string, step: number): Promise<void> {
+    const name = loraAdapterName(deploymentId);
     await this.writeFiles(name, fineTuneId, step);
     await this.load(serving, name);
   }
@@ -55,7 +59,7 @@ export class LoraAdapters {
     }
   }
 
-  /** Asks the serving model's server to load the adapter; one already loaded counts as loaded. */
+  /** Asks the serving model's server to load the adapter; one already loaded under this deployment's own name counts as loaded. */
   async load(serving: ModelDefinition, name: string): Promise<void> {
     const engine = serving.engine as OpenAiCompatibleEngineConfig;
     const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -77,9 +81,10 @@ export class LoraAdapters {
     throw new ApiError('upstream_error', `The LoRA server of ${serving.id} refused to load ${name} (HTTP ${res.status}): ${text.slice(0, 300)}`);
   }
 
-  /** Loads a deployed adapter again (its server lost it), writing its files first if they are gone. */
+  /** Loads a deployed adapter again by its adapter name (its server lost it), writing its files first if they are gone. */
   async reload(serving: ModelDefinition, name: string): Promise<void> {
-    const row = await this.prisma.deployedModel.findFirst({ where: { name, status: 'deployed' } });
+    const id = deploymentOfAdapter(name);
+    const row = id ? await this.prisma.deployedModel.findFirst({ where: { id, status: 'deployed' } }) : null;
     if (!row) throw new ApiError('resource_not_found', `Model not found: ${name}`);
     await this.writeFiles(name, row.fineTuneId, row.step);
     await this.load(serving, name);
@@ -98,12 +103,13 @@ export class LoraAdapters {
       const base = engine.base_url.replace(/\/+$/, '');
       if (!listed.has(base)) listed.set(base, await this.models(base, engine.api_key_env));
       const ids = listed.get(base);
-      if (!ids || ids.has(row.name)) continue;
+      const name = loraAdapterName(row.id);
+      if (!ids || ids.has(name)) continue;
       try {
-        await this.reload(serving, row.name);
+        await this.reload(serving, name);
         loaded++;
       } catch (err) {
-        this.logger.warn(`Reconciling ${row.name}: ${(err as Error).message}`);
+        this.logger.warn(`Reconciling ${row.name} (${name}): ${(err as Error).message}`);
       }
     }
     return loaded;

@@ -228,7 +228,7 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     const scope = await this.access.resolve(caller, body.target_namespace);
     if (typeof body.model !== 'string' || body.model === '') throw ApiError.badRequest('You must specify a model to call');
     // A catalog model, or a deployed atelier/local-image fine-tune the caller may call.
-    const model = this.catalog.get(body.model) ?? (await this.deployedImageModel(caller, body.model));
+    const model = this.catalog.get(body.model) ?? (await this.deployedImageModel(scope.id, body.model));
     if (!model) throw new ApiError('resource_not_found', `Model not found: ${body.model}`);
     const mediaType = mediaTypeOf(model);
     if (!mediaType)
@@ -292,8 +292,9 @@ export class GenerationQueue implements OnModuleInit, OnModuleDestroy {
     return { generations: ids.map((id) => ({ generation_id: id, status: 'queued' as const })) };
   }
 
-  private async deployedImageModel(caller: Caller, name: string): Promise<ModelDefinition | undefined> {
-    const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
+  /** Only the namespace the generation bills to: the worker resolves it there too (forWork), never in another namespace. */
+  private async deployedImageModel(namespaceId: string, name: string): Promise<ModelDefinition | undefined> {
+    const found = await this.deployedModels.forWork(name, namespaceId);
     return found?.adapter.kind === 'style' ? deployedDefinition(found) : undefined;
   }
 

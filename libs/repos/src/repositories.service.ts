@@ -232,11 +232,17 @@ export class RepositoriesService {
     );
   }
 
-  /** Blobs can be shared between branches, so only the ones no file row points at any more go. */
+  /**
+   * Blobs can be shared between branches, and a fine-tune that has not finished pins the bytes it
+   * was tokenized on: only the ones nothing points at any more go.
+   */
   private async deleteUnreferenced(keys: string[]): Promise<void> {
     if (keys.length === 0) return;
-    const still = await this.prisma.repositoryFile.findMany({ where: { blobKey: { in: keys } }, select: { blobKey: true } });
-    const used = new Set(still.map((s) => s.blobKey));
+    const [still, pinned] = await Promise.all([
+      this.prisma.repositoryFile.findMany({ where: { blobKey: { in: keys } }, select: { blobKey: true } }),
+      this.prisma.fineTune.findMany({ where: { datasetBlobKey: { in: keys }, finishedAt: null }, select: { datasetBlobKey: true } }),
+    ]);
+    const used = new Set([...still.map((s) => s.blobKey), ...pinned.map((p) => p.datasetBlobKey)]);
     await this.deleteBlobs(keys.filter((k) => !used.has(k)));
   }
 }
