@@ -32,6 +32,8 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-echo-wide': { upstream_model: 'echo', context_window: 200_000 },
   // Servers that speak the Responses API themselves.
   'remote-responder': { upstream_model: 'responder', responses_api: true },
+  // ... and one whose operator lets callers use its hosted web search.
+  'remote-responder-search': { upstream_model: 'responder', responses_api: true, responses_tools: ['web_search'] },
   'remote-responder-fail': { upstream_model: 'responder-fail', responses_api: true, max_retries: 0 },
 };
 

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import OpenAI from 'openai';
 import type { Response as OpenAiResponse, ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { PrismaService } from '@atelier/db';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 
@@ -166,6 +167,36 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
     expect(await apiError(client.responses.retrieve(last.response!.id))).toMatchObject({ status: 404 });
   });
 
+  it("stores only the fields each item type defines, bounds what is never counted, and keeps each turn's new items once", async () => {
+    const junk = 'x'.repeat(200_000);
+    const first = await client.responses.create({
+      model: 'remote-echo',
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'first turn', junk } as never], junk } as never,
+        { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'e'.repeat(1000), junk } as never,
+      ],
+    });
+    const items = await client.responses.inputItems.list(first.id, { order: 'asc' });
+    expect(JSON.stringify(items.data)).not.toContain('junk');
+    expect(items.data.map((i) => i.type)).toEqual(['message', 'reasoning']);
+    // An opaque field past its bound is refused, naming the item; nothing is stored for it.
+    const refused = await apiError(client.responses.create({ model: 'remote-echo', input: [{ type: 'reasoning', id: 'rs_2', summary: [], encrypted_content: 'e'.repeat(300 * 1024) } as never, { role: 'user', content: 'hi' }] }));
+    expect(refused.status).toBe(400);
+    expect(refused.message).toMatch(/^input\[0\]: a reasoning item may hold at most 262144 bytes/);
+    // Three more turns: each row holds its own new items, and the history is rebuilt from the chain.
+    let previous = first.id;
+    for (const text of ['second', 'third', 'fourth']) previous = (await client.responses.create({ model: 'remote-echo', previous_response_id: previous, input: text })).id;
+    const rows = await stack.gw.app.get(PrismaService).storedResponse.findMany({ where: { id: previous }, select: { inputItems: true } });
+    expect((rows[0].inputItems as unknown[]).length).toBe(1);
+    const all = await client.responses.inputItems.list(previous, { order: 'asc', limit: 100 });
+    expect(all.data.map((i) => (i.type === 'message' ? `${i.role}` : i.type))).toEqual(['user', 'reasoning', 'assistant', 'user', 'assistant', 'user', 'assistant', 'user']);
+    expect(upstreamCalls('echo').at(-1)!.body.messages).toHaveLength(7);
+    // Deleting a turn in the middle leaves the turns after it whole.
+    const middle = (await stack.gw.app.get(PrismaService).storedResponse.findUniqueOrThrow({ where: { id: previous } })).previousResponseId!;
+    await stack.gw.http.request('DELETE', `/api/ai/responses/${middle}`, { token: user.apiKey });
+    expect((await client.responses.inputItems.list(previous, { order: 'asc', limit: 100 })).data).toHaveLength(8);
+  });
+
   it('refuses what it cannot honour with a 400 naming the parameter, and an unknown previous_response_id with 404', async () => {
     const cases: [Record<string, unknown>, number, RegExp][] = [
       [{ model: 'local-chat', input: 'x', background: true }, 400, /^background is not supported/],
@@ -209,16 +240,23 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
   describe('with an upstream that speaks it natively (responses_api)', () => {
     const sent = () => stack.upstream.requests.filter((r) => r.model.startsWith('responder'));
 
-    it('forwards the request as it is, hosted tools and all, and keeps reasoning items across turns over previous_response_id', async () => {
+    it('forwards the request as it is, only the hosted tools the catalog allows, within the reserved output, and keeps reasoning items across turns over previous_response_id', async () => {
       const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
       const payerClient = stack.client(payer.apiKey);
-      const tools = [{ type: 'web_search' as const }, { type: 'function' as const, name: 'f', parameters: { type: 'object', properties: {} }, strict: false }];
-      const first = await payerClient.responses.create({ model: 'remote-responder', input: 'think about it', reasoning: { effort: 'high' }, tools });
+      const fn = { type: 'function' as const, name: 'f', parameters: { type: 'object', properties: {} }, strict: false };
+      const tools = [{ type: 'web_search' as const }, { type: 'file_search' as const, vector_store_ids: ['vs_operator'] }, { type: 'mcp' as const, server_label: 'x', server_url: 'https://mcp.example' }, fn];
+      const { data: first, response: raw } = await payerClient.responses.create({ model: 'remote-responder', input: 'think about it', reasoning: { effort: 'high' }, tools }).withResponse();
       expect(first).toMatchObject({ id: expect.stringMatching(/^resp_/), model: 'remote-responder', status: 'completed', output_text: 'Native: think about it', usage: { input_tokens: 11, output_tokens: 4 } });
       expect(first.id).not.toBe('resp_upstream');
       expect(first.output.map((item) => item.type)).toEqual(['reasoning', 'message']);
+      // The operator's account runs no hosted tool for a caller unless the catalog entry says so; the output is capped at the reservation.
+      expect(raw.headers.get('x-atelier-dropped-tools')).toBe('web_search, file_search, mcp');
       const firstSent = sent().at(-1)!.body;
-      expect(firstSent).toMatchObject({ model: 'responder', input: 'think about it', tools, reasoning: { effort: 'high' }, store: false, stream: false, include: ['reasoning.encrypted_content'] });
+      expect(firstSent).toMatchObject({ model: 'responder', input: 'think about it', tools: [fn], reasoning: { effort: 'high' }, store: false, stream: false, include: ['reasoning.encrypted_content'], max_output_tokens: 256 });
+      const allowed = await payerClient.responses.create({ model: 'remote-responder-search', input: 'search it', tools, max_output_tokens: 50 }).withResponse();
+      expect(allowed.response.headers.get('x-atelier-dropped-tools')).toBe('file_search, mcp');
+      expect(sent().at(-1)!.body).toMatchObject({ tools: [{ type: 'web_search' }, fn], max_output_tokens: 50 });
+      expect(await apiError(payerClient.responses.create({ model: 'remote-responder', input: 'x', tools, tool_choice: { type: 'file_search' } }))).toMatchObject({ status: 400, message: expect.stringMatching(/^tool_choice forces the hosted tool 'file_search'/) });
 
       const second = await payerClient.responses.create({ model: 'remote-responder', previous_response_id: first.id, input: 'and now?', reasoning: { effort: 'high' } });
       expect(second.output_text).toBe('Native: and now?');
@@ -234,7 +272,7 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
       expect((second.output[0] as { encrypted_content?: string }).encrypted_content).toBe('enc-2');
       const balance = () => stack.gw.http.request<{ credits: string; reserved: string }>('GET', '/api/credits', { token: payer.apiKey });
       await waitFor(async () => (await balance()).body.reserved === '0', { description: 'the charges to be settled' });
-      expect(Number((await balance()).body.credits)).toBeCloseTo(1 - 2 * (11 * 0.00001 + 4 * 0.00003), 6);
+      expect(Number((await balance()).body.credits)).toBeCloseTo(1 - 3 * (11 * 0.00001 + 4 * 0.00003), 6);
     });
 
     it("streams the upstream's events under atelier's response id, and a failing upstream ends with response.failed", async () => {
@@ -254,5 +292,32 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
       expect(seen.map((e) => e.type)).toEqual(['response.created', 'response.failed']);
       expect((seen[1] as { response: OpenAiResponse }).response.error).toMatchObject({ code: 'upstream_error', message: expect.stringContaining('the reasoner fell over') });
     });
+  });
+});
+
+describe('the Responses store bounds a conversation (RESPONSES_MAX_CHAIN_BYTES)', () => {
+  let stack: ChatStack;
+  beforeAll(async () => {
+    stack = await startChatStack({ RESPONSES_MAX_CHAIN_BYTES: '20000' });
+  });
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  it('refuses the turn that would take its conversation past the bound, with a 400 naming previous_response_id; store: false still answers', async () => {
+    const user = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    const client = stack.client(user.apiKey);
+    let previous = (await client.responses.create({ model: 'remote-echo', input: 'a'.repeat(4000) })).id;
+    let refused: Awaited<ReturnType<typeof apiError>> | undefined;
+    for (let turn = 0; turn < 10 && !refused; turn++) {
+      try {
+        previous = (await client.responses.create({ model: 'remote-echo', previous_response_id: previous, input: 'b'.repeat(4000) })).id;
+      } catch {
+        refused = await apiError(client.responses.create({ model: 'remote-echo', previous_response_id: previous, input: 'b'.repeat(4000) }));
+      }
+    }
+    expect(refused).toMatchObject({ status: 400, message: expect.stringMatching(/^The conversation of previous_response_id would hold \d+ bytes, more than the 20000 a conversation may store/) });
+    const unstored = await client.responses.create({ model: 'remote-echo', previous_response_id: previous, input: 'b'.repeat(4000), store: false });
+    expect((unstored as unknown as { store: boolean }).store).toBe(false);
   });
 });

@@ -34,7 +34,7 @@ export interface ChatOptions {
    * The Responses request to forward as it is when the model's upstream speaks /responses
    * natively (the engine's responses_api); undefined otherwise, and the chat body is sent.
    */
-  responses?: (model: ChatModelDefinition) => Record<string, unknown> | undefined;
+  responses?: (model: ChatModelDefinition, maxOutputTokens: number) => Record<string, unknown> | undefined;
 }
 
 /** A validated request, counted against its token limits, not yet paid for. */
@@ -210,7 +210,7 @@ export class ChatCompletionsService {
     const estimate = tokenCost(model.pricing, promptTokens, request.maxTokens);
     const tags = chargeTags(caller, model.id, options.endpoint ?? CHAT_ENDPOINT);
     // A deployed fine-tune is served through its adapter, which only the chat route carries.
-    const responses = deployed ? undefined : options.responses?.(model);
+    const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
     return { completionId, caller, scope, model, deployed, request, body, responses, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 

@@ -145,6 +145,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
           lora_base_model: nonEmptyString,
           responses_api: { type: 'boolean' },
+          responses_tools: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
           fallbacks: {
             type: 'array',
             items: {

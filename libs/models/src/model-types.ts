@@ -165,6 +165,13 @@ export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
    * previous_response_id rebuilt by atelier, instead of being translated to chat completions.
    */
   responses_api?: boolean;
+  /**
+   * The hosted tools (`web_search`, `file_search`, `code_interpreter`, `mcp`, `image_generation`...)
+   * a caller may have a responses_api server run, on the operator's account. Default: none, only
+   * the caller's own function, custom and namespace tools; others are dropped and named in
+   * x-atelier-dropped-tools.
+   */
+  responses_tools?: string[];
 }
 
 export interface OpenAiImagesEngineConfig extends RemoteEngineBase {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { Prisma, PrismaService } from '@atelier/db';
 import { errorSummary, runPeriodically } from '@atelier/runtime';
 import type { ResponseObject } from './response-output';
 import type { ResponseItem } from './responses-request';
@@ -13,16 +13,45 @@ const SWEEP_BATCH = 1000;
 /** Ids atelier could have made: anything else is unknown without a query (and NUL never reaches Postgres). */
 const wellFormed = (id: string) => /^resp_[A-Za-z0-9_-]{1,100}$/.test(id);
 
+/**
+ * The items a chain's head saw, oldest first: each turn's input after the turn before it and its
+ * answer. A row from before turns were stored once already holds everything before it.
+ */
+function conversation(rows: readonly ChainRow[]): ResponseItem[] {
+  const items: ResponseItem[] = [];
+  rows.forEach((row, i) => {
+    if (i > 0) items.push(...((rows[i - 1].response.output as ResponseItem[] | undefined) ?? []));
+    items.push(...row.input_items);
+  });
+  return items;
+}
+
 export interface StoredConversation {
   response: ResponseObject;
   /** What the model saw: earlier conversation and this request's input. */
   inputItems: ResponseItem[];
+  /** Bytes the chain up to and including this response holds. */
+  chainBytes: number;
 }
+
+interface ChainRow {
+  id: string;
+  response: ResponseObject;
+  input_items: ResponseItem[];
+  items_delta: boolean;
+  chain_bytes: bigint;
+}
+
+/** Deleting expired leaves repeats at most this often per sweep (a chain loses its tail a link per round). */
+const SWEEP_ROUNDS = 10_000;
 
 /**
  * Stored Responses API answers, per namespace, for RESPONSES_TTL_DAYS: what previous_response_id
- * continues and GET /api/ai/responses/{id} reads. An answer past its expiry reads as unknown at
- * once and is deleted by the hourly sweep.
+ * continues and GET /api/ai/responses/{id} reads. Each turn stores its own new items once, and
+ * the conversation is rebuilt by walking previous_response_id back (within the namespace): a
+ * follow-up never copies the history, and a chain's total size is bounded
+ * (RESPONSES_MAX_CHAIN_BYTES). An answer past its expiry reads as unknown at once; the hourly sweep
+ * deletes it once no response continues it (its successors still need its items).
  */
 @Injectable()
 export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
@@ -49,13 +78,43 @@ export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
    * turn's previous_response_id is then 404), never credits. Waiting for the flush put about 3 ms
    * on every stored response (bench:chat, docs/benchmarks.md).
    */
-  async save(namespaceId: string, userId: string, response: ResponseObject, inputItems: ResponseItem[]): Promise<void> {
+  async save(namespaceId: string, userId: string, response: ResponseObject, newItems: ResponseItem[], previousChainBytes: number): Promise<void> {
     const expiresAt = new Date(Date.now() + this.config.RESPONSES_TTL_DAYS * DAY_MS);
+    const responseJson = JSON.stringify(response);
+    const itemsJson = JSON.stringify(newItems);
+    const chainBytes = previousChainBytes + Buffer.byteLength(responseJson) + Buffer.byteLength(itemsJson);
     await this.prisma.$executeRaw`
       WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-      INSERT INTO responses (id, namespace_id, user_id, previous_response_id, response, input_items, expires_at)
+      INSERT INTO responses (id, namespace_id, user_id, previous_response_id, response, input_items, items_delta, chain_bytes, expires_at)
       SELECT ${response.id}, ${namespaceId}::uuid, ${userId}::uuid, ${(response.previous_response_id as string | null) ?? null},
-             ${JSON.stringify(response)}::jsonb, ${JSON.stringify(inputItems)}::jsonb, ${expiresAt} FROM relaxed`;
+             ${responseJson}::jsonb, ${itemsJson}::jsonb, true, ${chainBytes}, ${expiresAt} FROM relaxed`;
+  }
+
+  /**
+   * Refuses a turn that would take its chain past RESPONSES_MAX_CHAIN_BYTES (the new input counted
+   * now; the answer is bounded by its tokens), before any model runs.
+   */
+  checkChainRoom(previousChainBytes: number, newItems: ResponseItem[]): void {
+    const max = this.config.RESPONSES_MAX_CHAIN_BYTES;
+    const total = previousChainBytes + Buffer.byteLength(JSON.stringify(newItems));
+    if (total > max) {
+      const message = `The conversation of previous_response_id would hold ${total} bytes, more than the ${max} a conversation may store (RESPONSES_MAX_CHAIN_BYTES); start a new conversation, or send it with store: false`;
+      throw new ApiError('invalid_request', message, { fields: [{ field: 'previous_response_id', message }] });
+    }
+  }
+
+  /** The chain ending at `id`, oldest first, within the head's namespace (ancestors may be past their own expiry). */
+  private async chain(id: string): Promise<(ChainRow & { namespace_id: string })[]> {
+    return this.prisma.$queryRaw<(ChainRow & { namespace_id: string })[]>`
+      WITH RECURSIVE chain AS (
+        SELECT id, previous_response_id, response, input_items, items_delta, chain_bytes, namespace_id, 0 AS depth
+          FROM responses WHERE id = ${id} AND expires_at > now()
+        UNION ALL
+        SELECT r.id, r.previous_response_id, r.response, r.input_items, r.items_delta, r.chain_bytes, r.namespace_id, c.depth + 1
+          FROM responses r JOIN chain c ON r.id = c.previous_response_id
+         WHERE c.items_delta AND r.namespace_id = c.namespace_id
+      )
+      SELECT id, response, input_items, items_delta, chain_bytes, namespace_id::text FROM chain ORDER BY depth DESC`;
   }
 
   /**
@@ -63,23 +122,39 @@ export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
    * OpenAI's text: unknown, expired and foreign ids alike, so other tenants' ids cannot be probed.
    */
   async get(id: string, readable: (namespaceId: string) => Promise<boolean>, param?: string): Promise<StoredConversation> {
-    const row = wellFormed(id) ? await this.prisma.storedResponse.findFirst({ where: { id, expiresAt: { gt: new Date() } } }) : null;
-    if (!row || !(await readable(row.namespaceId))) {
+    const rows = wellFormed(id) ? await this.chain(id) : [];
+    const head = rows.at(-1);
+    if (!head || !(await readable(head.namespace_id))) {
       const message = param ? `Previous response with id '${id}' not found.` : `Response with id '${id}' not found.`;
       throw new ApiError('resource_not_found', message, param ? { fields: [{ field: param, message }] } : undefined);
     }
-    return { response: row.response as unknown as ResponseObject, inputItems: row.inputItems as unknown as ResponseItem[] };
+    return { response: head.response, inputItems: conversation(rows), chainBytes: Number(head.chain_bytes) };
   }
 
+  /**
+   * Deletes an answer. The responses that continue it still need its items: each gets its whole
+   * conversation written out first (as rows were stored before turns were stored once).
+   */
   async delete(id: string, readable: (namespaceId: string) => Promise<boolean>): Promise<void> {
     await this.get(id, readable);
+    const children = await this.prisma.storedResponse.findMany({ where: { previousResponseId: id, itemsDelta: true }, select: { id: true } });
+    for (const child of children) {
+      const rows = await this.chain(child.id);
+      if (rows.at(-1)?.id !== child.id) continue;
+      await this.prisma.storedResponse.update({ where: { id: child.id }, data: { inputItems: conversation(rows) as unknown as Prisma.InputJsonValue, itemsDelta: false } });
+    }
     await this.prisma.storedResponse.deleteMany({ where: { id } });
   }
 
+  /** Expired answers that nothing continues; a chain goes from its newest end, a link per round. */
   private async sweep(): Promise<void> {
-    for (;;) {
-      const deleted = await this.prisma.$executeRaw`DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE expires_at <= now() LIMIT ${SWEEP_BATCH})`;
-      if (deleted < SWEEP_BATCH) return;
+    for (let round = 0; round < SWEEP_ROUNDS; round++) {
+      const deleted = await this.prisma.$executeRaw`
+        DELETE FROM responses WHERE id IN (
+          SELECT r.id FROM responses r WHERE r.expires_at <= now()
+             AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.previous_response_id = r.id)
+           LIMIT ${SWEEP_BATCH})`;
+      if (deleted === 0) return;
     }
   }
 }

@@ -40,6 +40,69 @@ const SKIPPED_ITEMS = new Set([
   'mcp_approval_response', 'shell_call', 'shell_call_output', 'apply_patch_call', 'apply_patch_call_output', 'compaction',
 ]);
 
+/**
+ * The fields each item type defines (besides `type` and `id`), as OpenAI's Responses API does:
+ * anything else a client sends is dropped before the item is stored, so the store holds only what
+ * a conversation needs.
+ */
+const ITEM_FIELDS: Record<string, readonly string[]> = {
+  message: ['role', 'content', 'status', 'phase'],
+  function_call: ['call_id', 'name', 'arguments', 'namespace', 'status'],
+  function_call_output: ['call_id', 'output', 'status'],
+  custom_tool_call: ['call_id', 'name', 'input', 'namespace', 'status'],
+  custom_tool_call_output: ['call_id', 'output', 'status'],
+  reasoning: ['summary', 'content', 'encrypted_content', 'status'],
+  compaction: ['encrypted_content'],
+  web_search_call: ['action', 'status'],
+  file_search_call: ['queries', 'results', 'status'],
+  code_interpreter_call: ['code', 'container_id', 'outputs', 'status'],
+  image_generation_call: ['result', 'status'],
+  computer_call: ['call_id', 'action', 'pending_safety_checks', 'status'],
+  computer_call_output: ['call_id', 'output', 'acknowledged_safety_checks', 'status'],
+  local_shell_call: ['call_id', 'action', 'status'],
+  local_shell_call_output: ['output', 'status'],
+  mcp_call: ['server_label', 'name', 'arguments', 'output', 'error', 'approval_request_id', 'status'],
+  mcp_list_tools: ['server_label', 'tools', 'error'],
+  mcp_approval_request: ['server_label', 'name', 'arguments'],
+  mcp_approval_response: ['approval_request_id', 'approve', 'reason'],
+  shell_call: ['call_id', 'action', 'status'],
+  shell_call_output: ['call_id', 'output', 'max_output_length'],
+  apply_patch_call: ['call_id', 'operation', 'status'],
+  apply_patch_call_output: ['call_id', 'output', 'status'],
+};
+/** A message's content parts, likewise (annotations and logprobs are an answer's metadata, not conversation). */
+const PART_FIELDS: Record<string, readonly string[]> = {
+  input_text: ['text'],
+  output_text: ['text'],
+  text: ['text'],
+  refusal: ['refusal'],
+  input_image: ['image_url', 'detail', 'file_id'],
+  input_file: ['file_id', 'file_url', 'file_data', 'filename'],
+};
+/**
+ * The most bytes one item a chat upstream never reads (reasoning with its encrypted_content, hosted
+ * tools' calls) may hold: it costs no tokens, so without a bound it would be storage for free.
+ * OpenAI bounds its own opaque fields likewise; 256 KiB holds any real reasoning item.
+ */
+export const MAX_UNCOUNTED_ITEM_BYTES = 256 * 1024;
+
+const pick = (raw: Record<string, unknown>, fields: readonly string[]) => Object.fromEntries(fields.filter((f) => raw[f] !== undefined).map((f) => [f, raw[f]]));
+
+/** An item with only its type's fields (and its content parts with only theirs); an uncounted item within its bound. */
+function sanitizeItem(raw: Record<string, unknown>, type: string, id: string, at: string): ResponseItem {
+  const fields = ITEM_FIELDS[type];
+  if (!fields) return { type, id };
+  const item: ResponseItem = { type, id, ...pick(raw, fields) };
+  if (type === 'message' && Array.isArray(item.content))
+    item.content = item.content.map((part) => (isObject(part) && typeof part.type === 'string' && PART_FIELDS[part.type] ? { type: part.type, ...pick(part, PART_FIELDS[part.type]) } : part));
+  if (SKIPPED_ITEMS.has(type)) {
+    const bytes = Buffer.byteLength(JSON.stringify(item));
+    if (bytes > MAX_UNCOUNTED_ITEM_BYTES)
+      throw fieldError(at, `${at}: a ${type} item may hold at most ${MAX_UNCOUNTED_ITEM_BYTES} bytes (this one holds ${bytes}); it is not sent to a chat model, so it is not counted in tokens`);
+  }
+  return item;
+}
+
 /** A 400 naming the parameter, in the envelope's `fields` as every validation refusal does. */
 export const fieldError = (param: string, message: string) => ApiError.badRequest(message, { fields: [{ field: param, message }] });
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -101,7 +164,9 @@ export function normalizeInput(input: unknown): ResponseItem[] {
     if (typeof type !== 'string') throw fieldError(`input[${i}].type`, `input[${i}].type is required`);
     if (type === 'item_reference') throw fieldError(`input[${i}].type`, `input[${i}]: item_reference is not supported; use previous_response_id`);
     const prefix = type === 'message' ? 'msg' : type === 'function_call' ? 'fc' : type === 'custom_tool_call' ? 'ctc' : 'item';
-    return { ...raw, type, id: typeof raw.id === 'string' ? raw.id : itemId(prefix) } as ResponseItem;
+    const id = typeof raw.id === 'string' && raw.id.length <= 200 ? raw.id : itemId(prefix);
+    // An unknown type keeps its type (itemsToMessages refuses it, naming it), nothing else.
+    return sanitizeItem(raw, type, id, `input[${i}]`);
   });
 }
 

@@ -39,7 +39,13 @@ export class ResponsesController {
     try {
       await this.responses.create(caller, body, req.id, {
         signal: gone.signal,
+        // An empty value takes back a header set earlier (a native upstream runs tools the translation would drop).
         header: (name, value) => {
+          if (value === '') {
+            delete extra[name];
+            void reply.removeHeader(name);
+            return;
+          }
           extra[name] = value;
           void reply.header(name, value);
         },

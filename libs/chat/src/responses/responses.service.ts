@@ -44,14 +44,36 @@ function inResponsesTerms(err: unknown): unknown {
 /** Fields that are atelier's, or answered by atelier rather than the upstream. */
 const NOT_FORWARDED = new Set(['previous_response_id', 'target_namespace', 'store', 'stream']);
 
+/** Tools a caller defines and runs itself: never the operator's account's. */
+const CALLER_TOOLS = new Set(['function', 'custom', 'namespace']);
+
 /**
  * The request for an upstream that speaks /responses: the caller's, with the conversation of
  * previous_response_id in front of its input (atelier keeps it; the upstream stores nothing), and
  * reasoning's encrypted content asked for when the caller uses reasoning, so it survives the turn.
  * Item ids are dropped but for reasoning items': an upstream that stores nothing knows no ids.
+ * Hosted tools run on the operator's account: only those the catalog entry lists (responses_tools)
+ * go; and max_output_tokens is always the reserved limit, so the answer stays within what was paid.
  */
-function upstreamResponsesBody(body: Record<string, unknown>, history: readonly ResponseItem[]): Record<string, unknown> {
+function upstreamResponsesBody(
+  body: Record<string, unknown>,
+  history: readonly ResponseItem[],
+  limits: { maxOutputTokens: number; hostedTools: readonly string[]; dropped: (type: string) => void },
+): Record<string, unknown> {
   const forwarded = Object.fromEntries(Object.entries(body).filter(([field]) => !NOT_FORWARDED.has(field)));
+  forwarded.max_output_tokens = limits.maxOutputTokens;
+  if (Array.isArray(body.tools)) {
+    const allowed = (tool: unknown) => {
+      const type = (tool as { type?: unknown })?.type;
+      if (typeof type === 'string' && (CALLER_TOOLS.has(type) || limits.hostedTools.includes(type))) return true;
+      limits.dropped(String(type));
+      return false;
+    };
+    forwarded.tools = body.tools.filter(allowed);
+    const choice = body.tool_choice as { type?: unknown } | undefined;
+    if (choice && typeof choice === 'object' && typeof choice.type === 'string' && !CALLER_TOOLS.has(choice.type) && choice.type !== 'allowed_tools' && !limits.hostedTools.includes(choice.type))
+      throw fieldError('tool_choice', `tool_choice forces the hosted tool '${choice.type}', which this model does not run for callers`);
+  }
   if (history.length > 0) {
     const input = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : (body.input as unknown[]);
     forwarded.input = [...history.map(({ id, ...item }) => (item.type === 'reasoning' ? { id, ...item } : item)), ...input];
@@ -85,21 +107,23 @@ export class ResponsesService {
     const body = rawBody as Record<string, unknown>;
     const scope = await this.access.resolve(caller, body.target_namespace);
     let history: ResponseItem[] = [];
+    let chainBytes = 0;
     const previous = body.previous_response_id;
     if (previous !== undefined && previous !== null) {
       if (typeof previous !== 'string') throw fieldError('previous_response_id', 'previous_response_id must be a string');
       // The same namespace only: a conversation is continued where it is billed.
       const stored = await this.store.get(previous, async (ns) => ns === scope.id, 'previous_response_id');
       history = [...stored.inputItems, ...stored.response.output];
+      chainBytes = stored.chainBytes;
     }
     const translated = translateResponsesRequest(body, history);
+    if (translated.store) this.store.checkChainRoom(chainBytes, translated.inputItems);
     if (translated.droppedTools.length > 0) delivery.header('x-atelier-dropped-tools', translated.droppedTools.join(', '));
     const shell = responseShell(`resp_${randomToken(24)}`, body, translated.store);
-    const inputItems = [...history, ...translated.inputItems];
     const keep = async (response: ResponseObject): Promise<ResponseObject> => {
       if (!translated.store) return response;
       try {
-        await this.store.save(scope.id, caller.userId, response, inputItems);
+        await this.store.save(scope.id, caller.userId, response, translated.inputItems, chainBytes);
         return response;
       } catch (err) {
         // The answer is paid for and goes out; it says it was not stored rather than failing.
@@ -110,10 +134,13 @@ export class ResponsesService {
 
     // A model whose upstream speaks /responses gets the request as it is; the rest are translated.
     let native = false;
-    const nativeBody = (model: ChatModelDefinition) => {
+    const nativeBody = (model: ChatModelDefinition, maxOutputTokens: number) => {
       if (model.engine.type !== 'openai-compatible' || !model.engine.responses_api) return undefined;
       native = true;
-      return upstreamResponsesBody(body, history);
+      const dropped = new Set<string>();
+      const forwarded = upstreamResponsesBody(body, history, { maxOutputTokens, hostedTools: model.engine.responses_tools ?? [], dropped: (type) => dropped.add(type) });
+      delivery.header('x-atelier-dropped-tools', [...dropped].join(', '));
+      return forwarded;
     };
     const events = new ResponseEventStream(shell, translated.tools, (event) => delivery.event(event));
     let held: { type: string; response: ResponseObject } | undefined;
