@@ -130,6 +130,28 @@ describe('security: attacks through the gateway', () => {
       const listed = await stack.gw.http.request<{ data: MadeKey[] }>('GET', '/api/api_keys', { token: t.apiKey });
       expect(listed.body.data.find((k) => k.prefix === maker.prefix)?.budget).toMatchObject({ max_spend: '0.006' });
     });
+
+    it("revokes the keys a revoked key made, at any depth, on every replica, and gives the unspent carved budget back to the maker", async () => {
+      const t = await tenant();
+      const maker = (await post<MadeKey>('/api/admin/users/' + t.username + '/api_keys', stack.gw.adminToken, { budget: { max_spend: '0.01', period: 'month' } })).body;
+      const child = (await makeKey(maker.api_key, { budget: { max_spend: '0.004', period: 'month' } })).body;
+      const grandchild = (await makeKey(child.api_key, { budget: { max_spend: '0.001', period: 'month' } })).body;
+      const replica = await stack.gw.replica();
+      for (const via of [stack.gw.http, replica.http]) expect((await via.request('GET', '/api/credits', { token: grandchild.api_key })).status).toBe(200);
+      const revoked = await stack.gw.http.request<{ prefix: string; revoked_keys: string[] }>('DELETE', `/api/api_keys/${child.prefix}`, { token: t.apiKey });
+      expect(revoked.status).toBe(200);
+      expect(revoked.body).toMatchObject({ prefix: child.prefix, revoked_keys: [grandchild.prefix] });
+      for (const via of [stack.gw.http, replica.http])
+        await waitFor(async () => (await via.request('GET', '/api/credits', { token: grandchild.api_key })).status === 401, { timeoutMs: 1_000, description: 'the grandchild key to be refused on every replica' });
+      // Nothing was spent below the maker: its whole carved budget is back.
+      const listed = await stack.gw.http.request<{ data: MadeKey[] }>('GET', '/api/api_keys', { token: t.apiKey });
+      expect(listed.body.data.find((k) => k.prefix === maker.prefix)?.budget).toMatchObject({ max_spend: '0.01' });
+      expect(listed.body.data.map((k) => k.prefix)).not.toEqual(expect.arrayContaining([child.prefix]));
+      // Revoking again changes nothing and returns nothing twice.
+      expect((await stack.gw.http.request('DELETE', `/api/api_keys/${child.prefix}`, { token: t.apiKey })).status).toBe(200);
+      const again = await stack.gw.http.request<{ data: MadeKey[] }>('GET', '/api/api_keys', { token: t.apiKey });
+      expect(again.body.data.find((k) => k.prefix === maker.prefix)?.budget).toMatchObject({ max_spend: '0.01' });
+    });
   });
 
   it('answers an Idempotency-Key replay only to a caller the access guard admits: scopes and rpm hold', async () => {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { generateApiKey, LimitChanges } from '@atelier/auth';
-import { CreditLedger } from '@atelier/billing';
+import { budgetSpentNowSql, CreditLedger } from '@atelier/billing';
 import {
   API_KEY_REVOKED_CHANNEL,
   ApiError,
@@ -75,12 +75,45 @@ export class AccountsService {
   }
 
   /** Idempotent; the broadcast makes every replica drop the key from its auth cache at once. */
-  async revokeApiKey(prefix: string): Promise<{ prefix: string; revoked_at: number }> {
+  /**
+   * Revokes a key and every key made with it, at any depth (a key's children were made by whoever
+   * held it), in one transaction; each is broadcast, so every replica drops it at once. What a
+   * revoked key had not spent or reserved of a budget carved from its maker goes back to the maker,
+   * deepest first, so a revoked subtree returns its whole unspent part to the key above it.
+   */
+  async revokeApiKey(prefix: string): Promise<{ prefix: string; revoked_at: number; revoked_keys: string[] }> {
     const key = await this.prisma.apiKey.findUnique({ where: { prefix } });
     if (!key) throw ApiError.notFound(`API key not found: ${prefix}`);
-    const revokedAt = key.revokedAt ?? (await this.prisma.apiKey.update({ where: { prefix }, data: { revokedAt: new Date() } })).revokedAt!;
-    await this.bus.publish(API_KEY_REVOKED_CHANNEL, { prefix });
-    return { prefix, revoked_at: Math.floor(revokedAt.getTime() / 1000) };
+    const { revokedAt, prefixes } = await this.prisma.$transaction(async (tx) => {
+      const tree = await tx.$queryRaw<{ id: string; prefix: string; parent_id: string | null; depth: number; revoked: boolean }[]>`
+        WITH RECURSIVE tree AS (
+          SELECT id, prefix, parent_id, 0 AS depth FROM api_keys WHERE id = ${key.id}::uuid
+          UNION ALL
+          SELECT k.id, k.prefix, k.parent_id, t.depth + 1 FROM api_keys k JOIN tree t ON k.parent_id = t.id
+        )
+        SELECT t.id::text, t.prefix, t.parent_id::text, t.depth, a.revoked_at IS NOT NULL AS revoked
+          FROM tree t JOIN api_keys a ON a.id = t.id ORDER BY t.depth DESC`;
+      const now = new Date();
+      for (const k of tree) {
+        if (k.revoked) continue;
+        // Locks the key, then hands its unspent budget (never below zero) to its maker when both budgets count the same period.
+        await tx.$executeRaw`
+          WITH me AS (
+            SELECT id, parent_id, budget_period,
+                   GREATEST(budget_max_spend - budget_reserved - ${Prisma.raw(budgetSpentNowSql('api_keys'))}, 0) AS unspent
+              FROM api_keys WHERE id = ${k.id}::uuid AND revoked_at IS NULL FOR UPDATE
+          ), done AS (
+            UPDATE api_keys SET revoked_at = ${now} WHERE id IN (SELECT id FROM me) RETURNING id
+          )
+          UPDATE api_keys p SET budget_max_spend = p.budget_max_spend + me.unspent
+            FROM me WHERE p.id = me.parent_id AND p.revoked_at IS NULL AND me.unspent IS NOT NULL
+             AND p.budget_max_spend IS NOT NULL AND p.budget_period = me.budget_period`;
+      }
+      const root = tree.find((k) => k.id === key.id)!;
+      return { revokedAt: root.revoked ? key.revokedAt! : now, prefixes: tree.filter((k) => !k.revoked).map((k) => k.prefix) };
+    });
+    for (const revoked of prefixes.length ? prefixes : [prefix]) await this.bus.publish(API_KEY_REVOKED_CHANNEL, { prefix: revoked });
+    return { prefix, revoked_at: Math.floor(revokedAt.getTime() / 1000), revoked_keys: prefixes.filter((p) => p !== prefix) };
   }
 
   /** Adds a user to an org (a member already: unchanged). */

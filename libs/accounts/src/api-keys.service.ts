@@ -127,7 +127,7 @@ export class ApiKeys {
   }
 
   /** Revokes one of the caller's own keys; anyone else's looks unknown (404). */
-  async revoke(caller: Caller, prefix: string): Promise<{ prefix: string; revoked_at: number }> {
+  async revoke(caller: Caller, prefix: string): Promise<{ prefix: string; revoked_at: number; revoked_keys: string[] }> {
     const key = await this.prisma.apiKey.findUnique({ where: { prefix }, select: { userId: true } });
     if (!key || key.userId !== caller.userId) throw ApiError.notFound(`API key not found: ${prefix}`);
     return this.accounts.revokeApiKey(prefix);

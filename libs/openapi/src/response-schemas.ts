@@ -223,7 +223,7 @@ export const RESPONSE_SCHEMAS: Record<string, Schema> = {
   ),
   ApiKeyList: obj({ data: { type: 'array', items: obj(API_KEY_VIEW) } }),
   CreatedSelfServiceKey: obj({ api_key: str, ...API_KEY_VIEW }),
-  RevokedApiKey: obj({ prefix: str, revoked_at: int }),
+  RevokedApiKey: obj({ prefix: str, revoked_at: int, revoked_keys: { type: 'array', items: str, description: 'Keys made with it (at any depth), revoked with it' } }, ['prefix', 'revoked_at']),
   WebhookSecret: obj({ key: { type: 'string', pattern: '^whsec_' } }, ['key']),
   GenerationList: obj({ count: int, generations: { type: 'array', items: ref('Generation') }, limit: int, offset: int }),
   Enqueued: obj({ generations: { type: 'array', items: obj({ generation_id: { type: 'string', format: 'uuid' }, status: { const: 'queued' } }) } }),
