@@ -4,7 +4,14 @@ import { PublicRoute } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
 import { BlobStore, SignedUrls } from '@atelier/storage';
 
-/** Serves temporary result links; the signature is the credential, so no API key is needed. */
+/** Types a browser shows without running anything: served inline. Anything else (HTML, SVG, XML, scripts...) is a download. */
+const PASSIVE_TYPE = /^(image\/(png|jpeg|gif|webp|avif|bmp)|video\/[\w.+-]+|audio\/[\w.+-]+|text\/plain|application\/(json|octet-stream|pdf|vnd\.apache\.parquet|x-ndjson|jsonl))(;|$)/i;
+
+/**
+ * Serves temporary result links; the signature is the credential, so no API key is needed. The
+ * bytes are a tenant's and this is the console's origin: nothing served here may run as a page
+ * (nosniff, a sandboxing CSP, and HTML or SVG only as an attachment).
+ */
 @PublicRoute()
 @Controller('files')
 export class FilesController {
@@ -26,10 +33,14 @@ export class FilesController {
     if (verdict !== 'ok') throw ApiError.forbidden('Invalid or tampered link signature');
     const blob = await this.blobs.get(key).catch(() => undefined);
     if (!blob) throw ApiError.notFound('The file no longer exists');
+    const filename = (key.split('/').pop() ?? 'file').replace(/[^\w.-]+/g, '_');
     await reply
       .header('content-type', blob.contentType)
       .header('content-length', String(blob.size))
       .header('cache-control', 'private, max-age=300')
+      .header('x-content-type-options', 'nosniff')
+      .header('content-security-policy', "sandbox; default-src 'none'")
+      .header('content-disposition', `${PASSIVE_TYPE.test(blob.contentType) ? 'inline' : 'attachment'}; filename="${filename}"`)
       .send(blob.body);
   }
 }

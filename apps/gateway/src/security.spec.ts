@@ -9,6 +9,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PrismaService } from '@atelier/db';
 import { FineTuneServiceModule } from '@atelier/fine-tune';
 import { createService } from '@atelier/runtime';
+import { BlobStore, SignedUrls } from '@atelier/storage';
 import { createTenant, uniqueName, waitFor, type Tenant } from '@atelier/testing';
 import { startAssetServer, startMediaStack, type AssetServer, type MediaStack } from './media.harness';
 import { uploadFiles } from './repos.harness';
@@ -152,6 +153,30 @@ describe('security: attacks through the gateway', () => {
       const again = await stack.gw.http.request<{ data: MadeKey[] }>('GET', '/api/api_keys', { token: t.apiKey });
       expect(again.body.data.find((k) => k.prefix === maker.prefix)?.budget).toMatchObject({ max_spend: '0.01' });
     });
+  });
+
+  it('serves stored bytes under /files so that none runs as a page on this origin: nosniff, a sandboxing CSP, HTML and SVG as attachments', async () => {
+    const blobs = stack.gw.app.get(BlobStore);
+    const urls = stack.gw.app.get(SignedUrls);
+    const served = async (name: string, type: string, body: string) => {
+      const key = `${uniqueName('ns')}/outputs/${name}`;
+      await blobs.put(key, Buffer.from(body), type);
+      const res = await fetch(new URL(urls.url(key), base));
+      expect(res.status).toBe(200);
+      return res.headers;
+    };
+    for (const [name, type] of [['x.svg', 'image/svg+xml'], ['x.html', 'text/html'], ['x.xml', 'application/xml']] as const) {
+      const headers = await served(name, type, '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(document.cookie)"/>');
+      expect({ name, nosniff: headers.get('x-content-type-options'), csp: headers.get('content-security-policy'), disposition: headers.get('content-disposition') }).toEqual({
+        name,
+        nosniff: 'nosniff',
+        csp: "sandbox; default-src 'none'",
+        disposition: `attachment; filename="${name}"`,
+      });
+    }
+    const png = await served('x.png', 'image/png', 'png bytes');
+    expect(png.get('content-disposition')).toBe('inline; filename="x.png"');
+    expect(png.get('content-security-policy')).toBe("sandbox; default-src 'none'");
   });
 
   it('answers an Idempotency-Key replay only to a caller the access guard admits: scopes and rpm hold', async () => {

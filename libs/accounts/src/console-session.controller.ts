@@ -1,6 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Inject, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ApiKeyAuthenticator, ConsoleSessions, fromOwnOrigin, PublicRoute, SESSION_COOKIE, sessionIdOf, type Caller, type ConsoleSession } from '@atelier/auth';
+import { ApiKeyAuthenticator, AuthFailureThrottle, ConsoleSessions, fromOwnOrigin, PublicRoute, SESSION_COOKIE, sessionIdOf, type Caller, type ConsoleSession } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, ConsoleSignInRequest } from '@atelier/contracts';
 import { parseBody } from '@atelier/runtime';
@@ -16,6 +16,7 @@ export class ConsoleSessionController {
   constructor(
     private readonly sessions: ConsoleSessions,
     private readonly authenticator: ApiKeyAuthenticator,
+    private readonly failures: AuthFailureThrottle,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -25,9 +26,10 @@ export class ConsoleSessionController {
     // A foreign page must not sign a visitor in to an account of its choosing (login CSRF).
     this.refuseForeignOrigin(req);
     const request = parseBody(ConsoleSignInRequest, body);
-    const contents = this.sessions.describe(request.api_key, request.admin_token);
+    // A wrong admin token or key counts against the address like any failed authentication.
+    const contents = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'console sign-in', async () => this.sessions.describe(request.api_key, request.admin_token));
     // The key is checked now: a revoked or unknown key opens no session.
-    const caller = contents.key ? await this.authenticator.verify(contents.key.prefix, contents.key.hash) : undefined;
+    const caller = contents.key ? await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'console sign-in', () => this.authenticator.verify(contents.key!.prefix, contents.key!.hash)) : undefined;
     const id = await this.sessions.create(contents);
     reply.header('set-cookie', this.cookie(req, id, Math.floor(this.sessions.maxAgeMs / 1000)));
     return this.view({ ...contents, createdAt: Date.now() }, caller);

@@ -33,6 +33,8 @@ const keyLookup = (prefixes: string[]) => Prisma.sql`
  * finds it verified, instead of paying the read on the request (auth 1.9 ms of the 4.2-4.5 ms
  * added after 6 s idle on a 2-core Intel Xeon VM, bench:chat phase 5).
  */
+/** How long a key found unknown or revoked is refused from memory: never a key that could start working (a new key has a new hash). */
+const NEGATIVE_CACHE_MS = 10_000;
 const KEEP_WARM_MS = 10 * 60_000;
 /** The most keys one refresh re-reads (the most recently used first); the others expire as before. */
 const MAX_WARM_KEYS = 1_000;
@@ -105,6 +107,8 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
    * cached after it, so a broadcast revocation is never undone by a read that raced it.
    */
   private revocations = 0;
+  /** Hashes found unknown, wrong or revoked, until when they are refused without a lookup. */
+  private readonly refused = new Map<string, number>();
   private refresher?: { stop(): Promise<void> };
 
   constructor(
@@ -175,6 +179,12 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
    */
   verify(prefix: string, hash: string): Promise<Caller> {
     const now = Date.now();
+    // A key just found unknown or revoked is refused without another lookup (a guesser's retries cost nothing).
+    const refused = this.refused.get(hash);
+    if (refused !== undefined) {
+      if (refused > now) return Promise.reject(ApiError.unauthorized('Invalid API key'));
+      this.refused.delete(hash);
+    }
     const cached = this.cache.get(hash);
     if (cached && cached.until > now) {
       cached.usedAt = now;
@@ -201,6 +211,10 @@ export class ApiKeyAuthenticator implements OnModuleInit, OnModuleDestroy {
     const caller = callerOf(row, hash);
     if (caller instanceof ApiError) {
       this.cache.delete(hash);
+      if (caller.message === 'Invalid API key') {
+        if (this.refused.size > 10_000) this.refused.clear();
+        this.refused.set(hash, now + NEGATIVE_CACHE_MS);
+      }
       throw caller;
     }
     unexpired(caller, now);

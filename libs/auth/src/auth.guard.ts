@@ -6,6 +6,7 @@ import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
 import { ACCESS_METADATA, ANSWER_AFTER_ACCESS, AnsweredBeforeHandler, RateLimiter, type AnswerAfterAccess, type RouteAccess } from '@atelier/runtime';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
+import { AuthFailureThrottle } from './auth-failure-throttle.service';
 import { FULL_ACCESS, RATE_CLASS_METADATA, SCOPE_METADATA, type RateClass } from './api-scopes';
 import { callerRateLimits, takeRateLimits } from './caller-rate-limits';
 import { secretsEqual } from './api-key';
@@ -53,6 +54,7 @@ export class AccessGuard implements CanActivate {
     private readonly authenticator: ApiKeyAuthenticator,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly sessions: ConsoleSessions,
+    private readonly failures: AuthFailureThrottle,
     @Optional() private readonly metrics?: Metrics,
     @Optional() private readonly limiter?: RateLimiter,
   ) {}
@@ -85,9 +87,22 @@ export class AccessGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const { access, scope, rateClass } = this.rulesOf(context);
+    const rules = this.rulesOf(context);
     const req = context.switchToHttp().getRequest<RequestWithCaller>();
-    if (access === 'public') return true;
+    if (rules.access === 'public') return true;
+    // An address that keeps presenting wrong credentials is refused before any lookup.
+    this.failures.check(req.ip, (name, value) => void context.switchToHttp().getResponse<FastifyReply>().header(name, value));
+    try {
+      return await this.admit(context, req, rules);
+    } catch (err) {
+      // A wrong credential counts; a missing one (no header, no session) is not a guess.
+      if (err instanceof ApiError && err.status === 401 && (req.headers.authorization !== undefined || sessionIdOf(req.headers.cookie) !== undefined))
+        await this.failures.failed(req.ip, `${req.method} ${req.url.split('?')[0]}: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private async admit(context: ExecutionContext, req: RequestWithCaller, { access, scope, rateClass }: RouteRules): Promise<boolean> {
     // A console session (cookie) stands in for the key or admin token only when no Authorization
     // header is sent: API clients are never affected by a stray cookie.
     const sessionId = req.headers.authorization === undefined ? sessionIdOf(req.headers.cookie) : undefined;

@@ -1,13 +1,14 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
+import { AuthFailureThrottle } from './auth-failure-throttle.service';
 import { AccessGuard } from './auth.guard';
 import { ConsoleSessions } from './console-session.service';
 import { NamespaceAccess } from './namespace-access.service';
 
 /** Import in the public edge (gateway) only: it installs the global AccessGuard. */
 @Module({
-  providers: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions, { provide: APP_GUARD, useClass: AccessGuard }],
-  exports: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions],
+  providers: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions, AuthFailureThrottle, { provide: APP_GUARD, useClass: AccessGuard }],
+  exports: [ApiKeyAuthenticator, NamespaceAccess, ConsoleSessions, AuthFailureThrottle],
 })
 export class AuthModule {}

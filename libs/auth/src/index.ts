@@ -7,5 +7,6 @@ export { AccessGuard, CurrentCaller, fromOwnOrigin } from './auth.guard';
 export { ConsoleSessions, SESSION_COOKIE, sessionIdOf, type ConsoleSession } from './console-session.service';
 export { AdminRoute, PublicRoute } from '@atelier/runtime';
 export { AuthModule } from './auth.module';
+export { AuthFailureThrottle } from './auth-failure-throttle.service';
 export { API_SCOPES, CountsAsWork, NotRateLimited, RequiresFullAccess, RequiresScope, type ApiScope, type RateClass } from './api-scopes';
 export { callerRateLimits, takeRateLimits, type NamedRateLimit, type RateUnit } from './caller-rate-limits';

@@ -37,6 +37,13 @@ describe('parseConfig', () => {
     expect(() => parseConfig({ ADMIN_TOKEN: 'change-me-admin-token', URL_SIGNING_SECRET: 'change-me-url-signing-secret' })).not.toThrow();
   });
 
+  it('trusts no X-Forwarded-* unless TRUST_PROXY says whom: off, a hop count, or proxy addresses', () => {
+    expect(parseConfig({}).TRUST_PROXY).toBe(false);
+    expect(parseConfig({ TRUST_PROXY: '1' }).TRUST_PROXY).toBe(1);
+    expect(parseConfig({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).TRUST_PROXY).toEqual(['10.0.0.0/8', '127.0.0.1']);
+    expect(configError({ TRUST_PROXY: 'true' }).message).toMatch(/TRUST_PROXY: must be off, a hop count, or addresses\/CIDRs of trusted proxies \(not true\)/);
+  });
+
   it('coerces numeric variables from strings', () => {
     const config = parseConfig({ PORT: '9000', AUTH_CACHE_MS: '250', BODY_LIMIT_BYTES: '1024' });
     expect(config).toMatchObject({ PORT: 9000, AUTH_CACHE_MS: 250, BODY_LIMIT_BYTES: 1024 });

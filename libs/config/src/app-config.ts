@@ -164,6 +164,26 @@ const schema = z.object({
   EDIT_MAX_TOTAL_BYTES: positiveInt.default(32 * 1024 * 1024),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * Which X-Forwarded-* headers to believe (the client address for throttles and logs, https for
+   * cookies): `off` (the default: none; the peer is the client), a hop count (`1`: the one proxy in
+   * front, such as an ingress), or comma-separated addresses/CIDRs of trusted proxies.
+   */
+  TRUST_PROXY: z
+    .string()
+    .default('off')
+    .transform((v, ctx): boolean | number | string[] => {
+      const value = v.trim().toLowerCase();
+      if (value === 'off' || value === 'false' || value === '0' || value === '') return false;
+      if (/^\d+$/.test(value)) return Number(value);
+      const list = value.split(',').map((p) => p.trim()).filter(Boolean);
+      const address = /^(\d{1,3}(\.\d{1,3}){3}|[0-9a-f:]+)(\/\d{1,3})?$/;
+      const bad = list.filter((p) => !address.test(p) && !['loopback', 'linklocal', 'uniquelocal'].includes(p));
+      if (bad.length) ctx.addIssue({ code: 'custom', message: `must be off, a hop count, or addresses/CIDRs of trusted proxies (not ${bad.join(', ')}); "true" (trust anyone) is not accepted` });
+      return list;
+    }),
+  /** Failed authentications (a wrong key, token or admin token) one client address may make per minute before 429 (docs/operations.md, "Security"). */
+  AUTH_FAILURES_PER_MINUTE: positiveInt.default(30),
   /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */
   AUTH_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
   /** A console session ends this long after its last request (docs/console.md). */

@@ -1,6 +1,6 @@
 import { createParamDecorator, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
-import { hashApiKey } from '@atelier/auth';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { AuthFailureThrottle, hashApiKey } from '@atelier/auth';
 import { ApiError, UUID_PATTERN } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { randomToken } from '@atelier/random';
@@ -113,11 +113,15 @@ type RequestWithTrainer = FastifyRequest & { trainer?: TrainerIdentity };
 /** The /api/trainer routes: a trainer token, never an API key (and no API key works there). */
 @Injectable()
 export class TrainerGuard implements CanActivate {
-  constructor(private readonly trainers: Trainers) {}
+  constructor(
+    private readonly trainers: Trainers,
+    private readonly failures: AuthFailureThrottle,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<RequestWithTrainer>();
-    req.trainer = await this.trainers.authenticate(req.headers.authorization);
+    const reply = context.switchToHttp().getResponse<FastifyReply>();
+    req.trainer = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'trainer token', () => this.trainers.authenticate(req.headers.authorization));
     return true;
   }
 }

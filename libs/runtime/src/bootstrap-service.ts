@@ -134,7 +134,9 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     // Node checks those timeouts every connectionsCheckingInterval (30 s by default, which would
     // let a 10 s timeout run 40 s).
     http: { headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS, requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS, connectionsCheckingInterval: 1000 },
-    trustProxy: true,
+    // X-Forwarded-* are anyone's to send: believed only from the proxies TRUST_PROXY names.
+    // (A hop count is Fastify's too; the adapter's type leaves numbers out.)
+    trustProxy: config.TRUST_PROXY as boolean | string[],
     genReqId: (req: { headers: Record<string, string | string[] | undefined> }) => {
       const incoming = req.headers['x-request-id'];
       return typeof incoming === 'string' && /^[\w.-]{1,128}$/.test(incoming) ? incoming : randomUUID();

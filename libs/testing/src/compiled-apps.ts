@@ -50,6 +50,7 @@ export function appProcessEnv(env: TestEnvironment, extra: Record<string, string
     REDIS_URL: env.redisUrl,
     REDIS_PREFIX: env.prefix,
     STORAGE_DIR: env.config.STORAGE_DIR,
+    AUTH_FAILURES_PER_MINUTE: String(env.config.AUTH_FAILURES_PER_MINUTE),
     ...extra,
   };
 }

@@ -63,6 +63,9 @@ export async function createTestEnvironment(
     REDIS_PREFIX: prefix,
     ADMIN_TOKEN: `admin-${randomBytes(16).toString('hex')}`,
     LOG_LEVEL: 'error',
+    // Every suite's requests come from 127.0.0.1 and many expect a 401: the failure throttle is
+    // tested on its own (auth-failures.spec.ts), with a low limit.
+    AUTH_FAILURES_PER_MINUTE: '100000',
     ...overrides,
   });
   return {
