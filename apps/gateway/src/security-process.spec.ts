@@ -48,7 +48,7 @@ describe('security: attacks on a gateway process', () => {
       env,
       'gateway',
       'PORT',
-      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_MAX_INCOMPLETE_REQUESTS: '20', EVENTS_MAX_STREAMS_PER_KEY: '40' },
+      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_BODY_IDLE_TIMEOUT_MS: '1000', HTTP_MAX_INCOMPLETE_REQUESTS: '20', EVENTS_MAX_STREAMS_PER_KEY: '40' },
       (c) => spawned.push(c),
     );
     base = `http://127.0.0.1:${gateway.port}`;
@@ -141,9 +141,22 @@ describe('security: attacks on a gateway process', () => {
     const startedAt = Date.now();
     expect(await closedByServer(slow, 10_000)).toBe(true);
     clearInterval(drip);
+    // Dripping every 200 ms, it outlived the 1 s body idle timeout: only the whole-request timeout ended it.
+    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(2500);
     expect(Date.now() - startedAt).toBeLessThan(8000);
     expect(reply).toMatch(/^HTTP\/1\.1 408 /);
     expect(reply).toContain('"request_timeout"');
+
+    // A body that sends part and then nothing is cut off after HTTP_BODY_IDLE_TIMEOUT_MS, long before the request timeout.
+    const stalled = await connect();
+    let stalledReply = '';
+    stalled.on('data', (d: Buffer) => (stalledReply += d.toString()));
+    stalled.write(`POST /api/ai/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"model":`);
+    const stalledAt = Date.now();
+    expect(await closedByServer(stalled, 10_000)).toBe(true);
+    expect(Date.now() - stalledAt).toBeLessThan(2500);
+    expect(stalledReply).toMatch(/^HTTP\/1\.1 408 /);
+    expect(stalledReply).toContain('The request body stopped arriving');
   });
 
   it('counts neither open event streams nor idle keep-alive connections against that cap: 30 of each, and a new request still gets through', async () => {

@@ -154,6 +154,8 @@ const schema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: positiveInt.default(30_000),
   /** How long a client may take to send a whole request, headers and body; then 408. Never counts the wait for the answer. */
   HTTP_REQUEST_TIMEOUT_MS: positiveInt.default(300_000),
+  /** A request body that sends nothing for this long is cut off with 408 (nginx's client_body_timeout); a slow body that keeps sending is not. */
+  HTTP_BODY_IDLE_TIMEOUT_MS: positiveInt.default(60_000),
   /** How long an idle keep-alive connection is kept between requests. */
   HTTP_KEEP_ALIVE_TIMEOUT_MS: positiveInt.default(72_000),
   /** Connections at once (per process) that have not yet delivered a whole request; new ones past it are closed. */

@@ -93,7 +93,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
  * requests do not count: HTTP_KEEP_ALIVE_TIMEOUT_MS bounds them, and the headers timeout any
  * request that then trickles in.
  */
-function capIncompleteRequests(server: Server, max: number): void {
+function capIncompleteRequests(server: Server, max: number, bodyIdleMs: number): void {
   const incomplete = new Set<Socket>();
   const done = (socket: Socket) => incomplete.delete(socket);
   server.on('connection', (socket: Socket) => {
@@ -115,8 +115,29 @@ function capIncompleteRequests(server: Server, max: number): void {
       return;
     }
     incomplete.add(socket);
-    req.once('end', () => done(socket));
-    res.once('finish', () => done(socket));
+    // A body that stops arriving is cut off after HTTP_BODY_IDLE_TIMEOUT_MS without a byte (as
+    // nginx's client_body_timeout), while a slow upload that keeps sending goes on to
+    // HTTP_REQUEST_TIMEOUT_MS. The socket's timer counts any traffic, reads included.
+    const idle = () => {
+      if (!res.headersSent && socket.writable) {
+        const error = new ApiError('request_timeout', `The request body stopped arriving: nothing for ${bodyIdleMs} ms (HTTP_BODY_IDLE_TIMEOUT_MS)`);
+        const body = JSON.stringify(error.toEnvelope());
+        socket.write(`HTTP/1.1 408 ${STATUS_CODES[408]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      socket.destroy();
+    };
+    // Node's own socket timeout handler asks the incomplete request first (and destroys the socket
+    // when nobody answers): listening on the request lets the 408 go out before the close.
+    socket.setTimeout(bodyIdleMs);
+    req.once('timeout', idle);
+    const whole = () => {
+      req.off('timeout', idle);
+      // Only our timer: after an answer Node may already have set the keep-alive one.
+      if (socket.timeout === bodyIdleMs) socket.setTimeout(0);
+      done(socket);
+    };
+    req.once('end', whole);
+    res.once('finish', whole);
   });
 }
 
@@ -152,7 +173,7 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     },
   });
   const fastify = adapter.getInstance();
-  capIncompleteRequests(fastify.server, config.HTTP_MAX_INCOMPLETE_REQUESTS);
+  capIncompleteRequests(fastify.server, config.HTTP_MAX_INCOMPLETE_REQUESTS, config.HTTP_BODY_IDLE_TIMEOUT_MS);
   const routes: RegisteredRoute[] = [];
   routeTables.set(fastify, routes);
   fastify.addHook('onRoute', (route) => {
