@@ -173,7 +173,11 @@ if (!stopping) {
       const { username, api_key: key, credits } = JSON.parse(demo.stdout);
       console.log(`Demo user '${username}' (${credits} credits), API key:\n  ${key}\n`);
       console.log(`  curl -H "Authorization: Bearer ${key}" ${baseUrl}/api/ai/models/local-image`);
-    } else console.error(`Could not create the demo user: ${demo.stderr}`);
+    } else {
+      // Every failure names its cause: the CLI's own words, else how it ended.
+      const reason = (demo.stderr || demo.stdout || '').trim() || (demo.error ? demo.error.message : demo.signal ? `killed by ${demo.signal}` : `exit code ${demo.status}`);
+      console.error(`Could not create the demo user: ${reason}`);
+    }
     console.log(`Admin token (operator API, npm run admin): ${env.ADMIN_TOKEN}`);
   }
   console.log('Press Ctrl-C to stop.\n');

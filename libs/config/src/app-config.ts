@@ -184,6 +184,10 @@ const schema = z.object({
       if (bad.length) ctx.addIssue({ code: 'custom', message: `must be off, a hop count, or addresses/CIDRs of trusted proxies (not ${bad.join(', ')}); "true" (trust anyone) is not accepted` });
       return list;
     }),
+  /** Postgres connections each process holds at most. */
+  DATABASE_POOL_SIZE: positiveInt.max(500).default(10),
+  /** How long a transaction waits for a free connection before its request is answered 503 (overload). */
+  DATABASE_TX_MAX_WAIT_MS: positiveInt.default(10_000),
   /** Failed authentications (a wrong key, token or admin token) one client address may make per minute before 429 (docs/operations.md, "Security"). */
   AUTH_FAILURES_PER_MINUTE: positiveInt.default(30),
   /** How long a verified API key is trusted without re-reading Postgres; bounds revocation delay. */

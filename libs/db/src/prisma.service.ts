@@ -30,7 +30,9 @@ export function createPrismaClient(databaseUrl: string, poolSize = 10): PrismaCl
 @Injectable()
 export class PrismaService extends PrismaClient implements OnModuleDestroy {
   constructor(@Inject(APP_CONFIG) config: AppConfig) {
-    super({ adapter: pgAdapter(config.DATABASE_URL) });
+    // A burst queues for a connection (DATABASE_TX_MAX_WAIT_MS) rather than failing at Prisma's 2 s;
+    // past that it is overload, answered 503 with Retry-After.
+    super({ adapter: pgAdapter(config.DATABASE_URL, config.DATABASE_POOL_SIZE), transactionOptions: { maxWait: config.DATABASE_TX_MAX_WAIT_MS } });
   }
 
   async ping(): Promise<void> {

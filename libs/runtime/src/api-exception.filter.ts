@@ -49,6 +49,9 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
   }
   if (isNulRejection(err))
     return { status: 400, body: errorEnvelope('invalid_request', 'Text must not contain NUL characters (\\u0000), in the body or in the path') };
+  // Every connection busy is overload, not a crash: the client is told to come back shortly.
+  if (isPoolExhausted(err))
+    return { status: 503, body: errorEnvelope('service_unavailable', 'The database is at capacity (every connection is busy); retry in a moment') };
   const outage = backingServiceFault(err);
   if (outage) {
     logOutage(outage, err);
@@ -62,6 +65,14 @@ export function toErrorResponse(err: unknown): { status: number; body: ErrorEnve
   }
   logger.error((err as Error)?.stack ?? String(err));
   return { status: 500, body: errorEnvelope('internal_error', 'An unexpected error occurred') };
+}
+
+/** Prisma could not get a connection for a transaction within its maxWait (P2028), however deep it is wrapped. */
+function isPoolExhausted(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown };
+  if (e.code === 'P2028' || (typeof e.message === 'string' && /Unable to start a transaction in the given time/.test(e.message))) return true;
+  return isPoolExhausted(e.cause, depth + 1);
 }
 
 /**
