@@ -229,6 +229,9 @@ export function percentile(list, p) {
 /** Random per bench run (production refuses published values), the same for every process of the run. */
 const BENCH_ADMIN_TOKEN = randomBytes(32).toString('hex');
 const BENCH_URL_SIGNING_SECRET = randomBytes(32).toString('hex');
+/** Production serves /metrics only with a token (or on METRICS_PORT): every bench process gets this one. */
+export const BENCH_METRICS_TOKEN = randomBytes(32).toString('hex');
+export const metricsHeaders = { authorization: `Bearer ${BENCH_METRICS_TOKEN}` };
 
 /** Production settings on the bench database; `overrides` adds what one benchmark needs. */
 export function benchConfig(db, overrides = {}) {
@@ -239,6 +242,7 @@ export function benchConfig(db, overrides = {}) {
     REDIS_PREFIX: db.prefix,
     ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
     URL_SIGNING_SECRET: BENCH_URL_SIGNING_SECRET,
+    METRICS_TOKEN: BENCH_METRICS_TOKEN,
     LOG_LEVEL: 'error',
     NODE_ENV: 'production',
     // As the services read it, so an experiment with the setting reaches the in-process gateway too.
@@ -325,7 +329,7 @@ export const fixed = (digits) => (v) => (Number.isFinite(v) ? v.toFixed(digits) 
 
 /** histogramTotals of the service listening on `port`, read from its /metrics. */
 export async function scrapeHistograms(port, prefix = '', into = new Map()) {
-  return histogramTotals(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), prefix, into);
+  return histogramTotals(await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: metricsHeaders })).text(), prefix, into);
 }
 
 /**

@@ -48,7 +48,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchDatabase, benchRedisUrl, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, hostCpuTicks, stealPercent, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
+import { BENCH_METRICS_TOKEN, benchDatabase, benchRedisUrl, metricsHeaders, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, hostCpuTicks, stealPercent, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
@@ -239,6 +239,7 @@ const serviceEnv = {
   REDIS_PREFIX: db.prefix,
   ADMIN_TOKEN,
   URL_SIGNING_SECRET: randomBytes(32).toString('hex'),
+  METRICS_TOKEN: BENCH_METRICS_TOKEN,
   MODEL_CATALOG_DIR: catalogDir,
   [API_KEY_ENV]: API_KEY,
   ...(TRACING && { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'always_on' }),
@@ -1099,7 +1100,7 @@ if (pods.size) {
 if (floorStarted) await (await floorStarted).skeleton.stop();
 if (TRACING) {
   const { exports } = await (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).json();
-  const metricsText = await (await fetch(`${gatewayUrl}/metrics`)).text();
+  const metricsText = await (await fetch(`${gatewayUrl}/metrics`, { headers: metricsHeaders })).text();
   const dropped = [...metricsText.matchAll(/atelier_trace_spans_dropped_total\{[^}]*reason="(\w+)"[^}]*\} (\d+)/g)].map(([, reason, n]) => `${reason} ${n}`).join(', ');
   console.log(`\ntracing: the sink took ${exports} exports; the gateway dropped: ${dropped || 'none'}`);
 }

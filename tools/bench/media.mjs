@@ -84,6 +84,7 @@ const media = spawn(process.execPath, [...dieWithBench, path.join(root, 'dist/lo
     REDIS_URL: config.REDIS_URL,
     REDIS_PREFIX: config.REDIS_PREFIX,
     URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
+    METRICS_TOKEN: config.METRICS_TOKEN,
     STORAGE_DIR: storageDir,
     MEDIA_PORT: String(mediaPort),
     HOST: '127.0.0.1',

@@ -126,6 +126,7 @@ const events = spawn(process.execPath, [...dieWithBench, 'dist/local/apps/events
     REDIS_PREFIX: config.REDIS_PREFIX,
     ADMIN_TOKEN: config.ADMIN_TOKEN,
     URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
+    METRICS_TOKEN: config.METRICS_TOKEN,
     // Each user holds n / users streams on one key; the per-key cap is not what is measured.
     EVENTS_MAX_STREAMS_PER_KEY: String(Math.ceil(n / sseUsers)),
   }),

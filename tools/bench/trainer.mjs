@@ -32,6 +32,7 @@ const env = (app, port) => ({
   REDIS_PREFIX: config.REDIS_PREFIX,
   ADMIN_TOKEN: config.ADMIN_TOKEN,
   URL_SIGNING_SECRET: config.URL_SIGNING_SECRET,
+  METRICS_TOKEN: config.METRICS_TOKEN,
   STORAGE_DIR: storage,
   BUILTIN_TRAINER: 'false',
   // Nobody calls in during the idle part: the leases of part 1 must not be swept meanwhile.

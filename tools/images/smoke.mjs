@@ -82,6 +82,8 @@ async function main() {
     REDIS_URL: `redis://127.0.0.1:${redisPort}`,
     ADMIN_TOKEN: adminToken,
     URL_SIGNING_SECRET: randomBytes(16).toString('hex'),
+    // Production keeps metrics off the public port unless they need a token (docs/operations.md, "Security").
+    METRICS_TOKEN: randomBytes(16).toString('hex'),
     PUBLIC_URL: baseUrl,
     STORAGE_DIR: '/data/storage',
     LOG_LEVEL: 'warn',

@@ -7,6 +7,7 @@ import {
   buildAppsForTest,
   rssOf,
   createTestEnvironment,
+  freePort,
   startAppProcess,
   uniqueName,
   waitFor,
@@ -39,16 +40,18 @@ describe('security: attacks on a gateway process', () => {
   let gateway: AppProcess;
   let base: string;
   let apiKey: string;
+  let metricsPort: number;
 
   beforeAll(async () => {
     env = await createTestEnvironment();
     build = buildAppsForTest(['gateway']);
+    metricsPort = await freePort();
     gateway = await startAppProcess(
       build,
       env,
       'gateway',
       'PORT',
-      { HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_BODY_IDLE_TIMEOUT_MS: '1000', HTTP_MAX_INCOMPLETE_REQUESTS: '20', EVENTS_MAX_STREAMS_PER_KEY: '40' },
+      { METRICS_PORT: String(metricsPort), HTTP_HEADERS_TIMEOUT_MS: '1500', HTTP_REQUEST_TIMEOUT_MS: '3000', HTTP_BODY_IDLE_TIMEOUT_MS: '1000', HTTP_MAX_INCOMPLETE_REQUESTS: '20', EVENTS_MAX_STREAMS_PER_KEY: '40' },
       (c) => spawned.push(c),
     );
     base = `http://127.0.0.1:${gateway.port}`;
@@ -106,6 +109,15 @@ describe('security: attacks on a gateway process', () => {
     expect(JSON.parse(answer.body)).toMatchObject({ error: { message: 'The images of an edit may total at most 33554432 bytes (EDIT_MAX_TOTAL_BYTES)' } });
     expect(peak - before).toBeLessThan(100 * 1024 * 1024);
     expect(gateway.alive()).toBe(true);
+  });
+
+  it('serves /metrics only on METRICS_PORT: the public port has none, so namespace labels stay in the cluster', async () => {
+    const onPublic = await fetch(`${base}/metrics`);
+    expect(onPublic.status).toBe(404);
+    const scraped = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('atelier_credits_reserved_total');
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/api/credits`)).status).toBe(404);
   });
 
   it('caps connections that have not sent a whole request, and times out ones that trickle their headers or body', async () => {

@@ -22,7 +22,7 @@ describe('parseConfig', () => {
   });
 
   it('refuses to run in production with a short, default or placeholder ADMIN_TOKEN or URL_SIGNING_SECRET, naming the variable', () => {
-    const strong = { NODE_ENV: 'production', URL_SIGNING_SECRET: randomBytes(32).toString('hex'), ADMIN_TOKEN: randomBytes(32).toString('hex') };
+    const strong = { NODE_ENV: 'production', URL_SIGNING_SECRET: randomBytes(32).toString('hex'), ADMIN_TOKEN: randomBytes(32).toString('hex'), METRICS_PORT: '9464' };
     expect(() => parseConfig(strong)).not.toThrow();
     for (const [name, value, reason] of [
       ['ADMIN_TOKEN', 'change-me-admin-token', /ADMIN_TOKEN: is a published default or placeholder/],
@@ -33,6 +33,9 @@ describe('parseConfig', () => {
       ['URL_SIGNING_SECRET', 'ab'.repeat(20), /URL_SIGNING_SECRET: has too few distinct characters/],
     ] as const)
       expect(configError({ ...strong, [name]: value }).message).toMatch(reason);
+    // Metrics name namespaces: production serves them on their own port or behind a token.
+    expect(configError({ ...strong, METRICS_PORT: undefined }).message).toMatch(/METRICS_PORT: production needs METRICS_PORT \(metrics on a port of their own\) or METRICS_TOKEN/);
+    expect(() => parseConfig({ ...strong, METRICS_PORT: undefined, METRICS_TOKEN: randomBytes(32).toString('hex') })).not.toThrow();
     // Outside production the same values are a developer's business.
     expect(() => parseConfig({ ADMIN_TOKEN: 'change-me-admin-token', URL_SIGNING_SECRET: 'change-me-url-signing-secret' })).not.toThrow();
   });

@@ -237,6 +237,11 @@ const schema = z.object({
   PRETTY_LOGS: bool.optional(),
   /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (e.g. when the gateway's /metrics is reachable from outside). */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /**
+   * Serve GET /metrics on this port only (not the app's own port), for Prometheus inside the
+   * cluster; the manifests set it and expose it through no Service. Production needs it or METRICS_TOKEN.
+   */
+  METRICS_PORT: z.coerce.number().int().min(1).max(65535).optional(),
 });
 
 /** Secrets a production deployment must not run with: shorter than this, or a published value. */
@@ -254,6 +259,9 @@ export function weakSecretReason(value: string): string | undefined {
 const checked = schema.superRefine((c, ctx) => {
   if (c.NODE_ENV === 'production') {
     if (!c.URL_SIGNING_SECRET) ctx.addIssue({ code: 'custom', path: ['URL_SIGNING_SECRET'], message: 'is required in production' });
+    // Metrics name namespaces: in production they are never public on the app's own port.
+    if (c.METRICS_TOKEN === undefined && c.METRICS_PORT === undefined)
+      ctx.addIssue({ code: 'custom', path: ['METRICS_PORT'], message: 'production needs METRICS_PORT (metrics on a port of their own) or METRICS_TOKEN (metrics behind a bearer token)' });
     for (const name of ['URL_SIGNING_SECRET', 'ADMIN_TOKEN', 'METRICS_TOKEN'] as const) {
       const value = c[name];
       const reason = value ? weakSecretReason(value) : undefined;

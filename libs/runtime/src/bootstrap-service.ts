@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import v8 from 'node:v8';
@@ -15,6 +15,7 @@ import { instrumentHttp } from './http-instrumentation';
 import { parseJsonBody } from './json-body';
 import { streamingMultipart } from './streaming-multipart';
 import { installProcessFaultPolicy } from './process-fault-policy';
+import { metricsAuthorized } from './metrics.controller';
 
 const LEVELS: LogLevel[] = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'];
 
@@ -354,5 +355,37 @@ export async function runService(
   process.on('SIGINT', stop);
   await app.listen({ port: opts.port, host: config.HOST });
   if (logger) logger.log(`listening on http://${config.HOST}:${opts.port}`, 'Bootstrap');
+  if (config.METRICS_PORT !== undefined) {
+    const metricsServer = await serveMetrics(app.get(Metrics), config, config.METRICS_PORT);
+    app.getHttpServer().once('close', () => metricsServer.close());
+    if (logger) logger.log(`metrics on http://${config.HOST}:${config.METRICS_PORT}/metrics`, 'Bootstrap');
+  }
   return app;
+}
+
+/**
+ * GET /metrics on a port of its own (METRICS_PORT), which the manifests give Prometheus and no
+ * Service: the public port then has no /metrics, so namespace labels never leave the cluster.
+ */
+export async function serveMetrics(metrics: Metrics, config: AppConfig, port: number): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(new ApiError('route_not_found', 'Only GET /metrics is served here').toEnvelope()));
+      return;
+    }
+    if (!metricsAuthorized(config, req.headers.authorization)) {
+      res.writeHead(401, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(ApiError.unauthorized('Metrics need "Authorization: Bearer <METRICS_TOKEN>"').toEnvelope()));
+      return;
+    }
+    metrics.scrape().then(
+      ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-store' }).end(body),
+      () => res.writeHead(500).end(),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, config.HOST, () => resolve());
+  });
+  server.unref();
+  return server;
 }

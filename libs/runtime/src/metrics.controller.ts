@@ -66,7 +66,16 @@ export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
   }
 }
 
-/** GET /metrics (Prometheus text format) on every app; behind METRICS_TOKEN when one is set. */
+/** Whether a scrape may read the metrics: always without METRICS_TOKEN, else only with it. */
+export function metricsAuthorized(config: AppConfig, authorization: string | undefined): boolean {
+  const token = config.METRICS_TOKEN;
+  return !token || sameSecret(/^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '', token);
+}
+
+/**
+ * GET /metrics (Prometheus text format) on every app's own port, unless METRICS_PORT serves them
+ * apart; behind METRICS_TOKEN when one is set.
+ */
 @PublicRoute()
 @Controller()
 export class MetricsController {
@@ -77,8 +86,8 @@ export class MetricsController {
 
   @Get('metrics')
   async scrape(@Headers('authorization') authorization: string | undefined, @Res() reply: FastifyReply): Promise<void> {
-    const token = this.config.METRICS_TOKEN;
-    if (token && !sameSecret(/^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1] ?? '', token)) throw ApiError.unauthorized('Metrics need "Authorization: Bearer <METRICS_TOKEN>"');
+    if (this.config.METRICS_PORT !== undefined) throw new ApiError('route_not_found', 'Cannot GET /metrics');
+    if (!metricsAuthorized(this.config, authorization)) throw ApiError.unauthorized('Metrics need "Authorization: Bearer <METRICS_TOKEN>"');
     const { contentType, body } = await this.metrics.scrape();
     await reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
   }
