@@ -195,6 +195,21 @@ describe('OpenTelemetry traces across the services (real processes, a real OTLP 
     // (The services log at warn here; the JSON logger's mixin is covered by its own spec.)
   });
 
+  it("neither lets a caller's traceparent flag decide sampling nor forwards its tracestate to the upstream", async () => {
+    const clientTrace = '5cf92f3577b34da6a3ce929d0e0e4737';
+    const res = await fetch(`${base}/api/ai/chat/completions`, {
+      method: 'POST',
+      // Flag 00: "not sampled". A caller could otherwise switch tracing off for its own requests (or force it on with 01).
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', traceparent: `00-${clientTrace}-00f067aa0ba902b8-00`, tracestate: 'vendor=caller-secret' },
+      body: JSON.stringify({ model: 'traced-remote', messages: [{ role: 'user', content: 'trace me not' }], max_tokens: 20 }),
+    });
+    expect(res.status).toBe(200);
+    await waitFor(() => receiver.spans.some((s) => s.traceId === clientTrace && s.service === 'gateway'), { timeoutMs: 15_000, description: 'the request to be traced all the same' });
+    const sent = upstream.requests.find((r) => JSON.stringify(r.body).includes('trace me not'))!;
+    expect(sent.traceparent).toMatch(new RegExp(`^00-${clientTrace}-[0-9a-f]{16}-01$`));
+    expect(sent.tracestate).toBeUndefined();
+  });
+
   it("links an enqueued generation's processing and its completion event to the request that created it", async () => {
     const res = await fetch(`${base}/api/ai/queue`, {
       method: 'POST',

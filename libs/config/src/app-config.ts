@@ -65,7 +65,9 @@ const schema = z.object({
   OTEL_SERVICE_NAME: z.string().min(1).optional(),
   OTEL_TRACES_SAMPLER: z
     .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
-    .default('parentbased_always_on'),
+    // Not parent-based by default: a caller's traceparent flag neither forces nor suppresses
+    // sampling (traceidratio decides on the trace id, the same in every service).
+    .default('always_on'),
   OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
   OTEL_RESOURCE_ATTRIBUTES: z.string().optional(),
   /** Prompts and completions on the model spans (gen_ai.input.messages / gen_ai.output.messages); off by default. */

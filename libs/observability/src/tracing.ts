@@ -123,8 +123,10 @@ function samplerOf(settings: TracingSettings): Sampler {
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case 'parentbased_traceidratio':
       return new ParentBasedSampler({ root: ratio() });
-    default:
+    case 'parentbased_always_on':
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    default:
+      return new AlwaysOnSampler();
   }
 }
 
@@ -249,6 +251,15 @@ export const tracing = {
     const headers: Record<string, string> = {};
     if (active) propagator.inject(ctx, headers, carrierSetter);
     return headers;
+  },
+
+  /**
+   * What goes to an upstream provider: the traceparent only. A caller's tracestate is its vendors'
+   * data and never leaves for a third party.
+   */
+  upstreamHeaders(ctx: Context = tracing.current()): Record<string, string> {
+    const { traceparent } = tracing.inject(ctx);
+    return traceparent ? { traceparent } : {};
   },
 
   /**

@@ -41,6 +41,8 @@ export interface FakeUpstreamRequest {
   authorization?: string;
   /** The W3C traceparent the caller sent (tracing on). */
   traceparent?: string;
+  /** ... and its tracestate, which atelier never forwards. */
+  tracestate?: string;
   testKey?: string;
   /** Set when the connection closed before the response was complete. */
   abortedEarly: boolean;
@@ -94,6 +96,7 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
       body,
       authorization: req.headers.authorization,
       traceparent: req.headers.traceparent as string | undefined,
+      tracestate: req.headers.tracestate as string | undefined,
       testKey: req.headers['x-test-key'] as string | undefined,
       abortedEarly: false,
       finished: false,

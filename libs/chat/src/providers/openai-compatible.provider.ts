@@ -431,7 +431,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
 
   /** The upstream request of one attempt. */
   private headersOf(modelId: string, endpoint: Endpoint, accept: string): Record<string, string> {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept, ...(tracing.on && tracing.inject()) };
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept, ...(tracing.on && tracing.upstreamHeaders()) };
     if (endpoint.apiKeyEnv) {
       const key = this.secrets(endpoint.apiKeyEnv);
       if (!key) throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${modelId} is not configured (its API key is not set)`));
