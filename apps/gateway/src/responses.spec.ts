@@ -232,6 +232,9 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
     const last = seen.at(-1)!;
     expect(last.type).toBe('response.failed');
     expect((last as { response: OpenAiResponse }).response).toMatchObject({ status: 'failed', error: { code: 'upstream_error', message: expect.stringContaining('upstream worker crashed') } });
+    // The message it broke off in is closed as incomplete, not completed.
+    expect((last as { response: OpenAiResponse }).response.output).toEqual([expect.objectContaining({ type: 'message', status: 'incomplete' })]);
+    expect(seen.find((e) => e.type === 'response.output_item.done')).toMatchObject({ item: { status: 'incomplete' } });
     await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });
     // The prompt and the two deltas delivered were billed; nothing more.
     expect(Number((await balance(payer)).credits)).toBeLessThan(1);

@@ -197,19 +197,20 @@ export class ResponseEventStream {
     if (open.item.type === 'function_call') this.emit({ type: 'response.function_call_arguments.delta', item_id: open.item.id, output_index: open.index, delta: args });
   }
 
-  private close(): void {
+  /** Ends the open item: `completed`, or `incomplete` when the stream broke off inside it. */
+  private close(status: 'completed' | 'incomplete' = 'completed'): void {
     const open = this.open;
     if (!open) return;
     this.open = undefined;
     let done: ResponseItem;
     if (open.item.type === 'message') {
-      done = messageItem(open.item.id as string, open.text, 'completed');
+      done = messageItem(open.item.id as string, open.text, status);
       const part = (done.content as unknown[])[0];
       this.emit({ type: 'response.output_text.done', item_id: done.id, output_index: open.index, content_index: 0, text: open.text, logprobs: [] });
       this.emit({ type: 'response.content_part.done', item_id: done.id, output_index: open.index, content_index: 0, part });
     } else {
       const chatName = this.chatName(open.item);
-      done = callItem(this.origins, (open.item.id as string).replace(/^ctc_/, 'fc_'), open.item.call_id as string, chatName, open.text, 'completed');
+      done = callItem(this.origins, (open.item.id as string).replace(/^ctc_/, 'fc_'), open.item.call_id as string, chatName, open.text, status);
       if (done.type === 'function_call')
         this.emit({ type: 'response.function_call_arguments.done', item_id: done.id, output_index: open.index, name: done.name, arguments: open.text });
       else {
@@ -239,7 +240,7 @@ export class ResponseEventStream {
 
   /** The stream broke off: response.failed with what was produced, never a clean end. */
   fail(error: { type: string; message: string }): void {
-    this.close();
+    this.close('incomplete');
     this.emit({
       type: 'response.failed',
       response: { ...this.shell, status: 'failed', error: { code: error.type, message: error.message }, output: this.output, output_text: outputText(this.output) },
