@@ -140,7 +140,8 @@ describe('fuzzing every route (real processes)', () => {
           method: method.toUpperCase(),
           path: p,
           bodies,
-          auth: p.startsWith('/api/admin') ? 'admin' : p.startsWith('/api/') ? 'key' : 'public',
+          // The lease long-polls (up to 30 s a request): it is fuzzed with an API key, which it refuses at once.
+          auth: p.startsWith('/api/admin') ? 'admin' : p.startsWith('/api/trainer/leases') ? 'trainer' : p.startsWith('/api/') ? 'key' : 'public',
           query: (op.parameters ?? []).filter((q) => q.in === 'query').map((q) => q.name),
           multipart: 'multipart/form-data' in content,
           // Paid routes and the queue are where bugs cost money: sent more often.
@@ -148,9 +149,61 @@ describe('fuzzing every route (real processes)', () => {
         });
       }
     }
+    // Bodies the schemas do not describe, aimed at what the store keeps uncounted and at the trainer
+    // protocol: Responses items with invented and opaque fields, trainer events of every type.
+    const hostile = { type: 'string', maxLength: 400_000 } as JsonSchema;
+    const responsesRoute = routes.find((r) => r.path === '/api/ai/responses' && r.method === 'POST');
+    responsesRoute?.bodies.push({
+      type: 'object',
+      required: ['model', 'input'],
+      properties: {
+        model: { enum: ['local-chat', 'remote-nope'] },
+        input: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              type: { enum: ['message', 'reasoning', 'compaction', 'web_search_call', 'function_call_output', 'item_reference', 'made_up'] },
+              role: { enum: ['user', 'assistant', 'system'] },
+              content: hostile,
+              encrypted_content: hostile,
+              summary: { type: 'array', items: { type: 'object' } },
+              call_id: { type: 'string' },
+              junk: hostile,
+            },
+          },
+        },
+        previous_response_id: { type: 'string' },
+        store: { type: 'boolean' },
+      },
+    } as JsonSchema);
+    const eventsRoute = routes.find((r) => r.path.includes('/api/trainer/leases/') && r.path.endsWith('/events'));
+    eventsRoute?.bodies.push({
+      type: 'object',
+      required: ['events'],
+      properties: {
+        events: {
+          type: 'array',
+          items: {
+            type: 'object',
+            properties: {
+              seq: { type: 'integer' },
+              type: { enum: ['log', 'metrics', 'checkpoint', 'status', 'made_up'] },
+              step: { type: 'integer' },
+              loss: { type: 'number' },
+              line: hostile,
+              phase: { type: 'string' },
+              metrics: { type: 'object' },
+            },
+          },
+        },
+      },
+    } as JsonSchema);
+    const trainer = await api<{ token: string }>('POST', '/api/admin/trainers', admin, { name: 'fuzz', base_models: ['Qwen/Qwen3-0.6B'], namespaces: [namespace] });
     ctx = {
       apiKey: key,
       adminToken: admin,
+      trainerToken: trainer.body.token,
       pathValues: {
         namespace: [namespace],
         // The operator's routes act on another namespace: a credit grant to the fuzzed tenant would be a legitimate balance change.

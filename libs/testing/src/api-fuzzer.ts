@@ -19,7 +19,7 @@ export interface FuzzRoute {
   /** JSON body schemas to draw valid bodies from (several for the model routes: one per model). */
   bodies: JsonSchema[];
   /** `admin`: sent with the operator token; `key`: with the tenant's API key; `public`: either or none. */
-  auth: 'admin' | 'key' | 'public';
+  auth: 'admin' | 'key' | 'trainer' | 'public';
   /** Query parameters the route reads. */
   query?: string[];
   multipart?: boolean;
@@ -29,6 +29,8 @@ export interface FuzzRoute {
 export interface FuzzContext {
   apiKey: string;
   adminToken: string;
+  /** A trainer's token, for the /api/trainer routes. */
+  trainerToken?: string;
   /** Values that make a path parameter real (the tenant's namespace, an existing generation...); `<auth>:<name>` overrides per kind of route. */
   pathValues: Record<string, string[]>;
   /** Resolves a `$ref` of the API document. */
@@ -179,7 +181,7 @@ export function requestArbitrary(routes: FuzzRoute[], ctx: FuzzContext): fc.Arbi
           let path = route.path.replace(/\{(\w+)\}/g, (_, name: string) => params[name]);
           if (query.length) path += `?${query.map(([k, v]) => `${k}=${safeEncode(v)}`).join('&')}`;
           const headers: Record<string, string> = {};
-          const token = route.auth === 'admin' ? ctx.adminToken : ctx.apiKey;
+          const token = route.auth === 'admin' ? ctx.adminToken : route.auth === 'trainer' ? (ctx.trainerToken ?? ctx.apiKey) : ctx.apiKey;
           if (auth === 'right') headers.authorization = `Bearer ${token}`;
           else if (auth === 'garbage') headers.authorization = 'Bearer atl_nope_nope';
           else if (auth === 'other') headers.authorization = `Bearer ${route.auth === 'admin' ? ctx.apiKey : ctx.adminToken}`;
