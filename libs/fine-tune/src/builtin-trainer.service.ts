@@ -147,21 +147,23 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
-  /** The hosts the service's own links point at (the trainer API, signed URLs, S3): the operator's, never a tenant's. */
-  private serviceHosts(): string[] {
-    const hosts = [this.apiUrl(), this.config.PUBLIC_URL, this.config.S3_ENDPOINT].filter((u): u is string => !!u).map((u) => new URL(u).host.toLowerCase());
-    return [...this.config.MEDIA_FETCH_ALLOWED_HOSTS, ...hosts];
-  }
-
   /**
-   * A file the lease links to (the pinned dataset, a checkpoint), through the safe-fetch rules with
-   * the size the lease declares and BUILTIN_TRAINER_FETCH_TIMEOUT_MS.
+   * A file the lease links to (the pinned dataset, a checkpoint): links the gateway signed and sent
+   * in the authenticated lease, so their host is the service's own (PUBLIC_URL, S3) and allowed;
+   * fetched through safe-fetch all the same, with the size the lease declares and
+   * BUILTIN_TRAINER_FETCH_TIMEOUT_MS.
    */
   private async download(url: string, sizeBytes: number, label: string): Promise<Buffer> {
+    let host: string;
+    try {
+      host = new URL(url).host.toLowerCase();
+    } catch {
+      throw new Error(`the lease's ${label} link is not a URL`);
+    }
     const fetched = await fetchMedia(url, {
       maxBytes: Math.max(sizeBytes, 1),
       timeoutMs: this.config.BUILTIN_TRAINER_FETCH_TIMEOUT_MS,
-      allowedHosts: this.serviceHosts(),
+      allowedHosts: [...this.config.MEDIA_FETCH_ALLOWED_HOSTS, host],
       signal: this.runSignal.getStore() ?? this.stopping.signal,
       label,
     });

@@ -680,10 +680,33 @@ function operations(catalog: ModelCatalog): Operation[] {
       method: 'post',
       route: '/api/admin/trainers',
       tag: 'Operator',
-      summary: 'Create a trainer and its token (shown once), for the base models it serves',
+      summary: "Create a trainer and its token (shown once), for the base models it serves; with namespaces, a team's trainer that leases only their runs",
       access: 'admin',
-      body: { type: 'object', required: ['name', 'base_models'], properties: { name: { type: 'string' }, base_models: { type: 'array', items: { type: 'string' } } } },
-      responses: { 201: ['Created', { type: 'object', properties: { id: { type: 'string' }, token: { type: 'string' }, name: { type: 'string' }, base_models: { type: 'array', items: { type: 'string' } } } }] },
+      body: {
+        type: 'object',
+        required: ['name', 'base_models'],
+        properties: {
+          name: { type: 'string' },
+          base_models: { type: 'array', items: { type: 'string' } },
+          namespaces: { type: 'array', items: { type: 'string' }, maxItems: 100, description: "The namespaces whose runs it may lease; omitted: every namespace (the operator's trainer)" },
+        },
+      },
+      responses: {
+        201: [
+          'Created',
+          {
+            type: 'object',
+            properties: {
+              id: { type: 'string' },
+              token: { type: 'string' },
+              name: { type: 'string' },
+              base_models: { type: 'array', items: { type: 'string' } },
+              namespaces: { type: ['array', 'null'], items: { type: 'string' } },
+              builtin: { type: 'boolean' },
+            },
+          },
+        ],
+      },
     },
     { method: 'get', route: '/api/admin/trainers', tag: 'Operator', summary: 'The trainers (without their tokens)', access: 'admin', responses: { 200: ['The trainers', { type: 'object' }] } },
     { method: 'delete', route: '/api/admin/trainers/:id', tag: 'Operator', summary: "Revoke a trainer's token (its leases run out and their runs go back to the queue)", access: 'admin', responses: { 200: ['Revoked'] } },
