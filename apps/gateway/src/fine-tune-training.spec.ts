@@ -463,6 +463,9 @@ describe('fine-tune runs and the trainer protocol', () => {
     const base = `/api/trainer/leases/${first.body.lease_id}`;
     const weights = Buffer.from('step 2 weights');
     await api('PUT', `${base}/checkpoints/2/files/adapter_model.safetensors`, t.token, undefined, weights);
+    // A file named after another's metadata (the local store kept it at `<key>.meta`) reaches nothing but itself.
+    const meta = Buffer.from(JSON.stringify({ contentType: 'text/html' }));
+    await api('PUT', `${base}/checkpoints/2/files/adapter_model.safetensors.meta`, t.token, undefined, meta);
     await api('POST', `${base}/events`, t.token, { events: [{ seq: 1, type: 'metrics', step: 2, loss: 1.5 }, { seq: 2, type: 'checkpoint', step: 2 }] });
     expect((await get(alice, ft.id)).status).toBe('running');
     // The trainer dies: no call for 3 heartbeats, and the run is enqueued again.
@@ -472,7 +475,11 @@ describe('fine-tune runs and the trainer protocol', () => {
     }, { timeoutMs: 15_000, description: 'the run to be leased again' });
     expect(second.body).toMatchObject({ attempt: 2, resume_from: { step: 2 } });
     const file = second.body.resume_from!.files.find((f) => f.path === 'adapter_model.safetensors')!;
-    expect(Buffer.from(await (await fetch(file.url)).arrayBuffer()).equals(weights)).toBe(true);
+    const served = await fetch(file.url);
+    expect(served.headers.get('content-type')).not.toMatch(/text\/html/);
+    expect(Buffer.from(await served.arrayBuffer()).equals(weights)).toBe(true);
+    const metaFile = second.body.resume_from!.files.find((f) => f.path === 'adapter_model.safetensors.meta')!;
+    expect(Buffer.from(await (await fetch(metaFile.url)).arrayBuffer()).equals(meta)).toBe(true);
     // The lost lease is over for its trainer.
     expect((await api('POST', `${base}/events`, t.token, { events: [{ seq: 3, type: 'log', line: 'back' }] })).status).toBe(409);
     await api('POST', `/api/trainer/leases/${second.body.lease_id}/complete`, t.token, { trained_tokens: ft.tokenization!.tokens_x_epochs });
