@@ -221,6 +221,18 @@ describe('fair scheduling of queued generations', () => {
     expect(overlap).toBeGreaterThan(cap);
   }, 180_000);
 
+  it('gives a cancelled generation\'s place back to its namespace: its next one does not wait behind places nobody holds', async () => {
+    const [a, b] = await Promise.all([createTenant(gw.http, gw.adminToken, '10'), createTenant(gw.http, gw.adminToken, '10')]);
+    const aFirst = await enqueue(a, 8);
+    await enqueue(b, 8);
+    // A cancels its last four while they wait: a1 b1 a2 b2 a3 b3 a4 b4 b5 b6 b7 b8 remain.
+    for (const id of aFirst.slice(4)) expect((await gw.http.request('DELETE', `/api/ai/queue/${id}`, { token: a.apiKey })).status).toBe(200);
+    const [next] = await enqueue(a, 1);
+    const position = async (id: string) => (await gw.http.request<{ queue_position: number }>('GET', `/api/ai/queue/${id}`, { token: a.apiKey })).body.queue_position;
+    // The place of A's fifth (after B's fifth, with which it shares a round), not behind all of B's.
+    expect(await position(next)).toBe(9);
+  });
+
   it('refuses a weight outside 1..100 with the error envelope', async () => {
     const t = await createTenant(gw.http, gw.adminToken, '1');
     for (const bad of [0, 101, 1.5, 'heavy']) {

@@ -89,9 +89,23 @@ const LEAVE_LINE = `
 redis.call('ZREM', KEYS[3], ARGV[1])
 if redis.call('ZCARD', KEYS[3]) == 0 then redis.call('SREM', KEYS[4], ARGV[2]) end`;
 
-/** The generation ended or was cancelled: out of the pool's order and its namespace's line. */
+/**
+ * The generation ended or was cancelled: out of the pool's order and its namespace's line. One
+ * that was still waiting (a cancel) gives its namespace's place back: the finish tag (KEYS[2])
+ * steps back by 1/weight (KEYS[5]), never below V, so a namespace's next generation does not wait
+ * behind places nobody holds any more.
+ */
 const REMOVE_LUA = `${LEAVE_LINE}
-return redis.call('ZREM', KEYS[1], ARGV[1])`;
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+if removed == 1 then
+  local w = tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or '1') or 1
+  if w <= 0 then w = 1 end
+  local f = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
+  local v = tonumber(redis.call('HGET', KEYS[2], '~v') or '0')
+  local back = math.max(v, f - 1 / w)
+  if back < f then redis.call('HSET', KEYS[2], ARGV[2], string.format('%.9f', back)) end
+end
+return removed`;
 
 /** A worker started this generation: V moves up to its tag, and it leaves the waiting line. */
 const STARTED_LUA = `${LEAVE_LINE}
@@ -160,8 +174,8 @@ export class QueuePositions {
 
   /** The generation left the queue (ended, cancelled). */
   async remove(pool: Pool, id: string, namespaceId: string): Promise<void> {
-    const remove = redisScript<number>(this.redis.client, 'atelierQueueRemove', REMOVE_LUA, 4);
-    await remove(this.key(pool), this.fairKey(pool), this.lineKey(pool, namespaceId), this.waitingKey(pool), id, namespaceId);
+    const remove = redisScript<number>(this.redis.client, 'atelierQueueRemoveGiveBack', REMOVE_LUA, 5);
+    await remove(this.key(pool), this.fairKey(pool), this.lineKey(pool, namespaceId), this.waitingKey(pool), this.redis.names.key(QUEUE_WEIGHTS_KEY), id, namespaceId);
   }
 
   /** 0 = next to run; null when it is not waiting in the pool (or Redis does not know it). */
