@@ -1,4 +1,6 @@
-import { parquetMetadataAsync, parquetReadObjects, parquetSchema, type AsyncBuffer, type ColumnChunk, type FileMetaData } from 'hyparquet';
+import { parquetMetadataAsync, parquetReadObjects, parquetSchema, readOffsetIndex, type AsyncBuffer, type ColumnChunk, type FileMetaData } from 'hyparquet';
+// Not re-exported by the package's index; its exports map allows the module itself.
+import { parquetHeader } from 'hyparquet/src/column.js';
 import type { BlobStore } from '@atelier/storage';
 
 /** Rows read per step when a row group's pages can be addressed (offset index present). */
@@ -97,12 +99,13 @@ export async function* readRowWindows(dataset: ParquetDataset, columns: string[]
     const pageAddressable = selected.length > 0 && selected.every((c) => c.offset_index_offset !== undefined);
     const step = pageAddressable ? WINDOW_ROWS : groupRows;
     checkWindow(dataset.limits, groupStart, groupRows, step, selected);
+    const file = await pageGuarded(dataset, selected, pageAddressable, `rows ${groupStart}-${groupStart + groupRows - 1}`);
     for (let start = groupStart; start < groupStart + groupRows; start += step) {
       const end = Math.min(start + step, groupStart + groupRows);
       let rows: Record<string, unknown>[];
       try {
         rows = await parquetReadObjects({
-          file: dataset.file,
+          file,
           metadata: dataset.metadata,
           columns,
           rowStart: start,
@@ -118,6 +121,65 @@ export async function* readRowWindows(dataset: ParquetDataset, columns: string[]
       yield { rowStart: start, rows };
     }
     groupStart += groupRows;
+  }
+}
+
+/**
+ * The file as the decoder reads this row group's pages: each page header in a slice that starts
+ * at a page of the selected columns is read before the decoder sees it, and a page that declares
+ * more values than DATASET_MAX_WINDOW_BYTES could hold (8 bytes a value) is refused. The decoder
+ * allocates an array of the declared count up front, and run-length encoding lets a page of a
+ * few bytes declare billions. No extra read: the slice is the one the decoder asked for (plus,
+ * with a page index, the offset index, to know where each page starts).
+ */
+async function pageGuarded(dataset: ParquetDataset, selected: ColumnChunk[], pageAddressable: boolean, where: string): Promise<AsyncBuffer> {
+  const maxValues = Math.floor(dataset.limits.maxWindowBytes / 8);
+  const pageStarts = new Set<number>();
+  for (const chunk of selected) {
+    const meta = chunk.meta_data;
+    if (!meta) continue;
+    pageStarts.add(Number(meta.dictionary_page_offset ?? meta.data_page_offset));
+    pageStarts.add(Number(meta.data_page_offset));
+    if (pageAddressable && chunk.offset_index_offset !== undefined && chunk.offset_index_length !== undefined) {
+      const at = Number(chunk.offset_index_offset);
+      try {
+        const index = readOffsetIndex({ view: new DataView(await dataset.file.slice(at, at + chunk.offset_index_length)), offset: 0 });
+        for (const page of index.page_locations) pageStarts.add(Number(page.offset));
+      } catch (err) {
+        if (err instanceof ParquetReadError) throw err;
+        throw new ParquetReadError(`${where}: the page index of column ${meta.path_in_schema.join('.')} could not be read: ${(err as Error).message}`);
+      }
+    }
+  }
+  const file = dataset.file;
+  return {
+    byteLength: file.byteLength,
+    async slice(start: number, end?: number): Promise<ArrayBuffer> {
+      const data = await file.slice(start, end);
+      if (pageStarts.has(start)) checkPages(new DataView(data), maxValues, dataset.limits.maxWindowBytes, where);
+      return data;
+    },
+  };
+}
+
+/** Walks the page headers from the start of `view` (a run of whole pages), refusing a page that declares too many values. */
+function checkPages(view: DataView, maxValues: number, maxWindowBytes: number, where: string): void {
+  const reader = { view, offset: 0 };
+  while (reader.offset < view.byteLength - 1) {
+    let header: ReturnType<typeof parquetHeader>;
+    try {
+      header = parquetHeader(reader);
+    } catch {
+      // A page cut off by the slice's end, or not a header: the decoder judges it.
+      return;
+    }
+    const declared = header.data_page_header?.num_values ?? header.data_page_header_v2?.num_values ?? header.dictionary_page_header?.num_values ?? 0;
+    if (declared > maxValues || declared < 0)
+      throw new ParquetReadError(
+        `${where}: a page declares ${declared} values, more than the ${maxValues} that DATASET_MAX_WINDOW_BYTES (${maxWindowBytes}) allows at once; the file is not what it claims`,
+      );
+    if (!(header.compressed_page_size >= 0)) return;
+    reader.offset += header.compressed_page_size;
   }
 }
 
