@@ -9,6 +9,7 @@ import { describeImage, STYLE_SAMPLE_SIZE, StyleLearner } from '@atelier/fine-tu
 import { defaultCatalogDir } from '@atelier/models';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { Prisma, PrismaService } from '@atelier/db';
+import { BlobStore } from '@atelier/storage';
 import { buildAppsForTest, createTenant, freePort, QA_WORDS, qaDataset, startAppProcess, waitFor, type AppProcess, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 import { uploadFiles } from './repos.harness';
@@ -620,6 +621,19 @@ describe('fine-tune runs and the trainer protocol', () => {
     const served = Buffer.from(await (await fetch(leased.body.dataset.url)).arrayBuffer());
     expect(served.equals(DATASET)).toBe(true);
     await api('POST', `/api/trainer/leases/${leased.body.lease_id}/complete`, t.token, { trained_tokens: 1 });
+
+    // The pinned bytes lost from storage: the run errors at its lease, saying so, and nothing is charged.
+    const lost = await tokenized(ida, 'meta-llama/Llama-3.2-1B-Instruct');
+    const prisma = gw.app.get(PrismaService);
+    const pinned = await prisma.fineTune.findUniqueOrThrow({ where: { id: lost.id }, select: { datasetBlobKey: true, datasetSha256: true } });
+    expect(pinned.datasetSha256).toBe(createHash('sha256').update(bigger).digest('hex'));
+    await gw.app.get(BlobStore).delete(pinned.datasetBlobKey!);
+    const before = await balance(ida);
+    await api('POST', `${fineTunes(ida)}/${lost.id}/actions/run`, ida.apiKey);
+    expect((await lease(t.token, 1)).status).toBe(204);
+    const errored = await until(ida, lost.id, 'errored');
+    expect(errored.error).toBe(`The dataset main/qa.parquet as tokenized (sha256 ${pinned.datasetSha256}) is no longer stored; tokenize the fine-tune again. Nothing was charged`);
+    expect(await balance(ida)).toEqual(before);
   }, 60_000);
 
   it('refuses training parameters past their bounds (epochs 1-50, steps, save_steps_ratio) with a 400 naming the field', async () => {
