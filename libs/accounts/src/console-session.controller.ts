@@ -27,9 +27,11 @@ export class ConsoleSessionController {
     this.refuseForeignOrigin(req);
     const request = parseBody(ConsoleSignInRequest, body);
     // A wrong admin token or key counts against the address like any failed authentication.
-    const contents = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'console sign-in', async () => this.sessions.describe(request.api_key, request.admin_token));
-    // The key is checked now: a revoked or unknown key opens no session.
-    const caller = contents.key ? await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'console sign-in', () => this.authenticator.verify(contents.key!.prefix, contents.key!.hash)) : undefined;
+    const { contents, caller } = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), () => 'console sign-in', async () => {
+      const contents = this.sessions.describe(request.api_key, request.admin_token);
+      // The key is checked now: a revoked or unknown key opens no session.
+      return { contents, caller: contents.key ? await this.authenticator.verify(contents.key.prefix, contents.key.hash) : undefined };
+    });
     const id = await this.sessions.create(contents);
     reply.header('set-cookie', this.cookie(req, id, Math.floor(this.sessions.maxAgeMs / 1000)));
     return this.view({ ...contents, createdAt: Date.now() }, caller);

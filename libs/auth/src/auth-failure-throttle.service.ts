@@ -38,20 +38,24 @@ export class AuthFailureThrottle {
     throw new ApiError('rate_limited', `Too many failed authentication attempts from this address; retry after ${seconds} s`);
   }
 
-  /** Runs one credential check under the throttle: refused at once while blocked, a 401 counted. */
-  async guard<T>(address: string, header: (name: string, value: string) => void, what: string, authenticate: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one credential check under the throttle: refused at once while blocked, a 401 counted
+   * when `presented` (a wrong credential; a missing one is not a guess). `what` names it in the
+   * log, built only for a failure.
+   */
+  async guard<T>(address: string, header: (name: string, value: string) => void, what: () => string, authenticate: () => Promise<T>, presented = true): Promise<T> {
     this.check(address, header);
     try {
       return await authenticate();
     } catch (err) {
       // Counted before the 401 goes out, so the next attempt already meets the count.
-      if (err instanceof ApiError && err.status === 401) await this.failed(address, `${what}: ${err.message}`);
+      if (presented && err instanceof ApiError && err.status === 401) await this.failed(address, `${what()}: ${err.message}`);
       throw err;
     }
   }
 
   /** Counts a failure (a wrong credential, not a missing one); blocks the address once past the limit. */
-  async failed(address: string, what: string): Promise<void> {
+  private async failed(address: string, what: string): Promise<void> {
     const key = this.redis.names.key('auth-failures', address);
     let count: number;
     let ttl: number;

@@ -91,15 +91,13 @@ export class AccessGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<RequestWithCaller>();
     if (rules.access === 'public') return true;
     // An address that keeps presenting wrong credentials is refused before any lookup.
-    this.failures.check(req.ip, (name, value) => void context.switchToHttp().getResponse<FastifyReply>().header(name, value));
-    try {
-      return await this.admit(context, req, rules);
-    } catch (err) {
-      // A wrong credential counts; a missing one (no header, no session) is not a guess.
-      if (err instanceof ApiError && err.status === 401 && (req.headers.authorization !== undefined || sessionIdOf(req.headers.cookie) !== undefined))
-        await this.failures.failed(req.ip, `${req.method} ${req.url.split('?')[0]}: ${err.message}`);
-      throw err;
-    }
+    return this.failures.guard(
+      req.ip,
+      (name, value) => void context.switchToHttp().getResponse<FastifyReply>().header(name, value),
+      () => `${req.method} ${req.url.split('?')[0]}`,
+      () => this.admit(context, req, rules),
+      req.headers.authorization !== undefined || sessionIdOf(req.headers.cookie) !== undefined,
+    );
   }
 
   private async admit(context: ExecutionContext, req: RequestWithCaller, { access, scope, rateClass }: RouteRules): Promise<boolean> {

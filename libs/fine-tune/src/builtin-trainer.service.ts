@@ -134,7 +134,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
     return this.config.BUILTIN_TRAINER_API_URL ?? `http://127.0.0.1:${this.config.PORT}`;
   }
 
-  private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer, signal: AbortSignal = this.runSignal.getStore() ?? this.stopping.signal): Promise<T> {
+  private async call<T>(method: string, path: string, body?: unknown, raw?: Buffer, signal: AbortSignal = this.signal()): Promise<T> {
     const res = await fetch(new URL(path, this.apiUrl()), {
       method,
       headers: { authorization: `Bearer ${this.token}`, 'content-type': raw ? 'application/octet-stream' : 'application/json' },
@@ -164,7 +164,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
       maxBytes: Math.max(sizeBytes, 1),
       timeoutMs: this.config.BUILTIN_TRAINER_FETCH_TIMEOUT_MS,
       allowedHosts: [...this.config.MEDIA_FETCH_ALLOWED_HOSTS, host],
-      signal: this.runSignal.getStore() ?? this.stopping.signal,
+      signal: this.signal(),
       label,
     });
     return fetched.data;
@@ -179,7 +179,7 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
           timeoutMs: this.config.MEDIA_FETCH_TIMEOUT_MS,
           allowedHosts: this.config.MEDIA_FETCH_ALLOWED_HOSTS,
           accept: ['image/*'],
-          signal: this.runSignal.getStore() ?? this.stopping.signal,
+          signal: this.signal(),
           label: `row ${row} ${column}`,
         })
       ).data;
@@ -190,6 +190,11 @@ export class BuiltinTrainer implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** Each run's own signal: the service stopping, or the run's deadline. */
   private readonly runSignal = new AsyncLocalStorage<AbortSignal>();
+
+  /** What ends the current call: its run's signal inside a run, else the service stopping. */
+  private signal(): AbortSignal {
+    return this.runSignal.getStore() ?? this.stopping.signal;
+  }
 
   private async train(lease: Lease): Promise<void> {
     const deadline = AbortSignal.timeout(this.config.BUILTIN_TRAINER_RUN_TIMEOUT_MS);

@@ -59,17 +59,26 @@ export class Trainers {
     }
     const token = TRAINER_TOKEN_PREFIX + randomToken(32);
     const row = await this.prisma.trainer.create({ data: { name: name.trim(), baseModels: [...new Set(models as string[])], namespaceIds, tokenHash: hashApiKey(token) } });
-    return { ...(await this.view(row)), token };
+    return { ...(await this.views([row]))[0], token };
   }
 
   async list() {
     const rows = await this.prisma.trainer.findMany({ where: { revokedAt: null }, orderBy: { createdAt: 'asc' } });
-    return { trainers: await Promise.all(rows.map((t) => this.view(t))) };
+    return { trainers: await this.views(rows) };
   }
 
-  private async view(t: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }) {
-    const names = t.namespaceIds.length ? (await this.prisma.namespace.findMany({ where: { id: { in: t.namespaceIds } }, select: { name: true } })).map((n) => n.name).sort() : null;
-    return { id: t.id, name: t.name, base_models: t.baseModels, namespaces: names, builtin: t.builtin, created_at: Math.floor(t.createdAt.getTime() / 1000) };
+  /** The trainers as the API shows them, their namespaces by name (one query for all of them). */
+  private async views(rows: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }[]) {
+    const ids = [...new Set(rows.flatMap((t) => t.namespaceIds))];
+    const names = new Map(ids.length ? (await this.prisma.namespace.findMany({ where: { id: { in: ids } }, select: { id: true, name: true } })).map((n) => [n.id, n.name]) : []);
+    return rows.map((t) => ({
+      id: t.id,
+      name: t.name,
+      base_models: t.baseModels,
+      namespaces: t.namespaceIds.length ? t.namespaceIds.map((id) => names.get(id) ?? id).sort() : null,
+      builtin: t.builtin,
+      created_at: Math.floor(t.createdAt.getTime() / 1000),
+    }));
   }
 
   async revoke(id: string): Promise<{ id: string; revoked: true }> {
@@ -121,7 +130,7 @@ export class TrainerGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<RequestWithTrainer>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
-    req.trainer = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), 'trainer token', () => this.trainers.authenticate(req.headers.authorization));
+    req.trainer = await this.failures.guard(req.ip, (n, v) => void reply.header(n, v), () => 'trainer token', () => this.trainers.authenticate(req.headers.authorization));
     return true;
   }
 }

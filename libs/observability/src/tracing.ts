@@ -113,8 +113,6 @@ class BoundedSpanProcessor implements SpanProcessor {
 function samplerOf(settings: TracingSettings): Sampler {
   const ratio = () => new TraceIdRatioBasedSampler(settings.OTEL_TRACES_SAMPLER_ARG ?? 1);
   switch (settings.OTEL_TRACES_SAMPLER) {
-    case 'always_on':
-      return new AlwaysOnSampler();
     case 'always_off':
       return new AlwaysOffSampler();
     case 'traceidratio':
@@ -125,6 +123,7 @@ function samplerOf(settings: TracingSettings): Sampler {
       return new ParentBasedSampler({ root: ratio() });
     case 'parentbased_always_on':
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    // always_on, the default: a caller's traceparent flag does not decide.
     default:
       return new AlwaysOnSampler();
   }

@@ -35,6 +35,11 @@ export type QueuePriority = (typeof QUEUE_PRIORITIES)[number];
  * empty and V has grown past 2^20, the tags start again from 0.
  * Returns the priority of each generation given, then (id, priority) pairs of moved ones.
  */
+/** Lua setting `w`: the weight of namespace `ns` in the weights hash `weights` (1 when unset or not positive). */
+const WEIGHT_OF = (weights: string, ns: string) => `
+local w = tonumber(redis.call('HGET', ${weights}, ${ns}) or '1') or 1
+if w <= 0 then w = 1 end`;
+
 const PLACE_LUA = `
 local v = tonumber(redis.call('HGET', KEYS[2], '~v') or '0')
 if v > 1048576 and redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]); v = 0 end
@@ -44,8 +49,7 @@ for i = 1, #ARGV, 3 do given[ARGV[i]] = true end
 for i = 1, #ARGV, 3 do
   local id, ns, rank = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if not redis.call('ZSCORE', KEYS[1], id) then
-    local w = tonumber(redis.call('HGET', KEYS[3], ns) or '1') or 1
-    if w <= 0 then w = 1 end
+    ${WEIGHT_OF('KEYS[3]', 'ns')}
     local tag = math.max(v, tonumber(redis.call('HGET', KEYS[2], ns) or '0')) + 1 / w
     redis.call('HSET', KEYS[2], ns, string.format('%.9f', tag))
     local seq = redis.call('HINCRBY', KEYS[2], '~seq', 1) % ${SHIFT}
@@ -98,8 +102,7 @@ if redis.call('ZCARD', KEYS[3]) == 0 then redis.call('SREM', KEYS[4], ARGV[2]) e
 const REMOVE_LUA = `${LEAVE_LINE}
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 if removed == 1 then
-  local w = tonumber(redis.call('HGET', KEYS[5], ARGV[2]) or '1') or 1
-  if w <= 0 then w = 1 end
+  ${WEIGHT_OF('KEYS[5]', 'ARGV[2]')}
   local f = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
   local v = tonumber(redis.call('HGET', KEYS[2], '~v') or '0')
   local back = math.max(v, f - 1 / w)

@@ -79,6 +79,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new ApiError('request_timeout', 'The request did not arrive in time')
         : ApiError.badRequest('The request is not valid HTTP');
+  answerOnSocket(socket, error);
+}
+
+/** An error in the envelope, written straight to a socket no response object stands for (or that answered nothing yet), then the close. */
+function answerOnSocket(socket: Duplex, error: ApiError): void {
   const body = JSON.stringify(error.toEnvelope());
   if (socket.writable)
     socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
@@ -120,12 +125,8 @@ function capIncompleteRequests(server: Server, max: number, bodyIdleMs: number):
     // nginx's client_body_timeout), while a slow upload that keeps sending goes on to
     // HTTP_REQUEST_TIMEOUT_MS. The socket's timer counts any traffic, reads included.
     const idle = () => {
-      if (!res.headersSent && socket.writable) {
-        const error = new ApiError('request_timeout', `The request body stopped arriving: nothing for ${bodyIdleMs} ms (HTTP_BODY_IDLE_TIMEOUT_MS)`);
-        const body = JSON.stringify(error.toEnvelope());
-        socket.write(`HTTP/1.1 408 ${STATUS_CODES[408]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-      }
-      socket.destroy();
+      if (res.headersSent) socket.destroy();
+      else answerOnSocket(socket, new ApiError('request_timeout', `The request body stopped arriving: nothing for ${bodyIdleMs} ms (HTTP_BODY_IDLE_TIMEOUT_MS)`));
     };
     // Node's own socket timeout handler asks the incomplete request first (and destroys the socket
     // when nobody answers): listening on the request lets the 408 go out before the close.

@@ -78,10 +78,9 @@ export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
    * turn's previous_response_id is then 404), never credits. Waiting for the flush put about 3 ms
    * on every stored response (bench:chat, docs/benchmarks.md).
    */
-  async save(namespaceId: string, userId: string, response: ResponseObject, newItems: ResponseItem[], previousChainBytes: number): Promise<void> {
+  async save(namespaceId: string, userId: string, response: ResponseObject, itemsJson: string, previousChainBytes: number): Promise<void> {
     const expiresAt = new Date(Date.now() + this.config.RESPONSES_TTL_DAYS * DAY_MS);
     const responseJson = JSON.stringify(response);
-    const itemsJson = JSON.stringify(newItems);
     const chainBytes = previousChainBytes + Buffer.byteLength(responseJson) + Buffer.byteLength(itemsJson);
     await this.prisma.$executeRaw`
       WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
@@ -94,9 +93,9 @@ export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
    * Refuses a turn that would take its chain past RESPONSES_MAX_CHAIN_BYTES (the new input counted
    * now; the answer is bounded by its tokens), before any model runs.
    */
-  checkChainRoom(previousChainBytes: number, newItems: ResponseItem[]): void {
+  checkChainRoom(previousChainBytes: number, itemsJson: string): void {
     const max = this.config.RESPONSES_MAX_CHAIN_BYTES;
-    const total = previousChainBytes + Buffer.byteLength(JSON.stringify(newItems));
+    const total = previousChainBytes + Buffer.byteLength(itemsJson);
     if (total > max) {
       const message = `The conversation of previous_response_id would hold ${total} bytes, more than the ${max} a conversation may store (RESPONSES_MAX_CHAIN_BYTES); start a new conversation, or send it with store: false`;
       throw new ApiError('invalid_request', message, { fields: [{ field: 'previous_response_id', message }] });

@@ -117,13 +117,15 @@ export class ResponsesService {
       chainBytes = stored.chainBytes;
     }
     const translated = translateResponsesRequest(body, history);
-    if (translated.store) this.store.checkChainRoom(chainBytes, translated.inputItems);
+    // Serialized once: counted against the chain's room now, stored as they are after the answer.
+    const newItemsJson = translated.store ? JSON.stringify(translated.inputItems) : '';
+    if (translated.store) this.store.checkChainRoom(chainBytes, newItemsJson);
     if (translated.droppedTools.length > 0) delivery.header('x-atelier-dropped-tools', translated.droppedTools.join(', '));
     const shell = responseShell(`resp_${randomToken(24)}`, body, translated.store);
     const keep = async (response: ResponseObject): Promise<ResponseObject> => {
       if (!translated.store) return response;
       try {
-        await this.store.save(scope.id, caller.userId, response, translated.inputItems, chainBytes);
+        await this.store.save(scope.id, caller.userId, response, newItemsJson, chainBytes);
         return response;
       } catch (err) {
         // The answer is paid for and goes out; it says it was not stored rather than failing.
