@@ -42,12 +42,16 @@ FROM deps AS build
 ARG APP=gateway
 COPY .swcrc ./
 # .dockerignore keeps the host's libs/db/src/generated out, so the client generated above stays.
+# swc compiles only TypeScript: the Lua scripts (libs/*/src/lua) are copied beside the compiled code,
+# where luaDirectory finds them.
 COPY libs ./libs
 COPY apps/${APP} ./apps/${APP}
 RUN test -f "apps/${APP}/src/main.ts" || { echo "APP='${APP}' is not an app in apps/" >&2; exit 1; } \
  && ./node_modules/.bin/swc "apps/${APP}/src" libs -d "dist/apps/${APP}" --config-file .swcrc \
       --quiet \
- && test -f "dist/apps/${APP}/apps/${APP}/src/main.js"
+ && test -f "dist/apps/${APP}/apps/${APP}/src/main.js" \
+ && (cd libs && find . -name '*.lua' -exec install -D -m 0644 {} "../dist/apps/${APP}/libs/{}" \;) \
+ && test -f "dist/apps/${APP}/libs/runtime/src/lua/rate-take.lua"
 # The gateway serves the web console (static files) under /console: built beside its code, where
 # it looks for them, so they travel in the gateway's own layer.
 COPY apps/console ./apps/console

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
-import { redisScript } from './redis-connection';
+import { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
 
 /** At most `limit` pieces of work at once, counted under `key`. */
 export interface ConcurrencyLimit {
@@ -20,42 +20,12 @@ export interface ConcurrencyDecision {
  * work it holds, scored by when that work's lease runs out (a process that died without giving
  * its slot back frees it then). Each member also gets a key naming its sets, so whoever ends
  * the work (another process: a queue-worker finishing a generation) releases it by name alone.
- * The time is Redis's own, so replicas with skewed clocks count the same.
- *
- * KEYS: the n sets, then one owner key per member. ARGV: n, the n limits, lease ms, the members.
+ * The time is Redis's own, so replicas with skewed clocks count the same. Keys and arguments: the
+ * scripts' headers.
  */
-const ACQUIRE = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = tonumber(ARGV[1])
-local lease = tonumber(ARGV[n + 2])
-local m = #KEYS - n
-for i = 1, n do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  local held = redis.call('ZCARD', KEYS[i])
-  if held + m > tonumber(ARGV[i + 1]) then return { i, held } end
-end
-local sets = {}
-for i = 1, n do
-  for j = 1, m do redis.call('ZADD', KEYS[i], now + lease, ARGV[n + 2 + j]) end
-  if redis.call('PTTL', KEYS[i]) < lease then redis.call('PEXPIRE', KEYS[i], lease) end
-  sets[i] = KEYS[i]
-end
-local owners = table.concat(sets, '\\n')
-for j = 1, m do redis.call('SET', KEYS[n + j], owners, 'PX', lease) end
-return { 0, 0 }`;
-
-/** KEYS: owner keys; ARGV: their members. Unknown members (released already, or never taken) are skipped. */
-const RELEASE = `
-local freed = 0
-for j = 1, #KEYS do
-  local sets = redis.call('GET', KEYS[j])
-  if sets then
-    for set in string.gmatch(sets, '[^\\n]+') do freed = freed + redis.call('ZREM', set, ARGV[j]) end
-    redis.call('DEL', KEYS[j])
-  end
-end
-return freed`;
+const LUA = luaDirectory(__dirname, 'libs/runtime/src');
+const ACQUIRE = loadLuaScript(LUA, 'concurrency-acquire.lua');
+const RELEASE = loadLuaScript(LUA, 'concurrency-release.lua');
 
 /**
  * Counts work in flight against `max_concurrent` limits across every replica: a synchronous
@@ -84,7 +54,7 @@ export class ConcurrencyLimiter {
 
   async release(members: string[]): Promise<void> {
     if (members.length === 0) return;
-    await this.script('atelierConcurrencyRelease', RELEASE)(members.length, ...members.map((m) => this.ownerKey(m)), ...members);
+    await this.script(RELEASE)(members.length, ...members.map((m) => this.ownerKey(m)), ...members);
   }
 
   /** How many slots a limit holds now (for tests and the operator's eyes). */
@@ -95,7 +65,7 @@ export class ConcurrencyLimiter {
   }
 
   private async tryAcquire(limits: ConcurrencyLimit[], members: string[], leaseMs: number): Promise<ConcurrencyDecision> {
-    const [refused, held] = await this.script('atelierConcurrencyAcquire', ACQUIRE)(
+    const [refused, held] = await this.script(ACQUIRE)(
       limits.length + members.length,
       ...limits.map((l) => this.setKey(l)),
       ...members.map((m) => this.ownerKey(m)),
@@ -130,7 +100,7 @@ export class ConcurrencyLimiter {
     return this.redis.names.key('concurrency-owner', member);
   }
 
-  private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
-    return redisScript<number[]>(this.redis.client, name, lua);
+  private script(script: LuaScript): (...args: (string | number)[]) => Promise<number[]> {
+    return luaCommand<number[]>(this.redis.client, script);
   }
 }

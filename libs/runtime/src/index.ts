@@ -1,4 +1,5 @@
-export { redisOptionsFromUrl, createRedis, RedisNames, redisScript } from './redis-connection';
+export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection';
+export { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
 export { RedisService, RedisModule } from './redis.module';
 export { BroadcastBus } from './broadcast-bus.service';
 export { RateLimiter, type RateDecision, type RateLimit } from './rate-limiter.service';

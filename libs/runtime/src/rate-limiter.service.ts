@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
-import { redisScript } from './redis-connection';
+import { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
 
 /** One limit to take a request from: at most `limit` units per `periodMs`, counted under `key`. */
 export interface RateLimit {
@@ -26,46 +26,9 @@ export interface RateDecision {
  * burst of `limit` requests, refilled evenly over the period. The time is Redis's own, so
  * replicas with skewed clocks count the same; the stored state is one number per limit.
  */
-const GCRA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local tats = {}
-local retry = 0
-for i = 1, #KEYS do
-  local interval = tonumber(ARGV[(i - 1) * 3 + 1])
-  local period = tonumber(ARGV[(i - 1) * 3 + 2])
-  local cost = tonumber(ARGV[(i - 1) * 3 + 3])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
-  if tat < now then tat = now end
-  local over = tat + cost * interval - period - now
-  if over > 0 then retry = math.max(retry, over) end
-  tats[i] = tat
-end
-local out = { now }
-if retry > 0 then
-  out[2] = -retry
-  for i = 1, #KEYS do out[#out + 1] = tats[i] end
-  return out
-end
-out[2] = 0
-for i = 1, #KEYS do
-  local interval = tonumber(ARGV[(i - 1) * 3 + 1])
-  local cost = tonumber(ARGV[(i - 1) * 3 + 3])
-  local nextTat = tats[i] + cost * interval
-  redis.call('SET', KEYS[i], nextTat, 'PX', math.ceil(nextTat - now) + 1000)
-  out[#out + 1] = nextTat
-end
-return out`;
-
-/** Gives back (or takes more of) what a request was counted for, once its real cost is known. */
-const CORRECT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for i = 1, #KEYS do
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now) + tonumber(ARGV[i])
-  if tat > now then redis.call('SET', KEYS[i], tat, 'PX', math.ceil(tat - now) + 1000) else redis.call('DEL', KEYS[i]) end
-end
-return 1`;
+const LUA = luaDirectory(__dirname, 'libs/runtime/src');
+const TAKE = loadLuaScript(LUA, 'rate-take.lua');
+const CORRECT = loadLuaScript(LUA, 'rate-correct.lua');
 
 @Injectable()
 export class RateLimiter {
@@ -73,7 +36,7 @@ export class RateLimiter {
 
   async take(limits: RateLimit[]): Promise<RateDecision> {
     const args = limits.flatMap((l) => [String(l.periodMs / l.limit), String(l.periodMs), String(l.cost ?? 1)]);
-    const [now, refused, ...tats] = (await this.script('atelierGcra', GCRA)(limits.length, ...limits.map((l) => this.key(l)), ...args)).map(Number);
+    const [now, refused, ...tats] = (await this.script(TAKE)(limits.length, ...limits.map((l) => this.key(l)), ...args)).map(Number);
     return {
       allowed: refused === 0,
       retryAfterMs: refused < 0 ? -refused : 0,
@@ -84,14 +47,14 @@ export class RateLimiter {
 
   /** Corrects what a request was counted for by `delta` units per limit (negative: gives back). */
   async correct(limits: RateLimit[], deltas: number[]): Promise<void> {
-    await this.script('atelierRateCorrect', CORRECT)(limits.length, ...limits.map((l) => this.key(l)), ...limits.map((l, i) => String((deltas[i] * l.periodMs) / l.limit)));
+    await this.script(CORRECT)(limits.length, ...limits.map((l) => this.key(l)), ...limits.map((l, i) => String((deltas[i] * l.periodMs) / l.limit)));
   }
 
   private key(l: RateLimit): string {
     return this.redis.names.key('rate', l.key);
   }
 
-  private script(name: string, lua: string): (...args: (string | number)[]) => Promise<number[]> {
-    return redisScript<number[]>(this.redis.client, name, lua);
+  private script(script: LuaScript): (...args: (string | number)[]) => Promise<number[]> {
+    return luaCommand<number[]>(this.redis.client, script);
   }
 }

@@ -39,17 +39,6 @@ export function createRedis(redisUrl: string, prefix: string, purpose: string, b
 }
 
 /**
- * A Lua script as a command of `client`, defined on first use (ioredis sends EVALSHA and falls
- * back to EVAL when Redis has lost its script cache, e.g. after a restart). Without `numberOfKeys`
- * the first argument says how many keys follow.
- */
-export function redisScript<R = unknown>(client: Redis, name: string, lua: string, numberOfKeys?: number): (...args: (string | number)[]) => Promise<R> {
-  const commands = client as unknown as Record<string, (...a: (string | number)[]) => Promise<R>>;
-  if (!commands[name]) client.defineCommand(name, numberOfKeys === undefined ? { lua } : { lua, numberOfKeys });
-  return commands[name].bind(client);
-}
-
-/**
  * Closes a connection without leaving anything behind. A connection still in its handshake
  * (a service closed right after it started, e.g. a failed start-up) is first given a moment to
  * become ready: closed mid-handshake, ioredis's pending ready check fails afterwards and

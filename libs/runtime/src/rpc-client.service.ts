@@ -7,28 +7,16 @@ import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
-import { closeRedis, redisScript } from './redis-connection';
+import { closeRedis } from './redis-connection';
+import { loadLuaScript, luaCommand, luaDirectory } from './lua-script';
 import { RedisService } from './redis.module';
 import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from './rpc-messages';
 
 /** Trimming only bounds a backlog nobody consumes; handled calls are deleted when done. */
 const CALL_STREAM_MAXLEN = 100_000;
 
-/**
- * Adds calls to a call stream, returning their entry ids in order.
- * KEYS: the stream. ARGV: the approximate length cap, then job id, payload and traceparent ('' when
- * tracing is off: no field) of each call.
- */
-const ADD_CALLS_LUA = `
-local ids = {}
-for i = 2, #ARGV, 3 do
-  if ARGV[i + 2] == '' then
-    ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1])
-  else
-    ids[#ids + 1] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'job', ARGV[i], 'data', ARGV[i + 1], 'tp', ARGV[i + 2])
-  end
-end
-return ids`;
+/** Adds calls to a call stream, returning their entry ids in order (its keys and arguments: the file's header). */
+const ADD_CALLS = loadLuaScript(luaDirectory(__dirname, 'libs/runtime/src'), 'rpc-add-calls-1.lua');
 
 export interface RpcCallOptions {
   timeoutMs?: number;
@@ -146,7 +134,7 @@ export class RpcClient implements OnApplicationShutdown {
   private callsOf(stream: string): GroupCommit<{ jobId: string; data: string; traceparent: string }, string> {
     let adds = this.adds.get(stream);
     if (!adds) {
-      const script = redisScript<string[]>(this.redis.client, 'atelierRpcAddCalls', ADD_CALLS_LUA, 1);
+      const script = luaCommand<string[]>(this.redis.client, ADD_CALLS);
       adds = new GroupCommit((calls) => script(stream, CALL_STREAM_MAXLEN, ...calls.flatMap((c) => [c.jobId, c.data, c.traceparent])), { maxBatch: 64 });
       this.adds.set(stream, adds);
     }

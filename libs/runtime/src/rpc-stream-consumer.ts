@@ -6,7 +6,7 @@ import type { QueueContract } from '@atelier/contracts';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
 import { runPeriodically } from './periodic-task';
-import { redisScript } from './redis-connection';
+import { loadLuaScript, luaCommand, luaDirectory } from './lua-script';
 import type { RedisService } from './redis.module';
 import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
 
@@ -17,25 +17,9 @@ import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
  * stream (when given). One reply was a MULTI of up to seven commands, on which ioredis spent
  * 22-35 us of client CPU against 9 us for a script call; replies that finish together share one
  * call (finalRepliesOf), so under load Redis also wakes up once for many of them.
- *
- * KEYS, three per reply: the kept reply, the call stream, the failed-calls stream.
- * ARGV: kept seconds, group; then seven per reply: reply channel, reply, entry id or '',
- * failed-calls cap, job id or '' (no failure record), error, request id.
+ * Keys and arguments: the script's header.
  */
-const FINAL_REPLIES_LUA = `
-for i = 0, #KEYS / 3 - 1 do
-  local k, a = i * 3, 2 + i * 7
-  redis.call('PUBLISH', ARGV[a + 1], ARGV[a + 2])
-  redis.call('SET', KEYS[k + 1], ARGV[a + 2], 'EX', ARGV[1])
-  if ARGV[a + 3] ~= '' then
-    redis.call('XACK', KEYS[k + 2], ARGV[2], ARGV[a + 3])
-    redis.call('XDEL', KEYS[k + 2], ARGV[a + 3])
-  end
-  if ARGV[a + 5] ~= '' then
-    redis.call('XADD', KEYS[k + 3], 'MAXLEN', '~', ARGV[a + 4], '*', 'job', ARGV[a + 5], 'error', ARGV[a + 6], 'request', ARGV[a + 7])
-  end
-end
-return #KEYS / 3`;
+const FINAL_REPLIES = loadLuaScript(luaDirectory(__dirname, 'libs/runtime/src'), 'rpc-final-replies.lua');
 
 export interface FinalReplyOptions {
   /** The call's stream entry, acknowledged and deleted with the reply. */
@@ -44,7 +28,7 @@ export interface FinalReplyOptions {
   failure?: { requestId: string };
 }
 
-/** One reply's keys and arguments, in FINAL_REPLIES_LUA's order. */
+/** One reply's keys and arguments, in rpc-final-replies.lua's order. */
 interface FinalReplyArgs {
   keys: [string, string, string];
   args: (string | number)[];
@@ -60,7 +44,7 @@ const finalReplies = new WeakMap<Redis, GroupCommit<FinalReplyArgs, void>>();
 function finalRepliesOf(client: Redis): GroupCommit<FinalReplyArgs, void> {
   let batcher = finalReplies.get(client);
   if (!batcher) {
-    const script = redisScript<number>(client, 'atelierRpcFinalReplies', FINAL_REPLIES_LUA);
+    const script = luaCommand<number>(client, FINAL_REPLIES);
     batcher = new GroupCommit<FinalReplyArgs, void>(async (replies) => {
       await script(replies.length * 3, ...replies.flatMap((r) => r.keys), KEPT_REPLY_SECONDS, RPC_GROUP, ...replies.flatMap((r) => r.args));
       return replies.map(() => undefined);
@@ -71,7 +55,7 @@ function finalRepliesOf(client: Redis): GroupCommit<FinalReplyArgs, void> {
 }
 
 /**
- * Sends a call's final reply (see FINAL_REPLIES_LUA). Every final reply goes out through here:
+ * Sends a call's final reply (see rpc-final-replies.lua). Every final reply goes out through here:
  * the handler's result or error, and the answer for a call lost with its consumer. A handler's
  * failure is also recorded in the queue's failed-calls stream (`failure`; bounded retention,
  * like BullMQ's removeOnFail).
