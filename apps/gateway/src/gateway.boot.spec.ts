@@ -1,15 +1,5 @@
 import { createService } from '@atelier/runtime';
-import { bootHealthyAndClose, createTestEnvironment, type TestEnvironment } from '@atelier/testing';
+import { describeServiceBoot } from '@atelier/testing';
 import { GatewayModule } from './gateway.module';
 
-describe('gateway service', () => {
-  let env: TestEnvironment;
-  beforeAll(async () => {
-    env = await createTestEnvironment({ LOG_LEVEL: 'silent' });
-  });
-  afterAll(() => env?.cleanup());
-
-  it('boots, reports healthy, and closes without leaving connections open', async () => {
-    await bootHealthyAndClose(() => createService(GatewayModule.forRoot(env.config), env.config, { service: 'gateway' }), 'gateway');
-  });
-});
+describeServiceBoot('gateway', (config) => createService(GatewayModule.forRoot(config), config, { service: 'gateway' }));

@@ -2,10 +2,9 @@ import { Body, Controller, HttpCode, Post, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { ChatCompletionsService } from './chat-completions.service';
-import { toErrorResponse } from '@atelier/runtime';
+import { abortWhenGone, openEventStream, sseFrame, toErrorResponse } from '@atelier/runtime';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
-import { abortWhenGone, openEventStream } from './http-delivery';
 
 /**
  * POST /api/ai/chat/completions, OpenAI-compatible. Validation, the credit reservation, what a
@@ -42,7 +41,7 @@ export class ChatController {
         },
         chunk: (data) => {
           openStream();
-          reply.raw.write(`data: ${data}\n\n`);
+          reply.raw.write(sseFrame(data));
         },
         deliver: async (completion) => {
           if (completion !== null) {
@@ -50,12 +49,12 @@ export class ChatController {
             return;
           }
           openStream();
-          reply.raw.end('data: [DONE]\n\n');
+          reply.raw.end(sseFrame('[DONE]'));
         },
       });
     } catch (error) {
       if (!reply.sent) throw error;
-      if (!gone.signal.aborted) reply.raw.write(`data: ${JSON.stringify(toErrorResponse(error).body)}\n\n`);
+      if (!gone.signal.aborted) reply.raw.write(sseFrame(JSON.stringify(toErrorResponse(error).body)));
       reply.raw.end();
     } finally {
       gone.release();

@@ -4,9 +4,8 @@ import type { ServerResponse } from 'node:http';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, GENERATION_COMPLETED_CHANNEL, USER_EVENTS_CHANNEL, type GenerationCompletedEvent, type UserStreamEvent } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
-import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, UserEventLog } from '@atelier/runtime';
+import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, EVENT_STREAM_HEADERS, openStreamSink, sseFrame, UserEventLog, type StreamSink } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
-import { openStreamSink, type StreamSink } from './stream-sink';
 
 /** What a user's stream carries: generation completions (the contract's event), and the others by their type. */
 type StreamEvent = GenerationCompletedEvent | UserStreamEvent;
@@ -130,12 +129,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     if (keyPrefix !== undefined) this.perKey.set(keyPrefix, (this.perKey.get(keyPrefix) ?? 0) + 1);
     conn.sink = openStreamSink(
       res,
-      {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      },
+      EVENT_STREAM_HEADERS,
       close,
     );
     // A client gone before its head was even sent.
@@ -180,9 +174,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     const id = event.event_id;
     const [type, data] =
       'type' in event ? [event.type, JSON.stringify(event.data)] : ['media_generation_completed', JSON.stringify(eventPayload(event, (k) => this.urls.url(k)))];
-    // The id goes last: SSE reads fields in any order, and clients that parse frames by hand see
-    // the contract's `event:` line first, followed by `data:`.
-    return { id, frame: `event: ${type}\ndata: ${data}\n${id !== undefined ? `id: ${id}\n` : ''}\n` };
+    return { id, frame: sseFrame(data, type, id) };
   }
 
   /** Writes one event unless this stream already had it (replayed, or at or before its Last-Event-ID). */

@@ -1,6 +1,7 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Put, Req, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AdminRoute, PublicRoute } from '@atelier/auth';
+import { abortWhenGone } from '@atelier/runtime';
 import { TrainerLeases } from './trainer-leases.service';
 import { CurrentTrainer, TrainerGuard, Trainers, type TrainerIdentity } from './trainers.service';
 
@@ -14,13 +15,16 @@ export class TrainerController {
   constructor(private readonly leases: TrainerLeases) {}
 
   @Post('lease')
-  async lease(@CurrentTrainer() trainer: TrainerIdentity, @Body() body: unknown, @Res() reply: FastifyReply): Promise<void> {
+  async lease(@CurrentTrainer() trainer: TrainerIdentity, @Body() body: unknown, @Req() req: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
     // A long-poll ends early when the trainer hangs up (the response closes before it was sent).
-    const gone = new AbortController();
-    reply.raw.once('close', () => gone.abort());
-    const leased = await this.leases.lease(trainer, body ?? {}, gone.signal);
-    if (!leased) await reply.status(204).send();
-    else await reply.status(200).send(leased);
+    const gone = abortWhenGone(req, reply);
+    try {
+      const leased = await this.leases.lease(trainer, body ?? {}, gone.signal);
+      if (!leased) await reply.status(204).send();
+      else await reply.status(200).send(leased);
+    } finally {
+      gone.release();
+    }
   }
 
   @Post('leases/:lease/events')

@@ -2,6 +2,7 @@ import { Body, Controller, HttpCode, Inject, Post, Req, Res } from '@nestjs/comm
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { abortWhenGone } from '@atelier/runtime';
 import { MediaGenerations, type MediaEndpoint } from './media-generation.service';
 import { fromOpenAiImageRequest, toOpenAiImagesAnswer } from './openai-images';
 import { openAiEditForm } from './openai-edit-form';
@@ -86,15 +87,7 @@ export class MediaController {
     reply: FastifyReply,
     shape: (answer: Record<string, unknown>) => unknown = (answer) => answer,
   ): Promise<void> {
-    const socket = req.raw.socket as { setKeepAlive?: (enable: boolean, delayMs: number) => void; destroyed?: boolean } | undefined;
-    socket?.setKeepAlive?.(true, KEEPALIVE_PROBE_MS);
-    const gone = new AbortController();
-    const onClose = () => {
-      if (!reply.raw.writableFinished) gone.abort();
-    };
-    reply.raw.on('close', onClose);
-    // Gone already: do not start work nobody will receive.
-    if (socket?.destroyed === true) gone.abort();
+    const gone = abortWhenGone(req, reply, { keepAliveProbeMs: KEEPALIVE_PROBE_MS });
     try {
       await this.media.render(endpoint, caller, body, req.id, gone.signal, async (answer) => {
         // Lets clients (and bench:media) tell generation time from the service's own overhead.
@@ -102,7 +95,7 @@ export class MediaController {
         await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(shape(answer.body));
       });
     } finally {
-      reply.raw.off('close', onClose);
+      gone.release();
     }
   }
 }

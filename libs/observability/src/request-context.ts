@@ -1,6 +1,12 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Context } from '@opentelemetry/api';
-import type { SpanHold } from './tracing';
+import type { Context, Span } from '@opentelemetry/api';
+
+/** How much of a request's work is still going on, and when its response closed (its span's end then). */
+export interface SpanHold {
+  count: number;
+  closedAt?: number;
+  span?: Span;
+}
 
 export interface RequestContext {
   /** The gateway's request id (x-request-id), carried into jobs as CallerContext.requestId. */

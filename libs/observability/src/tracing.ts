@@ -16,7 +16,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
-import { requestContext } from './request-context';
+import { requestContext, type SpanHold } from './request-context';
 
 /** The standard OTEL_* settings atelier reads (validated once, in AppConfig). */
 export interface TracingSettings {
@@ -33,12 +33,6 @@ export interface TracingSettings {
   OTEL_BSP_MAX_QUEUE_SIZE: number;
 }
 
-/** How much of a request's work is still going on, and when its response closed (its span's end then). */
-export interface SpanHold {
-  count: number;
-  closedAt?: number;
-  span?: Span;
-}
 
 /** The error envelope's type of a failure (an ApiError's `type`), else internal_error. */
 export function errorTypeOf(err: unknown): string {

@@ -24,3 +24,6 @@ export { GroupCommit } from './group-commit';
 export { RpcStreamConsumer, RPC_GROUP, rpcQueueDepth, type RpcCallJob } from './rpc-stream-consumer';
 export { abortFollowing } from './abort-following';
 export { multipartUploadItems } from './multipart-upload';
+export { abortWhenGone } from './http-delivery/abort-when-gone';
+export { EVENT_STREAM_HEADERS, openEventStream, sseFrame } from './http-delivery/event-stream';
+export { openStreamSink, type StreamSink } from './http-delivery/stream-sink';

@@ -1,7 +1,7 @@
 export { createTestEnvironment, queryOnce, testServers, type TestEnvironment } from './test-infrastructure';
 export { nextMillisecond, waitFor } from './wait-for';
 export { TestHttp, createTenant, uniqueName, type Tenant, type TestResponse } from './http-client';
-export { bootHealthyAndClose } from './service-boot';
+export { bootHealthyAndClose, describeServiceBoot } from './service-boot';
 export { fakeEmbedding, startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
 export { appProcessEnv, buildAppsForTest, repoRoot, rssOf, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';

@@ -1,4 +1,6 @@
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { AppConfig } from '@atelier/config';
+import { createTestEnvironment, type TestEnvironment } from './test-infrastructure';
 import { TestHttp } from './http-client';
 import { waitFor } from './wait-for';
 
@@ -19,4 +21,23 @@ export async function bootHealthyAndClose(start: () => Promise<NestFastifyApplic
     throw new Error(`${service} /health body is wrong: ${res.text}`);
   await app.close();
   await waitFor(() => tcpSockets() <= before, { timeoutMs: 2000, description: `${service} to close its connections` });
+}
+
+/**
+ * Every app's boot spec: the app (as its main.ts starts it) boots on a fresh database and Redis prefix, reports
+ * healthy under its name and closes without leaving a connection open. Each app calls it from its
+ * own `<app>.boot.spec.ts`, so `nx affected` runs it for the apps a change reaches.
+ */
+export function describeServiceBoot(service: string, start: (config: AppConfig) => Promise<NestFastifyApplication>): void {
+  describe(`${service} service`, () => {
+    let env: TestEnvironment;
+    beforeAll(async () => {
+      env = await createTestEnvironment({ LOG_LEVEL: 'silent' });
+    });
+    afterAll(() => env?.cleanup());
+
+    it('boots, reports healthy, and closes without leaving connections open', async () => {
+      await bootHealthyAndClose(() => start(env.config), service);
+    });
+  });
 }

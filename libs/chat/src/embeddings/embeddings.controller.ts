@@ -3,7 +3,7 @@ import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { IDEMPOTENT } from '@atelier/idempotency';
-import { abortWhenGone } from '../http-delivery';
+import { abortWhenGone } from '@atelier/runtime';
 import { EmbeddingsService } from './embeddings.service';
 
 /** POST /api/ai/embeddings, OpenAI-compatible; the work is EmbeddingsService's. */

@@ -3,7 +3,7 @@ import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { IDEMPOTENT } from '@atelier/idempotency';
-import { abortWhenGone, openEventStream } from '../http-delivery';
+import { abortWhenGone, openEventStream, sseFrame } from '@atelier/runtime';
 import { fieldError } from './responses-request';
 import { ResponsesService } from './responses.service';
 
@@ -52,7 +52,7 @@ export class ResponsesController {
         event: (event) => {
           if (gone.signal.aborted) return;
           openEventStream(req, reply, extra);
-          reply.raw.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+          reply.raw.write(sseFrame(JSON.stringify(event), event.type));
         },
         end: () => {
           if (reply.sent) reply.raw.end();
