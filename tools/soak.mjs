@@ -17,6 +17,15 @@ ensureRuntime();
 
 const { default: pg } = await import('pg');
 const { parquetWriteBuffer } = await import('hyparquet-writer');
+const { createParser } = await import('eventsource-parser');
+
+/** The events of a whole event stream, parsed as EventSource does. */
+function sseEvents(text) {
+  const events = [];
+  const parser = createParser({ onEvent: (event) => events.push(event) });
+  parser.feed(text);
+  return events;
+}
 
 const args = process.argv.slice(2);
 const arg = (name) => {
@@ -123,9 +132,10 @@ const loops = {
     while (running()) {
       const r = await call('chat stream', 'POST', '/api/ai/chat/completions', { key, body: { model: 'local-chat', messages: message(), max_tokens: 32, stream: true } });
       if (r.status === 200) {
-        const chunks = r.text.split('\n\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+        const events = sseEvents(r.text);
+        const chunks = events.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data));
         const usage = chunks.at(-1)?.usage;
-        if (!usage || !r.text.trimEnd().endsWith('data: [DONE]')) serverErrors.push({ op: 'chat stream', status: 'incomplete', detail: r.text.slice(-200) });
+        if (!usage || events.at(-1)?.data !== '[DONE]') serverErrors.push({ op: 'chat stream', status: 'incomplete', detail: r.text.slice(-200) });
         else expected.chat += chatCost(usage);
       }
       await sleep(every(400));

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
-import { chatUsageRows, createTenant, metricValue, waitFor, type Tenant } from '@atelier/testing';
+import { chatUsageRows, createTenant, metricValue, sseEvents, sseJson, waitFor, type Tenant } from '@atelier/testing';
 import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.00001; // prices of the test's remote models
@@ -165,10 +165,10 @@ describe('openai-compatible provider against a fake upstream server (through the
       headers: { authorization: `Bearer ${payer.apiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'remote-error-stream', messages: ask('fail me'), stream: true }),
     });
-    const frames = (await res.text()).split('\n\n').filter(Boolean);
+    const events = sseEvents(await res.text());
     expect(res.status).toBe(200);
-    expect(frames).not.toContain('data: [DONE]');
-    const last = JSON.parse(frames.at(-1)!.slice(6));
+    expect(events.map((e) => e.data)).not.toContain('[DONE]');
+    const last = JSON.parse(events.at(-1)!.data);
     expect(last).toMatchObject({ status: 'error', error: { type: 'upstream_error', message: expect.stringContaining('upstream worker crashed') } });
 
     // Two failed streams, each billed for its prompt (local count) and the 2-3 tokens delivered.
@@ -224,11 +224,11 @@ describe('openai-compatible provider against a fake upstream server (through the
       await waitFor(async () => (await balance(payer)).reserved === '0');
       const before = await overlapped();
       const res = await stream(payer, 'remote-echo');
-      const frames = (await res.text()).split('\n\n').filter(Boolean);
+      const text = await res.text();
       expect(res.status).toBe(200);
       expect(await overlapped()).toBe(before + 1);
-      expect(frames.at(-1)).toBe('data: [DONE]');
-      const chunks = frames.slice(0, -1).map((f) => JSON.parse(f.slice(6)) as ChatCompletionChunk);
+      expect(sseEvents(text).at(-1)?.data).toBe('[DONE]');
+      const chunks = sseJson<ChatCompletionChunk>(text);
       expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe('Echo: overlap');
       const usage = chunks.at(-1)!.usage!;
       await waitFor(async () => (await balance(payer)).reserved === '0', { description: 'the charge to be settled' });

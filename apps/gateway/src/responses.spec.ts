@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import OpenAI from 'openai';
 import type { Response as OpenAiResponse, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { PrismaService } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, sseJson, waitFor, type Tenant } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
 
 async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string; error: unknown }> {
@@ -151,7 +151,7 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
     expect(res.headers.get('x-atelier-dropped-tools')).toBe('web_search');
-    const events = (await res.text()).split('\n\n').filter(Boolean).map((block) => JSON.parse(block.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { type: string; response?: OpenAiResponse });
+    const events = sseJson<{ type: string; response?: OpenAiResponse }>(await res.text());
     const last = events.at(-1)!;
     expect(last.type).toBe('response.completed');
     expect(last.response!.output_text).toBe('Echo: say hi');

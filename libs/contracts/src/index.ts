@@ -7,3 +7,4 @@ export * from './repository-dto';
 export * from './api-instant';
 export type { UploadItem } from './upload-item';
 export { IMAGE_STYLE_FORMAT, parseImageStyle, type ImageStyle } from './image-style';
+export * from './api-shapes';

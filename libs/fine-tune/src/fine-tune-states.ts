@@ -2,17 +2,9 @@
  * Fine-tune states. Tokenization moves created -> tokenizing -> tokenized | errored; the
  * training states after `tokenized` belong to the external trainer (a later issue).
  */
-export const FINE_TUNE_STATES = [
-  'created',
-  'tokenizing',
-  'tokenized',
-  'errored',
-  'enqueued',
-  'running',
-  'completed',
-  'stopped',
-  'deployed',
-] as const;
+import { FINE_TUNE_STATES } from '@atelier/contracts';
+
+export { FINE_TUNE_STATES };
 export type FineTuneState = (typeof FINE_TUNE_STATES)[number];
 
 /** States in which work is under way; such a fine-tune cannot be deleted. */

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
-import type { Pool } from 'pg';
-import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { Injectable } from '@nestjs/common';
+import type { AppConfig } from '@atelier/config';
 import { ApiError, FINE_TUNE_INSPECT_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
-import { createPgPool, Prisma, PrismaService } from '@atelier/db';
+import { Prisma, PrismaService, SqlPool } from '@atelier/db';
 import { RepositoriesService, repositoryNotFound, type RepositoryRecord } from '@atelier/repos';
 import { JobQueues, RpcClient } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
@@ -184,20 +183,14 @@ function fromJson({ id, name, ...fields }: FineTuneJson, namespace: string, repo
 
 /** Create, read, list, delete and start tokenization of fine-tunes in a repository. */
 @Injectable()
-export class FineTunesService implements OnModuleDestroy {
-  /** For the reads (READ_FINE_TUNE, the list statements); opened on the first. */
-  private reads?: Pool;
-
+export class FineTunesService {
   constructor(
     private readonly prisma: PrismaService,
+    /** The reads (READ_FINE_TUNE, the list statements) run on the process's plain pg pool. */
+    private readonly sql: SqlPool,
     private readonly queues: JobQueues,
     private readonly rpc: RpcClient,
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
-
-  async onModuleDestroy(): Promise<void> {
-    await this.reads?.end();
-  }
 
   async create(repo: RepositoryRecord, userId: string, body: unknown, requestId: string): Promise<FineTuneView> {
     const parsed = parseCreateFineTune(body);
@@ -239,7 +232,7 @@ export class FineTunesService implements OnModuleDestroy {
    * 404 for an unknown repository, then for an unknown or malformed id.
    */
   async get(namespace: { id: string; name: string }, repoName: string, id: string): Promise<FineTuneView> {
-    const { rows } = await this.readPool().query<{ repo: string; row: FineTuneJson | null }>({ ...READ_FINE_TUNE, values: [namespace.id, repoName, UUID_PATTERN.test(id) ? id : null] });
+    const { rows } = await this.sql.query<{ repo: string; row: FineTuneJson | null }>({ ...READ_FINE_TUNE, values: [namespace.id, repoName, UUID_PATTERN.test(id) ? id : null] });
     if (rows.length === 0) throw repositoryNotFound(namespace.name, repoName);
     if (!rows[0].row) throw ApiError.notFound(`Fine-tune not found: ${id}`);
     return fromJson(rows[0].row, namespace.name, rows[0].repo);
@@ -252,15 +245,12 @@ export class FineTunesService implements OnModuleDestroy {
     const limit = intParam(query.limit, 'limit', 20, 1, 100);
     const offset = intParam(query.offset, 'offset', 0, 0, 1_000_000);
     const statement = status ? { ...LIST_FINE_TUNES_BY_STATUS, values: [namespace.id, repoName, status, limit, offset] } : { ...LIST_FINE_TUNES, values: [namespace.id, repoName, limit, offset] };
-    const { rows } = await this.readPool().query<{ repo: string; total: number; rows: FineTuneJson[] }>(statement);
+    const { rows } = await this.sql.query<{ repo: string; total: number; rows: FineTuneJson[] }>(statement);
     if (rows.length === 0) throw repositoryNotFound(namespace.name, repoName);
     const [{ repo, total, rows: page }] = rows;
     return { fine_tunes: page.map((ft) => fromJson(ft, namespace.name, repo)), total, limit, offset };
   }
 
-  private readPool(): Pool {
-    return (this.reads ??= createPgPool(this.config.DATABASE_URL, 2, 'atelier-fine-tune-reads'));
-  }
 
   /** Only when nothing is running for it; the state check and the delete are one statement. */
   async delete(repo: RepositoryRecord, id: string): Promise<FineTuneView> {

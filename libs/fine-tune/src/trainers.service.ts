@@ -1,7 +1,7 @@
 import { createParamDecorator, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AuthFailureThrottle, hashApiKey } from '@atelier/auth';
-import { ApiError, UUID_PATTERN } from '@atelier/contracts';
+import { ApiError, UUID_PATTERN, type CreatedTrainer, type TrainerView } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { randomToken } from '@atelier/random';
 import { BASE_MODELS } from './base-models';
@@ -38,7 +38,7 @@ export class Trainers {
 
   constructor(private readonly prisma: PrismaService) {}
 
-  async create(body: unknown): Promise<{ id: string; name: string; base_models: string[]; namespaces: string[] | null; token: string; created_at: number }> {
+  async create(body: unknown): Promise<CreatedTrainer> {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
     const { name, base_models: models, namespaces } = body as Record<string, unknown>;
     if (typeof name !== 'string' || name.trim() === '' || name.length > 100 || name.includes('\u0000'))
@@ -62,13 +62,13 @@ export class Trainers {
     return { ...(await this.views([row]))[0], token };
   }
 
-  async list() {
+  async list(): Promise<{ trainers: TrainerView[] }> {
     const rows = await this.prisma.trainer.findMany({ where: { revokedAt: null }, orderBy: { createdAt: 'asc' } });
     return { trainers: await this.views(rows) };
   }
 
   /** The trainers as the API shows them, their namespaces by name (one query for all of them). */
-  private async views(rows: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }[]) {
+  private async views(rows: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }[]): Promise<TrainerView[]> {
     const ids = [...new Set(rows.flatMap((t) => t.namespaceIds))];
     const names = new Map(ids.length ? (await this.prisma.namespace.findMany({ where: { id: { in: ids } }, select: { id: true, name: true } })).map((n) => [n.id, n.name]) : []);
     return rows.map((t) => ({

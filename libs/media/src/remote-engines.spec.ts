@@ -304,3 +304,57 @@ describe('prediction engine, fal queue style', () => {
     expect(requests.get(id)!.cancelled).toBe(true);
   });
 });
+
+describe("remote engines' retries (the policy chat's upstreams use)", () => {
+  let upstream: FakeUpstream;
+  /** Failures still to answer per prompt, before the image. */
+  const failuresLeft = new Map<string, { status: number; left: number; retryAfter?: string }>();
+
+  beforeAll(async () => {
+    upstream = await fakeUpstream((method, path) => {
+      if (method !== 'POST' || path !== '/v1/images/generations') return undefined;
+      return (_req, res, body) => {
+        const { prompt } = JSON.parse(body.toString()) as { prompt: string };
+        const failing = failuresLeft.get(prompt);
+        if (failing && failing.left > 0) {
+          failing.left--;
+          return res
+            .writeHead(failing.status, { 'content-type': 'application/json', ...(failing.retryAfter ? { 'retry-after': failing.retryAfter } : {}) })
+            .end(JSON.stringify({ error: { message: `busy (${failing.status})` } }));
+        }
+        json(res, 200, { created: 1700000000, data: [{ b64_json: png.toString('base64') }] });
+      };
+    });
+  });
+  afterAll(() => upstream.close());
+
+  const model = (extra: Record<string, number> = {}) =>
+    remoteModel('local-image', `retrying-${Object.values(extra).join('-') || 'default'}`, {
+      type: 'openai-images',
+      base_url: `${upstream.base}/v1`,
+      upstream_model: 'gpt-image-1',
+      retry_backoff_ms: 1,
+      ...extra,
+    } as EngineConfig);
+  const sent = (prompt: string) => upstream.requests.filter((r) => JSON.parse(r.body.toString() || '{}').prompt === prompt).length;
+
+  it('retries a 503 and a 429 (max_retries, default 2) and answers with the image', async () => {
+    failuresLeft.set('two 503s', { status: 503, left: 2 });
+    failuresLeft.set('one 429', { status: 429, left: 1, retryAfter: '0' });
+    expect((await run(model(), { prompt: 'two 503s' })).outputs[0].data.equals(png)).toBe(true);
+    expect((await run(model(), { prompt: 'one 429' })).outputs[0].data.equals(png)).toBe(true);
+    expect([sent('two 503s'), sent('one 429')]).toEqual([3, 2]);
+  });
+
+  it('gives up after its retries, at once when asked to wait past 5 s, and never retries a refused request', async () => {
+    failuresLeft.set('always 502', { status: 502, left: 99 });
+    await expect(run(model({ max_retries: 1 }), { prompt: 'always 502' })).rejects.toMatchObject({ status: 502, message: expect.stringContaining('HTTP 502') });
+    expect(sent('always 502')).toBe(2);
+    failuresLeft.set('wait a minute', { status: 429, left: 99, retryAfter: '60' });
+    await expect(run(model(), { prompt: 'wait a minute' })).rejects.toMatchObject({ status: 502, message: expect.stringContaining('HTTP 429') });
+    expect(sent('wait a minute')).toBe(1);
+    failuresLeft.set('bad request', { status: 400, left: 99 });
+    await expect(run(model(), { prompt: 'bad request' })).rejects.toMatchObject({ status: 502, message: expect.stringContaining('HTTP 400') });
+    expect(sent('bad request')).toBe(1);
+  });
+});

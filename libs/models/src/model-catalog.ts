@@ -93,6 +93,9 @@ function remoteEngine(type: string, extra: Record<string, JsonSchemaObject> = {}
       api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
       upstream_model: nonEmptyString,
       timeout_ms: { type: 'integer', minimum: 1 },
+      // The one upstream retry policy (libs/runtime's upstream-retry), for chat and media engines alike.
+      max_retries: { type: 'integer', minimum: 0, maximum: 10 },
+      retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
       ...extra,
     },
   };
@@ -141,8 +144,6 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
         },
         remoteEngine('openai-compatible', {
           keep_alive_ms: keepAliveMs,
-          max_retries: { type: 'integer', minimum: 0, maximum: 10 },
-          retry_backoff_ms: { type: 'integer', minimum: 0, maximum: 60_000 },
           lora_base_model: nonEmptyString,
           responses_api: { type: 'boolean' },
           responses_tools: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },

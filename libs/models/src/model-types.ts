@@ -128,6 +128,10 @@ interface RemoteEngineBase {
   api_key_env?: string;
   upstream_model: string;
   timeout_ms?: number;
+  /** Retries of one server after a 429, 408 or 5xx or a lost connection (default 2); chat retries only before the first byte. */
+  max_retries?: number;
+  /** First retry delay, doubled each time (default 200 ms); a longer Retry-After is honoured up to 5 s. */
+  retry_backoff_ms?: number;
 }
 
 /** Another server tried, in order, when the one before it keeps failing (429, 5xx, timeouts). */
@@ -149,10 +153,6 @@ export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
    * caller who pauses a new TCP and TLS handshake, for a server known to keep connections open.
    */
   keep_alive_ms?: number;
-  /** Retries of one server before moving to the next (default 2); only before the first byte. */
-  max_retries?: number;
-  /** First retry delay, doubled each time (default 200 ms). */
-  retry_backoff_ms?: number;
   fallbacks?: ChatFallbackEndpoint[];
   /**
    * The server serves this fine-tune base model and loads LoRA adapters at run time (vLLM's

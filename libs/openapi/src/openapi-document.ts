@@ -364,7 +364,7 @@ function operations(catalog: ModelCatalog): Operation[] {
         '(CONSOLE_SESSION_IDLE_MINUTES, CONSOLE_SESSION_MAX_HOURS) and authenticates every API route as the key would, with its scopes and limits, when no Authorization header is sent. ' +
         'Revoking the key ends its sessions. A cookie-authenticated POST, PUT, PATCH or DELETE from another Origin is 403. The key is never sent back.',
       body: fromZod(ConsoleSignInRequest),
-      responses: { 201: ['Signed in', { type: 'object', required: ['username', 'namespace', 'key_prefix', 'scopes', 'operator', 'expires_at'], properties: { username: { type: ['string', 'null'] }, namespace: { type: ['string', 'null'] }, key_prefix: { type: ['string', 'null'] }, scopes: { type: 'array', items: { type: 'string' } }, operator: { type: 'boolean' }, expires_at: { type: 'integer', description: 'Unix seconds: the absolute expiry' } } }] },
+      responses: { 201: ['Signed in', 'ConsoleSession'] },
     },
     {
       method: 'get',
@@ -372,7 +372,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Console',
       summary: 'Who the console session (cookie) is: user, namespace, scopes, operator',
       access: 'public',
-      responses: { 200: ['The session', { type: 'object', required: ['username', 'namespace', 'key_prefix', 'scopes', 'operator', 'expires_at'], properties: { username: { type: ['string', 'null'] }, namespace: { type: ['string', 'null'] }, key_prefix: { type: ['string', 'null'] }, scopes: { type: 'array', items: { type: 'string' } }, operator: { type: 'boolean' }, expires_at: { type: 'integer', description: 'Unix seconds: the absolute expiry' } } }] },
+      responses: { 200: ['The session', 'ConsoleSession'] },
     },
     { method: 'delete', route: '/api/console/session', tag: 'Console', summary: 'Sign out: the session is deleted server-side and the cookie cleared', access: 'public', responses: { 204: ['Signed out'] } },
     {
@@ -453,7 +453,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       query: [{ name: 'namespace', schema: { type: 'string' }, description: 'Defaults to your own' }],
       responses: { 200: ['The balance', 'Credits'] },
     },
-    { method: 'post', route: '/api/repos', tag: 'Repositories', summary: 'Create a repository', access: 'key', body: fromZod(CreateRepositoryRequest), responses: { 201: ['Created', 'RepositoryAnswer'] } },
+    { method: 'post', route: '/api/repos', tag: 'Repositories', summary: 'Create a repository', access: 'key', body: fromZod(CreateRepositoryRequest), responses: { 201: ['Created', 'RepositoryCreated'] } },
     {
       method: 'get',
       route: '/api/repos/:namespace/:repo',
@@ -471,7 +471,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: 'Create a branch',
       access: 'key',
       body: fromZod(CreateBranchRequest),
-      responses: { 201: ['Created', { type: 'object', properties: { branch: { $ref: '#/components/schemas/Branch' } } }] },
+      responses: { 201: ['Created', 'BranchCreated'] },
     },
     {
       method: 'put',
@@ -575,7 +575,7 @@ function operations(catalog: ModelCatalog): Operation[] {
         { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 5000, default: 500 } },
         { name: 'type', schema: { type: 'string', enum: ['log', 'metrics', 'status', 'checkpoint'] } },
       ],
-      responses: { 200: ['The entries', { type: 'object', properties: { fine_tune_id: { type: 'string' }, logs: { type: 'array', items: { type: 'object' } }, next_after: { type: ['integer', 'null'] } } }] },
+      responses: { 200: ['The entries', 'FineTuneLogs'] },
     },
     {
       method: 'get',
@@ -598,7 +598,7 @@ function operations(catalog: ModelCatalog): Operation[] {
         'Already deployed: 409 unless `?retry=true`. 404 for a step that was never sealed.',
       query: [{ name: 'retry', schema: { type: 'boolean' }, description: 'Deploy again (reload the adapter)' }],
       body: { type: 'object', properties: { deployment_type: { type: 'string', enum: ['fast', 'normal'], default: 'normal' } } },
-      responses: { 200: ['The fine-tune (deployed) and the model', { type: 'object', properties: { fine_tune: { $ref: '#/components/schemas/FineTune' }, model: { type: 'object' } } }] },
+      responses: { 200: ['The fine-tune (deployed) and the model', 'FineTuneDeployed'] },
     },
     {
       method: 'get',
@@ -606,7 +606,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Fine-tunes',
       summary: "The run's state, its current lease and the trainer's latest phase and metrics",
       access: 'key',
-      responses: { 200: ['The status', { type: 'object' }] },
+      responses: { 200: ['The status', 'TrainStatus'] },
     },
     ...(['/api/user/fine_tunes', '/api/orgs/:name/fine_tunes'] as const).map(
       (route): Operation => ({
@@ -623,7 +623,7 @@ function operations(catalog: ModelCatalog): Operation[] {
           { name: 'created_by', schema: { type: 'string' }, description: 'A username' },
           { name: 'sort', schema: { type: 'string', enum: ['created_at', '-created_at', 'updated_at', '-updated_at', 'name', '-name'], default: '-created_at' } },
         ],
-        responses: { 200: ['A page', { type: 'object', properties: { fine_tunes: { type: 'array', items: { $ref: '#/components/schemas/FineTune' } }, total: { type: 'integer' }, page: { type: 'integer' }, page_size: { type: 'integer' } } }] },
+        responses: { 200: ['A page', 'FineTunePage'] },
       }),
     ),
     {
@@ -691,25 +691,10 @@ function operations(catalog: ModelCatalog): Operation[] {
           namespaces: { type: 'array', items: { type: 'string' }, maxItems: 100, description: "The namespaces whose runs it may lease; omitted: every namespace (the operator's trainer)" },
         },
       },
-      responses: {
-        201: [
-          'Created',
-          {
-            type: 'object',
-            properties: {
-              id: { type: 'string' },
-              token: { type: 'string' },
-              name: { type: 'string' },
-              base_models: { type: 'array', items: { type: 'string' } },
-              namespaces: { type: ['array', 'null'], items: { type: 'string' } },
-              builtin: { type: 'boolean' },
-            },
-          },
-        ],
-      },
+      responses: { 201: ['Created', 'CreatedTrainer'] },
     },
-    { method: 'get', route: '/api/admin/trainers', tag: 'Operator', summary: 'The trainers (without their tokens)', access: 'admin', responses: { 200: ['The trainers', { type: 'object' }] } },
-    { method: 'delete', route: '/api/admin/trainers/:id', tag: 'Operator', summary: "Revoke a trainer's token (its leases run out and their runs go back to the queue)", access: 'admin', responses: { 200: ['Revoked'] } },
+    { method: 'get', route: '/api/admin/trainers', tag: 'Operator', summary: 'The trainers (without their tokens)', access: 'admin', responses: { 200: ['The trainers', 'TrainerList'] } },
+    { method: 'delete', route: '/api/admin/trainers/:id', tag: 'Operator', summary: "Revoke a trainer's token (its leases run out and their runs go back to the queue)", access: 'admin', responses: { 200: ['Revoked', 'RevokedTrainer'] } },
     {
       method: 'get',
       route: '/files/*',
@@ -744,7 +729,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'], default: 'day' } }, USAGE_QUERY[4], { ...USAGE_QUERY[5], schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'] } }],
       responses: { 200: ['The report', 'UsageReport'] },
     },
-    { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked'] } },
+    { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked, with the keys made with it', 'RevokedApiKey'] } },
     { method: 'post', route: '/api/admin/orgs', tag: 'Operator', summary: 'Create an organization', access: 'admin', body: fromZod(CreateOrgRequest), responses: { 201: ['Created', 'CreatedOrg'] } },
     { method: 'put', route: '/api/admin/orgs/:org/members/:username', tag: 'Operator', summary: 'Add a user to an organization (idempotent)', access: 'admin', responses: { 200: ['A member', 'OrgMembership'] } },
     {
@@ -794,7 +779,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: "Set a namespace's work requests (rpm), other requests (read_rpm) and chat tokens (tpm) per minute, its work in flight (all its keys together; null: none) and its queue_weight (its share of queue workers while others wait, default 1); applied on every replica before it answers",
       access: 'admin',
       body: fromZod(NamespaceLimitsRequest),
-      responses: { 200: ['The limits', { type: 'object', properties: { namespace: { type: 'string' }, limits: { type: 'object' } } }] },
+      responses: { 200: ['The limits', 'NamespaceLimits'] },
     },
     {
       method: 'post',
@@ -803,7 +788,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       summary: 'Grant (or, negative, remove) credits',
       access: 'admin',
       body: fromZod(AdjustCreditsRequest),
-      responses: { 200: ['The new balance', { type: 'object', properties: { namespace: { type: 'string' }, credits: { type: 'string' } } }] },
+      responses: { 200: ['The new balance', 'CreditsAdjusted'] },
     },
     { method: 'get', route: '/api/admin/namespaces/:namespace', tag: 'Operator', summary: 'A namespace with its credits', access: 'admin', responses: { 200: ['The namespace', 'Namespace'] } },
     { method: 'get', route: '/health', tag: 'Operations', summary: 'Health of the service and its dependencies', access: 'public', responses: { 200: ['Healthy', 'Health'], 503: ['A dependency is down', 'Health'] } },
@@ -813,7 +798,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Operations',
       summary: 'Liveness: the process answers (no dependency checks)',
       access: 'public',
-      responses: { 200: ['Alive', { type: 'object', properties: { status: { const: 'ok' }, service: { type: 'string' } } }] },
+      responses: { 200: ['Alive', 'Liveness'] },
     },
     {
       method: 'get',

@@ -1,3 +1,4 @@
+import type { Generation } from '@atelier/contracts';
 import { Prisma, type GenerationModel } from '@atelier/db';
 
 /** Fields the record itself defines; a submitted parameter may not shadow them. */
@@ -29,18 +30,8 @@ export interface LiveFields {
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-export type GenerationRecord = Record<string, unknown> & {
-  generation_id: string;
-  model_name: string;
-  prompt: string;
-  media_type: 'image' | 'video';
-  status: string;
-  result_url: string | null;
-  error_message: string | null;
-  enqueued_at: number;
-  started_at: number | null;
-  completed_at: number | null;
-};
+/** The API's Generation (one declaration: libs/contracts' GenerationShape). */
+export type GenerationRecord = Generation;
 
 /** The row's fields a record shows: a Prisma row, or a raw one with its cost as text. */
 export type GenerationRecordRow = Pick<

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
-import { GenerationQueue, queueFor } from './generation-queue.service';
+import { GenerationDispatcher, queueFor } from './generation-dispatcher';
 import { GenerationState } from './generation-state';
 import { QueuePositions } from './queue-positions';
 import { QueueWeights } from '@atelier/accounts';
@@ -20,7 +20,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
 
   constructor(
     private readonly state: GenerationState,
-    private readonly generations: GenerationQueue,
+    private readonly dispatcher: GenerationDispatcher,
     private readonly queues: JobQueues,
     private readonly positions: QueuePositions,
     private readonly weights: QueueWeights,
@@ -38,7 +38,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
     if (await this.weights.restoreIfLost()) this.logger.log('Queue weights restored from Postgres');
     await this.pruneQueuePositions();
     const stranded = await this.state.strandedQueued(this.config.GENERATION_SWEEP_INTERVAL_MS * 2);
-    if (stranded.length) await this.generations.dispatch(stranded);
+    if (stranded.length) await this.dispatcher.dispatch(stranded);
     await this.state.publishStranded(this.config.GENERATION_SWEEP_INTERVAL_MS);
     for (const g of await this.state.longProcessing(this.config.GENERATION_LOST_AFTER_MS)) {
       const jobState = await this.queues.queue(queueFor(g.mediaType)).getJobState(g.id);

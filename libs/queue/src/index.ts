@@ -1,4 +1,9 @@
-export { GenerationQueue, MAX_PAGE_SIZE, mediaTypeOf, queueFor, type ListQuery } from './generation-queue.service';
+export { EnqueueGenerations, mediaTypeOf } from './enqueue-generations.use-case';
+export { ReadGenerations, MAX_PAGE_SIZE, type ListQuery } from './read-generations.use-case';
+export { CancelGeneration } from './cancel-generation.use-case';
+export { GenerationWebhooks, type WebhookDeliveryView } from './generation-webhooks.use-case';
+export { GenerationDispatcher, queueFor } from './generation-dispatcher';
+export { GenerationsRepository } from './generations.repository';
 export { GenerationState, generationReservationRule } from './generation-state';
 export { toGenerationRecord, RECORD_FIELDS, type GenerationRecord } from './generation-record';
 export { QueueGatewayModule } from './queue-gateway.module';
@@ -10,5 +15,4 @@ export { WebhookDeliveryProcessor } from './webhook-delivery.processor';
 export { signWebhook, newWebhookSecret } from './webhook-signature';
 export { webhookId } from './webhook-notifier.service';
 export { WEBHOOK_EVENTS, WEBHOOK_FIELDS, parseWebhookRequest, type WebhookRequest } from './webhook-request';
-export type { WebhookDeliveryView } from './generation-queue.service';
 export { QueueRoutesModule } from './queue-routes.module';

@@ -1,7 +1,12 @@
 import { Module } from '@nestjs/common';
 import { NamespaceAccess } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
-import { GenerationQueue } from './generation-queue.service';
+import { CancelGeneration } from './cancel-generation.use-case';
+import { EnqueueGenerations } from './enqueue-generations.use-case';
+import { GenerationDispatcher } from './generation-dispatcher';
+import { GenerationWebhooks } from './generation-webhooks.use-case';
+import { GenerationsRepository } from './generations.repository';
+import { ReadGenerations } from './read-generations.use-case';
 import { GenerationState } from './generation-state';
 import { GenerationProgress } from './generation-progress';
 import { QueuePositions } from './queue-positions';
@@ -12,7 +17,22 @@ import { WebhookSecrets } from './webhook-secrets.service';
  * Needs ModelCatalog and StorageModule from the importing app. NamespaceAccess (Prisma only) is
  * provided here rather than via AuthModule, whose global guard the queue-worker must not get.
  */
-@Module({ imports: [BillingModule], providers: [GenerationQueue, GenerationState, NamespaceAccess, QueuePositions, GenerationProgress, WebhookNotifier, WebhookSecrets],
-  exports: [GenerationQueue, GenerationState, QueuePositions, GenerationProgress, WebhookNotifier, WebhookSecrets],
+@Module({
+  imports: [BillingModule],
+  providers: [
+    GenerationsRepository,
+    GenerationDispatcher,
+    EnqueueGenerations,
+    ReadGenerations,
+    CancelGeneration,
+    GenerationWebhooks,
+    GenerationState,
+    NamespaceAccess,
+    QueuePositions,
+    GenerationProgress,
+    WebhookNotifier,
+    WebhookSecrets,
+  ],
+  exports: [GenerationsRepository, GenerationDispatcher, EnqueueGenerations, ReadGenerations, CancelGeneration, GenerationWebhooks, GenerationState, QueuePositions, GenerationProgress, WebhookNotifier, WebhookSecrets],
 })
 export class QueueGatewayModule {}

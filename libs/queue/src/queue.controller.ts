@@ -1,6 +1,9 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { GenerationQueue, type ListQuery } from './generation-queue.service';
+import { CancelGeneration } from './cancel-generation.use-case';
+import { EnqueueGenerations } from './enqueue-generations.use-case';
+import { GenerationWebhooks } from './generation-webhooks.use-case';
+import { ReadGenerations, type ListQuery } from './read-generations.use-case';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import { IDEMPOTENT } from '@atelier/idempotency';
 
@@ -8,33 +11,38 @@ import { IDEMPOTENT } from '@atelier/idempotency';
 @Controller('api/ai/queue')
 @RequiresScope('queue')
 export class QueueController {
-  constructor(private readonly generations: GenerationQueue) {}
+  constructor(
+    private readonly enqueuing: EnqueueGenerations,
+    private readonly reads: ReadGenerations,
+    private readonly cancelling: CancelGeneration,
+    private readonly webhookDeliveries: GenerationWebhooks,
+  ) {}
 
   @Post()
   @CountsAsWork()
   @RouteConfig(IDEMPOTENT)
   @HttpCode(200)
   enqueue(@CurrentCaller() caller: Caller, @Body() body: unknown) {
-    return this.generations.enqueue(caller, body);
+    return this.enqueuing.enqueue(caller, body);
   }
 
   @Get()
   list(@CurrentCaller() caller: Caller, @Query() query: ListQuery) {
-    return this.generations.list(caller, query);
+    return this.reads.list(caller, query);
   }
 
   @Get(':id')
   get(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.generations.get(caller, id);
+    return this.reads.get(caller, id);
   }
 
   @Get(':id/webhooks')
   webhooks(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.generations.webhookDeliveries(caller, id);
+    return this.webhookDeliveries.deliveries(caller, id);
   }
 
   @Delete(':id')
   cancel(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.generations.cancel(caller, id);
+    return this.cancelling.cancel(caller, id);
   }
 }

@@ -1,6 +1,6 @@
 import { Controller, Get, HttpCode, Post, Query } from '@nestjs/common';
 import { CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
-import { GenerationQueue } from './generation-queue.service';
+import { GenerationWebhooks } from './generation-webhooks.use-case';
 
 /**
  * The signing secret of a namespace's webhooks (Standard Webhooks): members of the namespace
@@ -9,16 +9,16 @@ import { GenerationQueue } from './generation-queue.service';
 @Controller('api/webhooks/default/secret')
 @RequiresScope('queue')
 export class WebhooksController {
-  constructor(private readonly generations: GenerationQueue) {}
+  constructor(private readonly webhooks: GenerationWebhooks) {}
 
   @Get()
   secret(@CurrentCaller() caller: Caller, @Query('namespace') namespace: unknown) {
-    return this.generations.webhookSecret(caller, namespace);
+    return this.webhooks.secret(caller, namespace);
   }
 
   @Post('rotate')
   @HttpCode(200)
   rotate(@CurrentCaller() caller: Caller, @Query('namespace') namespace: unknown) {
-    return this.generations.webhookSecret(caller, namespace, true);
+    return this.webhooks.secret(caller, namespace, true);
   }
 }

@@ -27,3 +27,4 @@ export { multipartUploadItems } from './multipart-upload';
 export { abortWhenGone } from './http-delivery/abort-when-gone';
 export { EVENT_STREAM_HEADERS, openEventStream, sseFrame } from './http-delivery/event-stream';
 export { openStreamSink, type StreamSink } from './http-delivery/stream-sink';
+export { DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF_MS, MAX_RETRY_AFTER_MS, retryAfterMs, retryDelayMs, statusFailureKind, type RetryPolicy, type UpstreamFailureKind } from './upstream-retry';

@@ -40,6 +40,20 @@ describe('parseJsonBody', () => {
     expect(parseJsonBody(deepText)).toEqual(JSON.parse(deepText));
   });
 
+  it('refuses prototype keys however they are spelled: escaped, nested, in arrays (the escaped one passed before secure-json-parse)', () => {
+    const refused = (raw: string) => {
+      try {
+        parseJsonBody(raw);
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    for (const raw of ['{"\\u005f_proto__":{"admin":true}}', '{"a":[{"b":{"__proto__":{}}}]}', '{"constructor":{"prototype":{"x":1}}}', '{"\\u0063onstructor":{"prototype":{}}}'])
+      expect(refused(raw)).toMatch(/"__proto__" and "constructor.prototype" are not accepted/);
+    expect(parseJsonBody('{"constructor":"a word","proto":"__proto__ in a string"}')).toEqual({ constructor: 'a word', proto: '__proto__ in a string' });
+  });
+
   it('leaves an unterminated string to JSON.parse, which refuses it', () => {
     expect(() => parseJsonBody('{"a":"[[[')).toThrow('Body is not valid JSON');
     expect(() => parseJsonBody('{"a":"x\\')).toThrow('Body is not valid JSON');

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentedResponses } from './documented-responses';
 
 export interface TestResponse<T = Record<string, unknown>> {
   status: number;
@@ -8,7 +10,28 @@ export interface TestResponse<T = Record<string, unknown>> {
   text: string;
 }
 
-/** Drives a Nest Fastify app in-process through Fastify's inject (real routing, parsing, filters). */
+/** The document each app serves, read once per app; null for an app without one (not the gateway). */
+const documents = new WeakMap<object, Promise<DocumentedResponses | null>>();
+
+function documentOf(app: NestFastifyApplication): Promise<DocumentedResponses | null> {
+  const fastify = app.getHttpAdapter().getInstance();
+  let doc = documents.get(fastify);
+  if (!doc) {
+    doc = fastify.inject({ method: 'GET', url: '/api/openapi.json' }).then(
+      (res) => (res.statusCode === 200 ? new DocumentedResponses(JSON.parse(res.body)) : null),
+      () => null,
+    );
+    documents.set(fastify, doc);
+  }
+  return doc;
+}
+
+/**
+ * Drives a Nest Fastify app in-process through Fastify's inject (real routing, parsing, filters).
+ * Every JSON answer of the gateway is checked against the schema its OpenAPI document gives for it
+ * (DocumentedResponses): an answer that drifted fails the test that got it.
+ * `ATELIER_RESPONSE_DRIFT_LOG=<file>` lists the drifts in that file instead of failing.
+ */
 export class TestHttp {
   constructor(private readonly app: NestFastifyApplication) {}
 
@@ -31,6 +54,12 @@ export class TestHttp {
       body = res.body ? JSON.parse(res.body) : undefined;
     } catch {
       body = undefined;
+    }
+    const drift = (await documentOf(this.app))?.problem(method, url, res.statusCode, res.headers['content-type'] as string | undefined, body);
+    if (drift !== undefined) {
+      const log = process.env.ATELIER_RESPONSE_DRIFT_LOG;
+      if (log) appendFileSync(log, `${JSON.stringify({ drift, body: res.body.slice(0, 600) })}\n`);
+      else throw new Error(`Undocumented answer: ${drift}\n${res.body.slice(0, 1000)}`);
     }
     return { status: res.statusCode, headers: res.headers, body: body as T, text: res.body };
   }

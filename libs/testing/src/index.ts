@@ -24,3 +24,5 @@ export {
 export { chatUsageRows, type ChatUsageRow } from './chat-usage-rows';
 export { QA_WORDS, qaDataset } from './qa-dataset';
 export { streamedRequest, type StreamedAnswer } from './streamed-request';
+export { sseEvents, sseJson } from './sse';
+export { DocumentedResponses } from './documented-responses';

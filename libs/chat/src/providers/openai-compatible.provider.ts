@@ -3,7 +3,7 @@ import { Logger } from '@nestjs/common';
 import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
 import { tracing } from '@atelier/observability';
-import { abortFollowing } from '@atelier/runtime';
+import { abortFollowing, retryAfterMs, retryDelayMs, statusFailureKind, type UpstreamFailureKind } from '@atelier/runtime';
 import type { ChatModelDefinition, EngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
@@ -11,12 +11,9 @@ import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type Chu
 import { sseData } from './sse-reader';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
-export const DEFAULT_MAX_RETRIES = 2;
-export const DEFAULT_RETRY_BACKOFF_MS = 200;
+export { DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF_MS } from '@atelier/runtime';
 /** undici's own default, named: the engine's keep_alive_ms explains the choice. */
 export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 4_000;
-/** A Retry-After longer than this moves on to the next provider rather than holding the request. */
-const MAX_RETRY_AFTER_MS = 5_000;
 
 interface Endpoint {
   baseUrl: string;
@@ -31,14 +28,14 @@ interface Endpoint {
 }
 
 /**
- * How a failed attempt continues: `retry` the same server after a backoff (429, 5xx, timeouts,
- * connection errors, a stream cut before its first chunk), move to the `next` server (this one
- * is misconfigured: missing key, 401/403/404), or stop (`fatal`: the request itself is wrong,
- * or part of the answer was already streamed and cannot be taken back).
+ * How a failed attempt continues (the shared policy's UpstreamFailureKind): `retry` the same server
+ * after a backoff (429, 5xx, timeouts, connection errors, a stream cut before its first chunk), move
+ * to the `next` server (this one is misconfigured: missing key, 401/403/404), or stop (`fatal`: the
+ * request itself is wrong, or part of the answer was already streamed and cannot be taken back).
  */
 class AttemptError extends Error {
   constructor(
-    readonly kind: 'retry' | 'next' | 'fatal',
+    readonly kind: UpstreamFailureKind,
     readonly apiError: ApiError,
     readonly retryAfterMs?: number,
   ) {
@@ -135,12 +132,7 @@ function header(headers: UpstreamResponse['headers'], name: string): string | un
 }
 
 function retryAfter(headers: UpstreamResponse['headers']): number | undefined {
-  const raw = header(headers, 'retry-after');
-  if (!raw) return undefined;
-  const seconds = Number(raw);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const at = Date.parse(raw);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+  return retryAfterMs(header(headers, 'retry-after'));
 }
 
 /** A whole non-streamed answer: what dispatchBuffered resolves with. */
@@ -499,11 +491,12 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers'], call: UpstreamCall): AttemptError {
     if (status === 404 && call.adapter?.kind === 'lora')
       return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
+    const kind = statusFailureKind(status);
     if (status === 429)
-      return new AttemptError('retry', new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(headers));
-    if (status >= 500 || status === 408)
-      return new AttemptError('retry', new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(headers));
-    if (status === 401 || status === 403 || status === 404) {
+      return new AttemptError(kind, new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(headers));
+    if (kind === 'retry')
+      return new AttemptError(kind, new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(headers));
+    if (kind === 'next') {
       this.logger.warn(`${endpoint.label} answered ${status}: ${message}`);
       return new AttemptError('next', new ApiError('upstream_error', `The model provider refused the request (HTTP ${status}); check its configuration`));
     }
@@ -520,11 +513,10 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     attempt: (endpoint: Endpoint, signal: AbortSignal, armTimer: () => void) => Promise<T>,
   ): Promise<T> {
     const engine = call.model.engine as OpenAiCompatibleEngineConfig;
-    const maxRetries = engine.max_retries ?? DEFAULT_MAX_RETRIES;
-    const backoff = engine.retry_backoff_ms ?? DEFAULT_RETRY_BACKOFF_MS;
+    const policy = { maxRetries: engine.max_retries, backoffMs: engine.retry_backoff_ms };
     let last: AttemptError | undefined;
     for (const endpoint of endpointsOf(engine)) {
-      for (let n = 0; n <= maxRetries; n++) {
+      for (let n = 0; ; n++) {
         if (call.signal.aborted) throw cancelled();
         const { controller, unlink } = abortFollowing(call.signal);
         const signal = controller.signal;
@@ -548,11 +540,9 @@ export class OpenAiCompatibleProvider implements ChatProvider {
           if (last.kind === 'fatal' || committed()) throw last.apiError;
           this.logger.warn(`${endpoint.label} attempt ${n + 1} failed: ${last.message}`);
           if (last.kind === 'next') break;
-          if (n < maxRetries) {
-            const delay = Math.max(backoff * 2 ** n, last.retryAfterMs ?? 0);
-            if (delay > MAX_RETRY_AFTER_MS) break;
-            await sleep(delay, call.signal);
-          }
+          const delay = retryDelayMs(policy, n, last.retryAfterMs);
+          if (delay === undefined) break;
+          await sleep(delay, call.signal);
         } finally {
           clearTimeout(timer);
           unlink();

@@ -47,7 +47,7 @@ export class OpenAiImagesEngine implements MediaEngine {
   ) {}
 
   async run({ model, params, signal }: EngineRequest): Promise<EngineResult> {
-    const { provider, base, key, timeoutMs } = upstreamTarget(this.env, model.id, this.config);
+    const { provider, base, key, timeoutMs, retry } = upstreamTarget(this.env, model.id, this.config);
     const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
     const fields = upstreamParams(this.config, params);
 
@@ -63,9 +63,9 @@ export class OpenAiImagesEngine implements MediaEngine {
         const ext = EXTENSIONS[img.contentType] ?? 'png';
         form.append(images.length > 1 ? 'image[]' : 'image', new Blob([new Uint8Array(img.data)], { type: img.contentType }), `image-${i}.${ext}`);
       });
-      answer = await upstreamJson<ImagesResponse>(provider, `${base}/images/edits`, { body: form, headers, signal, timeoutMs });
+      answer = await upstreamJson<ImagesResponse>(provider, `${base}/images/edits`, { body: form, headers, signal, timeoutMs, retry });
     } else {
-      answer = await upstreamJson<ImagesResponse>(provider, `${base}/images/generations`, { body: fields, headers, signal, timeoutMs });
+      answer = await upstreamJson<ImagesResponse>(provider, `${base}/images/generations`, { body: fields, headers, signal, timeoutMs, retry });
     }
     if (!Array.isArray(answer.data) || answer.data.length === 0) throw upstreamError(provider, 'the answer has no images');
     const outputs: EngineOutput[] = [];

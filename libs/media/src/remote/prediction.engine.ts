@@ -1,5 +1,6 @@
 import { ApiError } from '@atelier/contracts';
 import type { PredictionEngineConfig } from '@atelier/models';
+import type { RetryPolicy } from '@atelier/runtime';
 import { sniffMediaType } from '@atelier/safe-fetch';
 import type { EngineEnvironment, EngineOutput, EngineRequest, EngineResult, MediaEngine } from '../engine';
 import { abortableSleep, GenerationCancelledError, throwIfAborted, upstreamError } from '../engine-errors';
@@ -72,11 +73,11 @@ export class PredictionEngine implements MediaEngine {
   ) {}
 
   async run({ model, params, signal, onProgress }: EngineRequest): Promise<EngineResult> {
-    const { provider, key, timeoutMs } = upstreamTarget(this.env, model.id, this.config);
+    const { provider, key, timeoutMs, retry } = upstreamTarget(this.env, model.id, this.config);
     const deadline = Date.now() + timeoutMs;
     // Cancellation calls must still go out after the caller's signal has fired.
     const cancelSignal = () => AbortSignal.timeout(10_000);
-    const protocol = (this.config.style ?? 'replicate') === 'fal' ? this.fal(provider, key, signal, cancelSignal) : this.replicate(provider, key, signal, cancelSignal);
+    const protocol = (this.config.style ?? 'replicate') === 'fal' ? this.fal(provider, key, signal, cancelSignal, retry) : this.replicate(provider, key, signal, cancelSignal, retry);
 
     const handle = await protocol.submit(predictionInput(params));
     let finished: Finished | undefined;
@@ -108,7 +109,7 @@ export class PredictionEngine implements MediaEngine {
     return { outputs, seed: typeof params.seed === 'number' ? params.seed : finished.seed };
   }
 
-  private replicate(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal): PredictionProtocol {
+  private replicate(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal, retry: RetryPolicy): PredictionProtocol {
     const base = this.config.base_url.replace(/\/$/, '');
     const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
     const links = new Map<string, { get: string; cancel: string }>();
@@ -116,13 +117,13 @@ export class PredictionEngine implements MediaEngine {
       submit: async (input) => {
         const url = this.config.version ? `${base}/predictions` : `${base}/models/${this.config.upstream_model}/predictions`;
         const body = this.config.version ? { version: this.config.version, input } : { input };
-        const p = await upstreamJson<ReplicatePrediction>(provider, url, { body, headers, signal });
+        const p = await upstreamJson<ReplicatePrediction>(provider, url, { body, headers, signal, retry });
         if (typeof p.id !== 'string') throw upstreamError(provider, 'the prediction has no id');
         links.set(p.id, { get: p.urls?.get ?? `${base}/predictions/${p.id}`, cancel: p.urls?.cancel ?? `${base}/predictions/${p.id}/cancel` });
         return p.id;
       },
       poll: async (id, onProgress) => {
-        const p = await upstreamJson<ReplicatePrediction>(provider, links.get(id)!.get, { headers, signal });
+        const p = await upstreamJson<ReplicatePrediction>(provider, links.get(id)!.get, { headers, signal, retry });
         const progress = providerProgress(p);
         if (progress !== undefined && p.status !== 'succeeded') onProgress?.(progress);
         switch (p.status) {
@@ -139,18 +140,18 @@ export class PredictionEngine implements MediaEngine {
         }
       },
       cancel: async (id) => {
-        await upstreamJson(provider, links.get(id)!.cancel, { method: 'POST', headers, signal: cancelSignal() });
+        await upstreamJson(provider, links.get(id)!.cancel, { method: 'POST', headers, signal: cancelSignal(), retry });
       },
     };
   }
 
-  private fal(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal): PredictionProtocol {
+  private fal(provider: string, key: string | undefined, signal: AbortSignal, cancelSignal: () => AbortSignal, retry: RetryPolicy): PredictionProtocol {
     const base = `${this.config.base_url.replace(/\/$/, '')}/${this.config.upstream_model}`;
     const headers: Record<string, string> = key ? { authorization: `Key ${key}` } : {};
     const links = new Map<string, { status: string; response: string; cancel: string }>();
     return {
       submit: async (input) => {
-        const r = await upstreamJson<FalSubmitted>(provider, base, { body: input, headers, signal });
+        const r = await upstreamJson<FalSubmitted>(provider, base, { body: input, headers, signal, retry });
         if (typeof r.request_id !== 'string') throw upstreamError(provider, 'the queued request has no request_id');
         const own = `${base}/requests/${r.request_id}`;
         links.set(r.request_id, { status: r.status_url ?? `${own}/status`, response: r.response_url ?? own, cancel: r.cancel_url ?? `${own}/cancel` });
@@ -158,7 +159,7 @@ export class PredictionEngine implements MediaEngine {
       },
       poll: async (id, onProgress) => {
         const link = links.get(id)!;
-        const s = await upstreamJson<{ status?: string; error?: unknown; logs?: unknown; progress?: unknown }>(provider, link.status, { headers, signal });
+        const s = await upstreamJson<{ status?: string; error?: unknown; logs?: unknown; progress?: unknown }>(provider, link.status, { headers, signal, retry });
         if (s.status === 'IN_QUEUE' || s.status === 'IN_PROGRESS') {
           const progress = providerProgress(s);
           if (progress !== undefined) onProgress?.(progress);
@@ -166,11 +167,11 @@ export class PredictionEngine implements MediaEngine {
         }
         if (s.status !== 'COMPLETED') throw upstreamError(provider, `unexpected request status ${JSON.stringify(s.status)}`);
         if (s.error) throw upstreamError(provider, typeof s.error === 'string' ? s.error : JSON.stringify(s.error));
-        const result = await upstreamJson<Record<string, unknown>>(provider, link.response, { headers, signal });
+        const result = await upstreamJson<Record<string, unknown>>(provider, link.response, { headers, signal, retry });
         return { urls: collectUrls(result), seed: typeof result.seed === 'number' ? result.seed : undefined };
       },
       cancel: async (id) => {
-        await upstreamJson(provider, links.get(id)!.cancel, { method: 'PUT', headers, signal: cancelSignal() });
+        await upstreamJson(provider, links.get(id)!.cancel, { method: 'PUT', headers, signal: cancelSignal(), retry });
       },
     };
   }

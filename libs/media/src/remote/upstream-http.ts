@@ -1,5 +1,6 @@
 import { ApiError } from '@atelier/contracts';
-import { GenerationCancelledError, upstreamError } from '../engine-errors';
+import { retryAfterMs, retryDelayMs, statusFailureKind, type RetryPolicy } from '@atelier/runtime';
+import { abortableSleep, GenerationCancelledError, upstreamError } from '../engine-errors';
 import type { EngineEnvironment } from '../engine';
 
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 15 * 60 * 1000;
@@ -12,6 +13,8 @@ export interface UpstreamRequest {
   signal: AbortSignal;
   /** Bound of this one HTTP exchange. */
   timeoutMs?: number;
+  /** The engine's retry policy (the same as chat's); without one, the default policy. */
+  retry?: RetryPolicy;
 }
 
 /** The provider's own error text, from the usual places (OpenAI, Replicate, fal). */
@@ -29,8 +32,36 @@ function errorText(body: unknown, raw: string): string {
   return raw.slice(0, 500) || 'no error message';
 }
 
-/** One JSON exchange with a model provider. Cancellation by the caller is not the provider's failure. */
+/** A failure worth another attempt: the provider's own words, and how long it asked to wait. */
+class RetryableFailure extends Error {
+  constructor(
+    readonly error: ApiError,
+    readonly retryAfter?: number,
+  ) {
+    super(error.message);
+  }
+}
+
+/**
+ * One JSON exchange with a model provider, retried by the shared policy (libs/runtime's
+ * upstream-retry) after a 429, 408 or 5xx, a lost connection or an answer cut off; never after a
+ * timeout (its bound is the whole exchange, often minutes) nor once the caller cancelled, which
+ * is not the provider's failure.
+ */
 export async function upstreamJson<T>(provider: string, url: string, req: UpstreamRequest): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await upstreamAttempt<T>(provider, url, req);
+    } catch (err) {
+      if (!(err instanceof RetryableFailure)) throw err;
+      const delay = retryDelayMs(req.retry ?? {}, n, err.retryAfter);
+      if (delay === undefined) throw err.error;
+      await abortableSleep(delay, req.signal);
+    }
+  }
+}
+
+async function upstreamAttempt<T>(provider: string, url: string, req: UpstreamRequest): Promise<T> {
   const timeout = AbortSignal.timeout(req.timeoutMs ?? 60_000);
   const signal = AbortSignal.any([req.signal, timeout]);
   const isForm = req.body instanceof FormData;
@@ -45,14 +76,15 @@ export async function upstreamJson<T>(provider: string, url: string, req: Upstre
   } catch (err) {
     if (req.signal.aborted) throw new GenerationCancelledError();
     if (timeout.aborted) throw new ApiError('timeout', `The model provider (${provider}) did not answer within ${req.timeoutMs ?? 60_000} ms`);
-    throw upstreamError(provider, `could not reach ${new URL(url).origin}: ${(err as Error).cause ? String((err as { cause: Error }).cause.message) : (err as Error).message}`);
+    throw new RetryableFailure(upstreamError(provider, `could not reach ${new URL(url).origin}: ${(err as Error).cause ? String((err as { cause: Error }).cause.message) : (err as Error).message}`));
   }
   let raw: string;
   try {
     raw = await res.text();
   } catch {
     if (req.signal.aborted) throw new GenerationCancelledError();
-    throw upstreamError(provider, 'the answer was cut off');
+    if (timeout.aborted) throw new ApiError('timeout', `The model provider (${provider}) did not answer within ${req.timeoutMs ?? 60_000} ms`);
+    throw new RetryableFailure(upstreamError(provider, 'the answer was cut off'));
   }
   let body: unknown;
   try {
@@ -60,7 +92,10 @@ export async function upstreamJson<T>(provider: string, url: string, req: Upstre
   } catch {
     body = undefined;
   }
-  if (!res.ok) throw upstreamError(provider, `HTTP ${res.status}: ${errorText(body, raw)}`, { status: res.status });
+  if (!res.ok) {
+    const failure = upstreamError(provider, `HTTP ${res.status}: ${errorText(body, raw)}`, { status: res.status });
+    throw statusFailureKind(res.status) === 'retry' ? new RetryableFailure(failure, retryAfterMs(res.headers.get('retry-after') ?? undefined)) : failure;
+  }
   if (body === undefined || typeof body !== 'object' || body === null) throw upstreamError(provider, 'the answer is not a JSON object');
   return body as T;
 }
@@ -74,18 +109,20 @@ export interface UpstreamTarget {
   base: string;
   key: string | undefined;
   timeoutMs: number;
+  retry: RetryPolicy;
 }
 
 export function upstreamTarget(
   env: EngineEnvironment,
   modelId: string,
-  config: { base_url: string; api_key_env?: string; timeout_ms?: number },
+  config: { base_url: string; api_key_env?: string; timeout_ms?: number; max_retries?: number; retry_backoff_ms?: number },
 ): UpstreamTarget {
   return {
     provider: new URL(config.base_url).host,
     base: config.base_url.replace(/\/$/, ''),
     key: apiKey(env, modelId, config.api_key_env),
     timeoutMs: config.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    retry: { maxRetries: config.max_retries, backoffMs: config.retry_backoff_ms },
   };
 }
 
