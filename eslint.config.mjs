@@ -7,6 +7,38 @@ const DEEP_IMPORT = { group: ['@atelier/*/**'], message: 'Import a lib through i
 const HARNESS_IMPORT = { group: ['**/*.harness'], message: 'Test harnesses are for specs only; production code must not import them.' };
 
 /**
+ * The data layer: repositories (*.repository.ts; the ledger's statements and the idempotency store
+ * are the same role under older names) are the only code that speaks Prisma or SQL; services and
+ * controllers receive a repository (docs/architecture.md, "Layers"). The files below still do so
+ * themselves, from before the rule: the list only ever shrinks, and a new file cannot join it
+ * without a reviewer seeing it here.
+ */
+const DATA_ACCESS = {
+  name: '@atelier/db',
+  importNames: ['PrismaService', 'SqlPool', 'createPgPool', 'createPrismaClient'],
+  message: 'Only repositories (*.repository.ts) speak Prisma or SQL: put the query in one and inject it (docs/architecture.md, "Layers").',
+};
+const DATA_LAYER = ['**/*.repository.ts', 'libs/db/**', 'libs/testing/**', 'libs/billing/src/credit-statements.ts', 'libs/billing/src/*credit-ledger.service.ts', 'libs/idempotency/src/idempotency-store.service.ts', 'libs/runtime/src/health.ts'];
+const LEGACY_DATA_ACCESS = [
+  'libs/accounts/src/accounts.service.ts',
+  'libs/accounts/src/api-keys.service.ts',
+  'libs/fine-tune/src/fine-tune-deployments.service.ts',
+  'libs/fine-tune/src/fine-tune-listings.controller.ts',
+  'libs/fine-tune/src/fine-tune-reports.service.ts',
+  'libs/fine-tune/src/fine-tune-runs.service.ts',
+  'libs/fine-tune/src/fine-tune-service.module.ts',
+  'libs/fine-tune/src/fine-tune-tokenization.service.ts',
+  'libs/fine-tune/src/fine-tunes.service.ts',
+  'libs/fine-tune/src/trainer-leases.service.ts',
+  'libs/fine-tune/src/trainer-sweeper.service.ts',
+  'libs/fine-tune/src/trainers.service.ts',
+  'libs/models/src/deployed-models.service.ts',
+  'libs/models/src/lora-adapters.service.ts',
+  'libs/repos/src/repos-gateway.module.ts',
+  'libs/repos/src/repositories.service.ts',
+];
+
+/**
  * One scope per feature (route, controller, lib, app and queue share its word) plus `shared`
  * (platform libs) and `edge` (the gateway and its API docs). A feature reaches only the shared
  * libs and, where it really builds on one, another feature's public API: the queue renders
@@ -64,6 +96,11 @@ export default [
         },
       ],
     },
+  },
+  {
+    files: ['libs/**/*.ts', 'apps/**/*.ts'],
+    ignores: ['**/*.spec.ts', '**/*.harness.ts', ...DATA_LAYER, ...LEGACY_DATA_ACCESS],
+    rules: { 'no-restricted-imports': ['error', { paths: [DATA_ACCESS], patterns: [DEEP_IMPORT, HARNESS_IMPORT] }] },
   },
   {
     // Tests of any layer, and the harnesses beside them, may use the shared test helpers.

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AccountsModule, AccountsService, ApiKeys } from '@atelier/accounts';
-import { ApiKeyAuthenticator } from '@atelier/auth';
+import { ApiKeyAuthenticator, ApiKeysRepository } from '@atelier/auth';
 import { loadConfigOrExit, type AppConfig } from '@atelier/config';
 import { AdjustCreditsRequest, ApiError, CreateOrgRequest, CreateUserRequest, NamespaceLimitsRequest } from '@atelier/contracts';
 import { parseBody, ServiceRuntimeModule } from '@atelier/runtime';
@@ -35,7 +35,7 @@ class AdminCliModule {
     return {
       module: AdminCliModule,
       imports: [ServiceRuntimeModule.forRoot({ service: 'admin-cli', config }), AccountsModule],
-      providers: [ApiKeyAuthenticator],
+      providers: [ApiKeysRepository, ApiKeyAuthenticator],
     };
   }
 }

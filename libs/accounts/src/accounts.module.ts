@@ -1,9 +1,9 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '@atelier/billing';
 import { AccountsService } from './accounts.service';
-import { LimitChanges, NamespaceAccess } from '@atelier/auth';
+import { LimitChanges, NamespaceAccess, NamespacesRepository } from '@atelier/auth';
 import { ApiKeys } from './api-keys.service';
 import { QueueWeights } from './queue-weights.service';
 
-@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess, LimitChanges, QueueWeights], exports: [AccountsService, ApiKeys, QueueWeights] })
+@Module({ imports: [BillingModule], providers: [AccountsService, ApiKeys, NamespaceAccess, NamespacesRepository, LimitChanges, QueueWeights], exports: [AccountsService, ApiKeys, QueueWeights] })
 export class AccountsModule {}

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { NamespacesRepository } from '@atelier/auth';
 import { RedisService } from '@atelier/runtime';
 
 /** A field of the hash no namespace id can be: present since the hash was last restored. */
@@ -15,7 +15,7 @@ const RESTORED = '~restored';
 export class QueueWeights {
   constructor(
     private readonly redis: RedisService,
-    private readonly prisma: PrismaService,
+    private readonly namespaces: NamespacesRepository,
   ) {}
 
   private key(): string {
@@ -30,9 +30,9 @@ export class QueueWeights {
 
   /** Makes the hash the table's weights again. */
   async restore(): Promise<void> {
-    const rows = await this.prisma.namespace.findMany({ where: { queueWeight: { not: null } }, select: { id: true, queueWeight: true } });
+    const rows = await this.namespaces.queueWeights();
     const pipeline = this.redis.client.multi().del(this.key()).hset(this.key(), RESTORED, '1');
-    for (const r of rows) if (r.queueWeight !== null && r.queueWeight !== 1) pipeline.hset(this.key(), r.id, String(r.queueWeight));
+    for (const r of rows) if (r.queueWeight !== 1) pipeline.hset(this.key(), r.id, String(r.queueWeight));
     await pipeline.exec();
   }
 

@@ -1,8 +1,10 @@
 export { generateApiKey, hashApiKey, apiKeyPrefix, secretsEqual, type GeneratedApiKey } from './api-key';
 export type { Caller, MakerLimits, NamespaceScope } from './caller';
 export { ApiKeyAuthenticator } from './api-key-authenticator.service';
+export { ApiKeysRepository } from './api-keys.repository';
 export { LimitChanges } from './limit-changes.service';
 export { NamespaceAccess } from './namespace-access.service';
+export { NamespacesRepository } from './namespaces.repository';
 export { AccessGuard, CurrentCaller, fromOwnOrigin } from './auth.guard';
 export { ConsoleSessions, SESSION_COOKIE, sessionIdOf, type ConsoleSession } from './console-session.service';
 export { AdminRoute, PublicRoute } from '@atelier/runtime';

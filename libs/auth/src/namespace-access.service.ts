@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import type { Caller, NamespaceScope } from './caller';
+import { NamespacesRepository } from './namespaces.repository';
 
 /** The most grants kept; past it the oldest go first (each is re-read within a second anyway). */
 const MAX_GRANTS = 10_000;
@@ -23,7 +23,7 @@ export class NamespaceAccess {
   private readonly granted = new Map<string, { scope: NamespaceScope; until: number }>();
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly namespaces: NamespacesRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -49,11 +49,8 @@ export class NamespaceAccess {
 
   /** The namespace if the caller owns it or belongs to its org (remembered), else undefined. */
   private async lookup(caller: Caller, where: { name: string } | { id: string }): Promise<NamespaceScope | undefined> {
-    const ns = await this.prisma.namespace.findUnique({
-      where,
-      select: { id: true, name: true, type: true, userId: true, org: { select: { memberships: { where: { userId: caller.userId }, select: { userId: true } } } } },
-    });
-    const allowed = ns && (ns.userId === caller.userId || (ns.org?.memberships.length ?? 0) > 0);
+    const ns = await this.namespaces.withMembership(where, caller.userId);
+    const allowed = ns && (ns.userId === caller.userId || ns.member);
     return ns && allowed ? this.remember(caller, { id: ns.id, name: ns.name, type: ns.type }) : undefined;
   }
 

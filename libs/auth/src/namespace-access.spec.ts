@@ -4,6 +4,7 @@ import { PrismaService } from '@atelier/db';
 import { createTestEnvironment, waitFor, type TestEnvironment } from '@atelier/testing';
 import type { Caller } from './caller';
 import { NamespaceAccess } from './namespace-access.service';
+import { NamespacesRepository } from './namespaces.repository';
 
 /** Which namespaces a caller may act on: its own, and its orgs'; never another tenant's. Real Postgres. */
 describe('NamespaceAccess', () => {
@@ -28,7 +29,7 @@ describe('NamespaceAccess', () => {
   beforeAll(async () => {
     env = await createTestEnvironment({ LOG_LEVEL: 'silent', AUTH_CACHE_MS: '200' });
     prisma = new PrismaService(env.config);
-    access = new NamespaceAccess(prisma, env.config);
+    access = new NamespaceAccess(new NamespacesRepository(prisma), env.config);
   });
   afterAll(async () => {
     await prisma?.$disconnect();

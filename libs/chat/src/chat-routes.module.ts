@@ -3,7 +3,7 @@ import { AuthModule } from '@atelier/auth';
 import { ChatController } from './chat.controller';
 import { ChatGatewayModule } from './chat-gateway.module';
 import { EmbeddingsController } from './embeddings/embeddings.controller';
-import { ResponseStore } from './responses/response-store.service';
+import { ResponsesRepository } from './responses/responses.repository';
 import { ResponsesController } from './responses/responses.controller';
 import { ResponsesService } from './responses/responses.service';
 
@@ -11,5 +11,5 @@ import { ResponsesService } from './responses/responses.service';
  * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses API that runs
  * on the same lifecycle, and embeddings), beside the services they call.
  */
-@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, EmbeddingsController], providers: [ResponsesService, ResponseStore] })
+@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository] })
 export class ChatRoutesModule {}

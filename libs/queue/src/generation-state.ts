@@ -1,10 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { CreditLedger, PAID_REQUEST_KINDS, reservationReference, type DeliveredUsage, type StaleReservationRule } from '@atelier/billing';
 import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationCompletedEvent } from '@atelier/contracts';
-import { Prisma, PrismaService, type GenerationModel } from '@atelier/db';
+import type { GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { BroadcastBus, ConcurrencyLimiter, UserEventLog } from '@atelier/runtime';
 import { QueuePositions, type QueuePriority } from './queue-positions';
+import { GenerationsRepository } from './generations.repository';
 import { WebhookNotifier } from './webhook-notifier.service';
 
 /**
@@ -17,7 +18,7 @@ export class GenerationState {
   private readonly logger = new Logger(GenerationState.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly generations: GenerationsRepository,
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
@@ -31,14 +32,7 @@ export class GenerationState {
    * that is BullMQ redelivering the job of a worker that died. Anything else: undefined.
    */
   async start(id: string): Promise<(GenerationModel & { firstStart: boolean }) | undefined> {
-    // started_at = now() only when this statement set it: the first start, not a redelivery.
-    const rows = await this.prisma.$queryRaw<{ id: string; first: boolean }[]>`
-      UPDATE generations SET status = 'processing', started_at = COALESCE(started_at, now())
-      WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
-      RETURNING id::text, started_at = now()::timestamptz(3) AS first`;
-    if (rows.length === 0) return undefined;
-    const found = await this.prisma.generation.findUnique({ where: { id } });
-    const row = found ? { ...found, firstStart: rows[0].first } : undefined;
+    const row = await this.generations.startProcessing(id);
     // Out of the waiting line; a failure here only leaves a stale entry the sweeper drops.
     if (row) {
       await this.positions.started(row.mediaType, id, row.namespaceId).catch(() => undefined);
@@ -49,13 +43,13 @@ export class GenerationState {
   }
 
   async namespaceName(id: string): Promise<string | undefined> {
-    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
+    return this.generations.namespaceName(id);
   }
 
   /** Of these ids, the generations no longer queued, with their namespaces (the sweeper drops them from the positions). */
   async notQueuedAmong(ids: string[]): Promise<{ id: string; namespaceId: string }[]> {
     if (ids.length === 0) return [];
-    const rows = await this.prisma.generation.findMany({ where: { id: { in: ids } }, select: { id: true, namespaceId: true, status: true } });
+    const rows = await this.generations.statuses(ids);
     const known = new Set(rows.map((r) => r.id));
     // An id without a row (deleted with its namespace) has no line left to leave.
     return [...rows.filter((r) => r.status !== 'queued'), ...ids.filter((id) => !known.has(id)).map((id) => ({ id, namespaceId: '' }))].map(({ id, namespaceId }) => ({ id, namespaceId }));
@@ -75,26 +69,16 @@ export class GenerationState {
     id: string,
     outcome: { status: 'succeeded'; resultKeys: string[]; cost: string; usage?: DeliveredUsage } | { status: 'failed'; message: string },
   ): Promise<boolean> {
-    const ended = await this.prisma.$transaction(async (tx) => {
-      const resultKeys = outcome.status === 'succeeded' ? outcome.resultKeys : [];
-      const error = outcome.status === 'failed' ? outcome.message.slice(0, 2000) : null;
-      const rows = await tx.$queryRaw<
-        { owner_id: string; namespace_id: string; reservation_id: string | null; model_name: string; media_type: 'image' | 'video'; completed_at: Date; params: unknown }[]
-      >`
-        UPDATE generations
-        SET status = ${outcome.status}::"GenerationStatus", completed_at = now(), result_keys = ${resultKeys}::text[],
-            error_message = ${error}, started_at = COALESCE(started_at, now())
-        WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
-        RETURNING owner_id::text, namespace_id::text, reservation_id::text, model_name, media_type::text AS media_type, completed_at, params`;
-      if (rows.length === 0) return undefined;
-      const row = rows[0];
+    const resultKeys = outcome.status === 'succeeded' ? outcome.resultKeys : [];
+    const error = outcome.status === 'failed' ? outcome.message.slice(0, 2000) : null;
+    const ended = await this.generations.finishActive(id, { status: outcome.status, resultKeys, error }, async (row, tx) => {
+      let cost: string | undefined;
       if (outcome.status === 'succeeded') {
-        const charged = row.reservation_id ? (await this.ledger.settle(row.reservation_id, outcome.cost, tx, outcome.usage)).charged : '0';
-        await tx.generation.update({ where: { id }, data: { cost: charged } });
+        cost = row.reservation_id ? (await this.ledger.settle(row.reservation_id, outcome.cost, tx, outcome.usage)).charged : '0';
       } else if (row.reservation_id) {
         await this.ledger.release(row.reservation_id, tx);
       }
-      const payload: GenerationCompletedEvent = {
+      const event: GenerationCompletedEvent = {
         userId: row.owner_id,
         namespaceId: row.namespace_id,
         generation_id: id,
@@ -105,15 +89,14 @@ export class GenerationState {
         error_message: error,
         completed_at: Math.floor(row.completed_at.getTime() / 1000),
       };
-      await tx.generationEvent.create({ data: { generationId: id, userId: row.owner_id, payload: payload as unknown as Prisma.InputJsonValue } });
-      return { payload, params: row.params };
+      return { cost, event };
     });
     if (!ended) return false;
-    const event = ended.payload;
+    const { event } = ended;
     // Its max_concurrent slot (PaidRequests.reserveMany) is free again.
     await this.slots.release([reservationReference('generation', id)]).catch(() => undefined);
     await this.positions.remove(event.media_type, id, event.namespaceId).catch(() => undefined);
-    await this.publish(event, ended.params).catch((err: Error) =>
+    await this.publish(event, ended.row.params).catch((err: Error) =>
       this.logger.warn(`Event for ${id} not published yet (${err.message}); the outbox sweeper will`),
     );
     return true;
@@ -121,7 +104,7 @@ export class GenerationState {
 
   private async publish(event: GenerationCompletedEvent, params: unknown): Promise<void> {
     await this.broadcast(event, params);
-    await this.prisma.generationEvent.update({ where: { generationId: event.generation_id }, data: { publishedAt: new Date() } });
+    await this.generations.markEventPublished(event.generation_id);
   }
 
   /**
@@ -129,18 +112,10 @@ export class GenerationState {
    * with SKIP LOCKED so several sweepers never publish the same event.
    */
   async publishStranded(olderThanMs = 5_000, limit = 200): Promise<number> {
-    return this.prisma.$transaction(async (tx) => {
-      const rows = await tx.$queryRaw<{ generation_id: string; payload: GenerationCompletedEvent; broadcast: boolean }[]>`
-        SELECT generation_id::text, payload, broadcast FROM generation_events
-        WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
-        ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
-      for (const row of rows) {
-        // A cancel's row: its completed webhook only (the message id makes a repeat a no-op).
-        if (!row.broadcast) await this.webhooks.queueMessage(row.generation_id, 'completed');
-        else await this.broadcast(row.payload, undefined, true);
-        await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
-      }
-      return rows.length;
+    return this.generations.publishStrandedEvents(olderThanMs, limit, async (row) => {
+      // A cancel's row: its completed webhook only (the message id makes a repeat a no-op).
+      if (!row.broadcast) await this.webhooks.queueMessage(row.generation_id, 'completed');
+      else await this.broadcast(row.payload, undefined, true);
     });
   }
 
@@ -162,20 +137,14 @@ export class GenerationState {
 
   /** Who a queued generation runs for: its owner's name and the billed namespace's, as a job caller. */
   async runFor(row: GenerationModel): Promise<CallerContext> {
-    const [names] = await this.prisma.$queryRaw<{ namespace: string; username: string }[]>`
-      SELECT n.name AS namespace, u.username FROM namespaces n, users u
-      WHERE n.id = ${row.namespaceId}::uuid AND u.id = ${row.ownerId}::uuid`;
+    const names = await this.generations.namesOf(row.namespaceId, row.ownerId);
     if (!names) throw new Error(`generation ${row.id}: its namespace or owner no longer exists`);
     return { userId: row.ownerId, username: names.username, namespaceId: row.namespaceId, namespace: names.namespace, requestId: requestContext.current()?.requestId ?? row.id };
   }
 
   /** Processing generations started long ago: candidates for a lost worker (checked against BullMQ). */
   async longProcessing(olderThanMs: number, limit = 200): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
-    return this.prisma.generation.findMany({
-      where: { status: 'processing', startedAt: { lt: new Date(Date.now() - olderThanMs) } },
-      select: { id: true, mediaType: true },
-      take: limit,
-    });
+    return this.generations.longProcessing(olderThanMs, limit);
   }
 
   /**
@@ -184,20 +153,12 @@ export class GenerationState {
    * are the stale ones (generationReservationRule).
    */
   async reservationsInUse(ids: string[]): Promise<Set<string>> {
-    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
-      SELECT reservation_id::text AS id FROM generations WHERE reservation_id = ANY(${ids}::uuid[])`;
-    return new Set(rows.map((r) => r.id));
+    return this.generations.reservationsInUse(ids);
   }
 
   /** Queued generations whose job never reached Redis (crash between commit and add). */
   async strandedQueued(olderThanMs = 10_000, limit = 500): Promise<{ id: string; mediaType: 'image' | 'video'; namespaceId: string; priority: QueuePriority }[]> {
-    const rows = await this.prisma.generation.findMany({
-      where: { status: 'queued', enqueuedAt: { lt: new Date(Date.now() - olderThanMs) } },
-      select: { id: true, mediaType: true, namespaceId: true, priority: true },
-      orderBy: { enqueuedAt: 'asc' },
-      take: limit,
-    });
-    return rows;
+    return this.generations.queuedBefore(olderThanMs, limit);
   }
 }
 

@@ -1,9 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { NamespaceAccess, type Caller } from '@atelier/auth';
 import type { WebhookDeliveries } from '@atelier/contracts';
-import { GenerationsRepository } from './generations.repository';
 import { ReadGenerations } from './read-generations.use-case';
-import { WebhookSecrets } from './webhook-secrets.service';
+import { WebhooksRepository } from './webhooks.repository';
 
 export type WebhookDeliveryView = WebhookDeliveries['deliveries'][number];
 
@@ -12,15 +11,14 @@ export type WebhookDeliveryView = WebhookDeliveries['deliveries'][number];
 export class GenerationWebhooks {
   constructor(
     private readonly reads: ReadGenerations,
-    private readonly generations: GenerationsRepository,
     private readonly access: NamespaceAccess,
-    private readonly secrets: WebhookSecrets,
+    private readonly webhooks: WebhooksRepository,
   ) {}
 
   /** The delivery attempts of a generation's webhook messages, oldest first (its owner's namespace only). */
   async deliveries(caller: Caller, id: string): Promise<WebhookDeliveries> {
     const row = await this.reads.findVisible(caller, id);
-    const rows = await this.generations.webhookDeliveries(row.id);
+    const rows = await this.webhooks.deliveriesOf(row.id);
     return {
       deliveries: rows.map((d) => ({ webhook_id: d.webhookId, type: d.type as WebhookDeliveryView['type'], attempt: d.attempt, status_code: d.statusCode, error: d.error, at: d.at.toISOString() })),
     };
@@ -29,6 +27,6 @@ export class GenerationWebhooks {
   /** The webhook signing secret of a namespace the caller belongs to (made on first read), or a new one. */
   async secret(caller: Caller, namespace: unknown, rotate = false): Promise<{ key: string }> {
     const scope = await this.access.resolve(caller, namespace);
-    return { key: rotate ? await this.secrets.rotate(scope.id) : await this.secrets.get(scope.id) };
+    return { key: rotate ? await this.webhooks.rotateSecret(scope.id) : await this.webhooks.secret(scope.id) };
   }
 }

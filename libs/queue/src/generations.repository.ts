@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { PrismaService, SqlPool, type Prisma } from '@atelier/db';
+import type { GenerationCompletedEvent } from '@atelier/contracts';
+import { PrismaService, SqlPool, type GenerationModel, type Prisma } from '@atelier/db';
 import { GroupCommit } from '@atelier/runtime';
 import type { GenerationJsonRow } from './generation-record';
 import type { QueuePriority } from './queue-positions';
@@ -30,6 +31,25 @@ export interface GenerationListFilters {
 }
 
 export type GenerationRead = GenerationJsonRow & { namespaceId: string; namespace: string };
+
+/** What a terminal transition returns of its row. */
+export interface FinishedGenerationRow {
+  owner_id: string;
+  namespace_id: string;
+  reservation_id: string | null;
+  model_name: string;
+  media_type: 'image' | 'video';
+  completed_at: Date;
+  params: unknown;
+}
+
+/** An outbox row (a committed terminal transition) not published yet. */
+export interface StrandedEvent {
+  generation_id: string;
+  payload: GenerationCompletedEvent;
+  /** False: a cancel's row, which only carries its completed webhook. */
+  broadcast: boolean;
+}
 
 // Column-wise (unnest): one statement whatever the row count, planned once per connection.
 const INSERT_GENERATIONS = {
@@ -169,8 +189,126 @@ export class GenerationsRepository {
     await this.prisma.generationEvent.update({ where: { generationId }, data: { publishedAt: new Date() } });
   }
 
-  /** Its webhook delivery attempts, oldest first. */
-  webhookDeliveries(generationId: string) {
-    return this.prisma.webhookDelivery.findMany({ where: { generationId }, orderBy: [{ at: 'asc' }, { attempt: 'asc' }] });
+  // ---- The worker's side: transitions, the outbox, the sweeper's reads ----
+
+  /**
+   * queued -> processing (sets started_at); a generation already processing is returned too
+   * (BullMQ redelivering the job of a worker that died). `firstStart`: this statement set
+   * started_at. Anything else: undefined.
+   */
+  async startProcessing(id: string): Promise<(GenerationModel & { firstStart: boolean }) | undefined> {
+    const rows = await this.prisma.$queryRaw<{ id: string; first: boolean }[]>`
+      UPDATE generations SET status = 'processing', started_at = COALESCE(started_at, now())
+      WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
+      RETURNING id::text, started_at = now()::timestamptz(3) AS first`;
+    if (rows.length === 0) return undefined;
+    const found = await this.prisma.generation.findUnique({ where: { id } });
+    return found ? { ...found, firstStart: rows[0].first } : undefined;
   }
+
+  /**
+   * An active generation -> succeeded or failed, and in the same transaction `within` (its credit
+   * step and its event, given the row) and the outbox row holding that event; with a cost, the
+   * charged cost on the row. Undefined when it was terminal already (a cancel won): nothing changes.
+   */
+  async finishActive(
+    id: string,
+    change: { status: 'succeeded' | 'failed'; resultKeys: string[]; error: string | null },
+    within: (row: FinishedGenerationRow, tx: Prisma.TransactionClient) => Promise<{ cost?: string; event: GenerationCompletedEvent }>,
+  ): Promise<{ row: FinishedGenerationRow; event: GenerationCompletedEvent } | undefined> {
+    return this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<FinishedGenerationRow[]>`
+        UPDATE generations
+        SET status = ${change.status}::"GenerationStatus", completed_at = now(), result_keys = ${change.resultKeys}::text[],
+            error_message = ${change.error}, started_at = COALESCE(started_at, now())
+        WHERE id = ${id}::uuid AND status IN ('queued', 'processing')
+        RETURNING owner_id::text, namespace_id::text, reservation_id::text, model_name, media_type::text AS media_type, completed_at, params`;
+      if (rows.length === 0) return undefined;
+      const row = rows[0];
+      const { cost, event } = await within(row, tx);
+      if (cost !== undefined) await tx.generation.update({ where: { id }, data: { cost } });
+      await tx.generationEvent.create({ data: { generationId: id, userId: row.owner_id, payload: event as unknown as Prisma.InputJsonValue } });
+      return { row, event };
+    });
+  }
+
+  /**
+   * Outbox rows older than `olderThanMs` and not published, each handed to `publish` and marked
+   * published, in one transaction that claims them with SKIP LOCKED, so two sweepers never publish
+   * the same one. Returns how many.
+   */
+  async publishStrandedEvents(olderThanMs: number, limit: number, publish: (row: StrandedEvent) => Promise<void>): Promise<number> {
+    return this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<StrandedEvent[]>`
+        SELECT generation_id::text, payload, broadcast FROM generation_events
+        WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond')
+        ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
+      for (const row of rows) {
+        await publish(row);
+        await tx.$executeRaw`UPDATE generation_events SET published_at = now() WHERE generation_id = ${row.generation_id}::uuid`;
+      }
+      return rows.length;
+    });
+  }
+
+  async namespaceName(id: string): Promise<string | undefined> {
+    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
+  }
+
+  /** The namespace's and the owner's names; undefined when either is gone. */
+  async namesOf(namespaceId: string, ownerId: string): Promise<{ namespace: string; username: string } | undefined> {
+    const [names] = await this.prisma.$queryRaw<{ namespace: string; username: string }[]>`
+      SELECT n.name AS namespace, u.username FROM namespaces n, users u
+      WHERE n.id = ${namespaceId}::uuid AND u.id = ${ownerId}::uuid`;
+    return names;
+  }
+
+  /** The status and namespace of each of these generations that still has a row. */
+  statuses(ids: string[]): Promise<{ id: string; namespaceId: string; status: string }[]> {
+    return this.prisma.generation.findMany({ where: { id: { in: ids } }, select: { id: true, namespaceId: true, status: true } });
+  }
+
+  /** Processing generations started before `olderThanMs` ago. */
+  longProcessing(olderThanMs: number, limit: number): Promise<{ id: string; mediaType: 'image' | 'video' }[]> {
+    return this.prisma.generation.findMany({
+      where: { status: 'processing', startedAt: { lt: new Date(Date.now() - olderThanMs) } },
+      select: { id: true, mediaType: true },
+      take: limit,
+    });
+  }
+
+  /** Of these reservation ids, those a generation row refers to. */
+  async reservationsInUse(ids: string[]): Promise<Set<string>> {
+    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+      SELECT reservation_id::text AS id FROM generations WHERE reservation_id = ANY(${ids}::uuid[])`;
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /** Queued generations enqueued before `olderThanMs` ago, oldest first. */
+  queuedBefore(olderThanMs: number, limit: number): Promise<{ id: string; mediaType: 'image' | 'video'; namespaceId: string; priority: QueuePriority }[]> {
+    return this.prisma.generation.findMany({
+      where: { status: 'queued', enqueuedAt: { lt: new Date(Date.now() - olderThanMs) } },
+      select: { id: true, mediaType: true, namespaceId: true, priority: true },
+      orderBy: { enqueuedAt: 'asc' },
+      take: limit,
+    });
+  }
+
+  /** A generation with its namespace's name (what a webhook message carries). */
+  withNamespace(id: string) {
+    return this.prisma.generation.findUnique({ where: { id }, include: { namespace: { select: { name: true } } } });
+  }
+
+  /** Active generations counted per pool and namespace, most queued first (the operator's backlog). */
+  activeByPoolAndNamespace() {
+    return this.prisma.$queryRaw<{ pool: 'image' | 'video'; namespace: string; queue_weight: number | null; queued: number; processing: number }[]>`
+      SELECT g.media_type::text AS pool, n.name AS namespace, n.queue_weight,
+             count(*) FILTER (WHERE g.status = 'queued')::int AS queued,
+             count(*) FILTER (WHERE g.status = 'processing')::int AS processing
+      FROM generations g JOIN namespaces n ON n.id = g.namespace_id
+      WHERE g.status IN ('queued', 'processing')
+      GROUP BY g.media_type, n.name, n.queue_weight
+      ORDER BY queued DESC, n.name`;
+  }
+
 }

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { NamespaceAccess } from '@atelier/auth';
+import { NamespaceAccess, NamespacesRepository } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { CancelGeneration } from './cancel-generation.use-case';
 import { EnqueueGenerations } from './enqueue-generations.use-case';
@@ -11,7 +11,7 @@ import { GenerationState } from './generation-state';
 import { GenerationProgress } from './generation-progress';
 import { QueuePositions } from './queue-positions';
 import { WebhookNotifier } from './webhook-notifier.service';
-import { WebhookSecrets } from './webhook-secrets.service';
+import { WebhooksRepository } from './webhooks.repository';
 
 /**
  * Needs ModelCatalog and StorageModule from the importing app. NamespaceAccess (Prisma only) is
@@ -28,11 +28,12 @@ import { WebhookSecrets } from './webhook-secrets.service';
     GenerationWebhooks,
     GenerationState,
     NamespaceAccess,
+    NamespacesRepository,
     QueuePositions,
     GenerationProgress,
     WebhookNotifier,
-    WebhookSecrets,
+    WebhooksRepository,
   ],
-  exports: [GenerationsRepository, GenerationDispatcher, EnqueueGenerations, ReadGenerations, CancelGeneration, GenerationWebhooks, GenerationState, QueuePositions, GenerationProgress, WebhookNotifier, WebhookSecrets],
+  exports: [NamespacesRepository, GenerationsRepository, GenerationDispatcher, EnqueueGenerations, ReadGenerations, CancelGeneration, GenerationWebhooks, GenerationState, QueuePositions, GenerationProgress, WebhookNotifier, WebhooksRepository],
 })
 export class QueueGatewayModule {}

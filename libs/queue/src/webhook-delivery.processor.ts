@@ -1,10 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { WEBHOOK_DELIVERY_QUEUE, type WebhookDeliveryJob } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import { HandlesQueue, JobQueues, retryThroughOutage, type JobHandler } from '@atelier/runtime';
 import { guardedPost, MediaFetchError } from '@atelier/safe-fetch';
-import { WebhookSecrets } from './webhook-secrets.service';
+import { WebhooksRepository } from './webhooks.repository';
 import { signWebhook } from './webhook-signature';
 
 /** How long an attempt's record waits out a database outage before the attempt goes on unrecorded. */
@@ -29,8 +28,7 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
   private readonly logger = new Logger(WebhookDeliveryProcessor.name);
 
   constructor(
-    private readonly prisma: PrismaService,
-    private readonly secrets: WebhookSecrets,
+    private readonly webhooks: WebhooksRepository,
     private readonly queues: JobQueues,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'WEBHOOK_RETRY_DELAYS_MS' | 'MEDIA_FETCH_ALLOWED_HOSTS'>,
   ) {}
@@ -38,7 +36,7 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
   async handle(job: WebhookDeliveryJob): Promise<void> {
     const body = JSON.stringify({ type: job.type, timestamp: job.timestamp, data: job.data });
     const timestamp = Math.floor(Date.now() / 1000);
-    const secret = await this.secrets.get(job.namespaceId);
+    const secret = await this.webhooks.secret(job.namespaceId);
     let statusCode: number | null = null;
     let error: string | null = null;
     let retry = true;
@@ -70,9 +68,7 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
     // same, so an outage costs at most a line of the history, never the message.
     await retryThroughOutage(
       () =>
-        this.prisma.webhookDelivery.create({
-          data: { generationId: job.generationId ?? null, fineTuneId: job.fineTuneId ?? null, webhookId: job.webhookId, type: job.type, attempt: job.attempt, statusCode, error, final },
-        }),
+        this.webhooks.recordDelivery({ generationId: job.generationId ?? null, fineTuneId: job.fineTuneId ?? null, webhookId: job.webhookId, type: job.type, attempt: job.attempt, statusCode, error, final }),
       { maxWaitMs: RECORD_WAIT_MS, onWait: (service) => this.logger.warn(`Recording attempt ${job.attempt} of webhook ${job.webhookId} waits for ${service}`) },
     ).catch((err: Error) => this.logger.warn(`Attempt ${job.attempt} of webhook ${job.webhookId} was made but not recorded: ${err.message}`));
     if (final) {

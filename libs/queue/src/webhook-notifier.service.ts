@@ -1,10 +1,10 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { JobQueues } from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
 import { toGenerationRecord } from './generation-record';
+import { GenerationsRepository } from './generations.repository';
 import { parseWebhookRequest, type WebhookEvent } from './webhook-request';
 
 /** The webhook-id of a generation's message of one kind: the same on every attempt, and a second add is a no-op. */
@@ -23,7 +23,7 @@ export class WebhookNotifier {
   private readonly logger = new Logger(WebhookNotifier.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly generations: GenerationsRepository,
     private readonly queues: JobQueues,
     private readonly urls: SignedUrls,
   ) {}
@@ -44,7 +44,7 @@ export class WebhookNotifier {
   /** As notify, but throws when the message could not be queued (the outbox then tries again). */
   async queueMessage(generationId: string, event: WebhookEvent, params?: unknown): Promise<void> {
     if (params !== undefined && (params as { webhook?: unknown } | null)?.webhook === undefined) return;
-    const row = await this.prisma.generation.findUnique({ where: { id: generationId }, include: { namespace: { select: { name: true } } } });
+    const row = await this.generations.withNamespace(generationId);
     if (!row) return;
     const webhook = parseWebhookRequest(row.params as Record<string, unknown>);
     if (!webhook || !webhook.events.includes(event)) return;

@@ -7,7 +7,7 @@ import { ChatCompletionsService } from '../chat-completions.service';
 import type { ChatCompletion } from '../chat-types';
 import type { ChatModelDefinition } from '@atelier/models';
 import { completionOutput, finishResponse, outputText, ResponseEventStream, responseShell, type ResponseEvent, type ResponseObject } from './response-output';
-import { ResponseStore } from './response-store.service';
+import { ResponsesRepository } from './responses.repository';
 import { fieldError, translateResponsesRequest, type ResponseItem } from './responses-request';
 
 /** The route Responses usage is reported under (GET /api/usage?group_by=endpoint). */
@@ -98,7 +98,7 @@ export class ResponsesService {
 
   constructor(
     private readonly chat: ChatCompletionsService,
-    private readonly store: ResponseStore,
+    private readonly store: ResponsesRepository,
     private readonly access: NamespaceAccess,
   ) {}
 

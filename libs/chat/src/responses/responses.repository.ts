@@ -54,8 +54,8 @@ const SWEEP_ROUNDS = 10_000;
  * deletes it once no response continues it (its successors still need its items).
  */
 @Injectable()
-export class ResponseStore implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly logger = new Logger(ResponseStore.name);
+export class ResponsesRepository implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(ResponsesRepository.name);
   private periodic?: { stop(): Promise<void> };
 
   constructor(
