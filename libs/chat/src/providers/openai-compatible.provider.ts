@@ -1,208 +1,23 @@
-import { STATUS_CODES } from 'node:http';
 import { Logger } from '@nestjs/common';
 import { Agent, type Dispatcher } from 'undici';
 import { ApiError } from '@atelier/contracts';
 import { tracing } from '@atelier/observability';
-import { abortFollowing, retryAfterMs, retryDelayMs, statusFailureKind, type UpstreamFailureKind } from '@atelier/runtime';
-import type { ChatModelDefinition, EngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
+import type { ChatModelDefinition } from '@atelier/models';
 import type { ChatCompletion, ChatCompletionChunk, ChatToolCall, ChatUsage } from '../chat-types';
 import { countTextTokens, toolCallTokens } from '../token-count';
 import { usageChunk, usageOf, type ChatProvider, type ChatProviderCall, type ChunkSink, type ProviderCompletion, type ProviderStream } from './chat-provider';
 import { sseData } from './sse-reader';
+import { AdapterNotLoaded, AttemptError, refusal, UpstreamTimeout, withFallbacks, type UpstreamCall } from './upstream-attempts';
+import { routeTarget, type Endpoint } from './upstream-endpoints';
+import { CutOff, dispatchBuffered, header, messageOf, upstreamMessage, type BufferedAnswer, type UpstreamResponse } from './upstream-exchange';
 
-export const DEFAULT_UPSTREAM_TIMEOUT_MS = 60_000;
 export { DEFAULT_MAX_RETRIES, DEFAULT_RETRY_BACKOFF_MS } from '@atelier/runtime';
-/** undici's own default, named: the engine's keep_alive_ms explains the choice. */
-export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 4_000;
-
-interface Endpoint {
-  baseUrl: string;
-  /** Where `${baseUrl}/chat/completions` is, worked out once. */
-  target: { origin: string; path: string; basicAuth?: string };
-  upstreamModel: string;
-  apiKeyEnv?: string;
-  timeoutMs: number;
-  /** How long an idle connection waits for the next call when the server gives no Keep-Alive hint. */
-  keepAliveMs: number;
-  label: string;
-}
-
-/**
- * How a failed attempt continues (the shared policy's UpstreamFailureKind): `retry` the same server
- * after a backoff (429, 5xx, timeouts, connection errors, a stream cut before its first chunk), move
- * to the `next` server (this one is misconfigured: missing key, 401/403/404), or stop (`fatal`: the
- * request itself is wrong, or part of the answer was already streamed and cannot be taken back).
- */
-class AttemptError extends Error {
-  constructor(
-    readonly kind: UpstreamFailureKind,
-    readonly apiError: ApiError,
-    readonly retryAfterMs?: number,
-  ) {
-    super(apiError.message);
-  }
-}
-
-class UpstreamTimeout extends Error {}
-
-/** What the retry loop needs of a call: which model (its engine's servers), its signal, a LoRA adapter. */
-interface UpstreamCall {
-  model: { id: string; engine: EngineConfig };
-  signal: AbortSignal;
-  adapter?: ChatProviderCall['adapter'];
-}
-
-/** A route of an endpoint's server (`/embeddings`), worked out once per endpoint. */
-const routeTargets = new WeakMap<Endpoint, Map<string, Endpoint['target']>>();
-
-function routeTarget(endpoint: Endpoint, route: string): Endpoint['target'] {
-  let targets = routeTargets.get(endpoint);
-  if (!targets) routeTargets.set(endpoint, (targets = new Map()));
-  let target = targets.get(route);
-  if (!target) targets.set(route, (target = requestTarget(new URL(`${endpoint.baseUrl}${route}`))));
-  return target;
-}
-
-/** The server does not know the LoRA adapter asked for (it restarted and lost it). */
-class AdapterNotLoaded extends ApiError {}
+export { DEFAULT_UPSTREAM_KEEP_ALIVE_MS, DEFAULT_UPSTREAM_TIMEOUT_MS } from './upstream-endpoints';
 
 /** Loads a deployed LoRA adapter into its server again (LoraAdapters.reload). */
 export type AdapterReload = (serving: ChatModelDefinition, name: string) => Promise<void>;
 
 export type SecretLookup = (envName: string) => string | undefined;
-
-/** The origin and path of a URL (the catalog only admits http(s) base URLs), and the Basic credentials it carries. */
-function requestTarget(url: URL): Endpoint['target'] {
-  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
-  return {
-    origin: url.origin,
-    path: `${url.pathname}${url.search}`,
-    ...(url.username || url.password ? { basicAuth: `Basic ${Buffer.from(credentials).toString('base64')}` } : {}),
-  };
-}
-
-/** An upstream's answer as undici gives it: the body must be read to its end or destroyed. */
-type UpstreamResponse = Dispatcher.ResponseData;
-
-/** Per engine definition (catalog entries are immutable once loaded), so a call parses no URLs. */
-const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig, Endpoint[]>();
-
-function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
-  const cached = endpointCache.get(engine);
-  if (cached) return cached;
-  const all = [engine, ...(engine.fallbacks ?? [])];
-  const endpoints = all.map((e) => {
-    const baseUrl = e.base_url.replace(/\/+$/, '');
-    return {
-      baseUrl,
-      target: requestTarget(new URL(`${baseUrl}/chat/completions`)),
-      upstreamModel: e.upstream_model,
-      apiKeyEnv: e.api_key_env,
-      timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
-      keepAliveMs: e.keep_alive_ms ?? engine.keep_alive_ms ?? DEFAULT_UPSTREAM_KEEP_ALIVE_MS,
-      label: `openai-compatible:${e.upstream_model}@${new URL(baseUrl).host}`,
-    };
-  });
-  endpointCache.set(engine, endpoints);
-  return endpoints;
-}
-
-function cancelled(): ApiError {
-  return new ApiError('timeout', 'The request was cancelled');
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(cancelled());
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(cancelled());
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-function header(headers: UpstreamResponse['headers'], name: string): string | undefined {
-  const value = headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-function retryAfter(headers: UpstreamResponse['headers']): number | undefined {
-  return retryAfterMs(header(headers, 'retry-after'));
-}
-
-/** A whole non-streamed answer: what dispatchBuffered resolves with. */
-interface BufferedAnswer {
-  statusCode: number;
-  headers: UpstreamResponse['headers'];
-  text: string;
-}
-
-/** The answer's body failed after its headers had arrived. */
-class CutOff extends Error {}
-
-/**
- * One call through undici's dispatch API, its body collected by the handler. undici's request()
- * wraps every response in a Readable stream, an AsyncResource and several promises: besides
- * their CPU (18-19 against 14 us per call in a closed loop against a local server), about a
- * quarter of what request() allocates outlives young-generation collections and is promoted
- * (none here), which made the chat service's scavenges and mark-compacts longer. `onHeaders`
- * runs when the response headers arrive.
- */
-function dispatchBuffered(agent: Agent, opts: Dispatcher.DispatchOptions, signal: AbortSignal, onHeaders: () => void): Promise<BufferedAnswer> {
-  return new Promise((resolve, reject) => {
-    let controller: Dispatcher.DispatchController | undefined;
-    let answer: Omit<BufferedAnswer, 'text'> | undefined;
-    const chunks: Buffer[] = [];
-    const onAbort = () => controller?.abort(signal.reason);
-    const settle = (err?: Error) => {
-      signal.removeEventListener('abort', onAbort);
-      if (err) reject(answer ? new CutOff(err.message) : err);
-      else resolve({ ...answer!, text: chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8') });
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    agent.dispatch(opts, {
-      onRequestStart(c) {
-        controller = c;
-        if (signal.aborted) c.abort(signal.reason);
-      },
-      onResponseStart(_c, statusCode, headers) {
-        if (statusCode < 200) return;
-        answer = { statusCode, headers };
-        onHeaders();
-      },
-      onResponseData(_c, chunk) {
-        chunks.push(chunk);
-      },
-      onResponseEnd() {
-        settle();
-      },
-      onResponseError(_c, err) {
-        settle(err);
-      },
-    });
-  });
-}
-
-function messageOf(text: string, statusCode: number): string {
-  try {
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-    const msg = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
-    if (typeof msg === 'string' && msg) return msg.slice(0, 500);
-  } catch {
-    // not JSON: fall through to the raw text
-  }
-  // undici does not pass on the status line's text; the standard phrase stands in for it.
-  return text.slice(0, 200) || STATUS_CODES[statusCode] || `HTTP ${statusCode}`;
-}
-
-async function upstreamMessage(res: UpstreamResponse): Promise<string> {
-  return messageOf(await res.body.text().catch(() => ''), res.statusCode);
-}
 
 /**
  * Any server that speaks the OpenAI chat API (vLLM, llama.cpp server, Ollama, OpenAI, Together,
@@ -243,7 +58,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   private async completeOnce(call: ChatProviderCall): Promise<ProviderCompletion> {
-    return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
+    return withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
       const text = await this.postBuffered(call, endpoint, this.requestOf(call, endpoint, false), signal, armTimer);
       let completion: ChatCompletion;
       try {
@@ -264,7 +79,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         completion.usage = usageOf(call.promptTokens, completionTokens);
       }
       return { completion, provider: endpoint.label };
-    });
+    }, this.logger);
   }
 
   async stream(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
@@ -273,7 +88,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
 
   private async streamOnce(call: ChatProviderCall, emit: ChunkSink): Promise<ProviderStream> {
     let emitted = false;
-    return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
+    return withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
       const res = await this.postStream(call, endpoint, this.requestOf(call, endpoint, true), signal);
       let content = '';
       const toolCalls: ChatToolCall[] = [];
@@ -322,7 +137,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       const final = usage ?? usageOf(call.promptTokens, countTextTokens(content) + toolCallTokens(toolCalls.filter(Boolean)));
       if (!lastCarriedUsage) await emit(usageChunk(call, final));
       return { usage: final, provider: endpoint.label };
-    });
+    }, this.logger);
   }
 
   /**
@@ -336,7 +151,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     body: (upstreamModel: string) => Record<string, unknown>,
     parse: (text: string) => T | undefined,
   ): Promise<{ value: T; provider: string }> {
-    return this.withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
+    return withFallbacks(call, () => false, async (endpoint, signal, armTimer) => {
       const target = routeTarget(endpoint, route);
       const request: Dispatcher.DispatchOptions = {
         origin: target.origin,
@@ -354,7 +169,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       }
       if (value === undefined) throw new AttemptError('retry', new ApiError('upstream_error', `The model provider sent an answer atelier cannot read (${endpoint.label})`));
       return { value, provider: endpoint.label };
-    });
+    }, this.logger);
   }
 
   /**
@@ -372,7 +187,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       return { response: value, usage: responsesUsage(value, call), provider };
     }
     let emitted = false;
-    return this.withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
+    return withFallbacks(call, () => emitted, async (endpoint, signal, armTimer) => {
       const target = routeTarget(endpoint, '/responses');
       const request: Dispatcher.DispatchOptions = {
         origin: target.origin,
@@ -408,7 +223,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       }
       if (!final) throw failure("The model provider's stream ended before it was complete");
       return { response: null, usage: responsesUsage(final, call), provider: endpoint.label };
-    });
+    }, this.logger);
   }
 
   /** One connection pool per keep-alive setting: undici sets it per agent, not per request. */
@@ -464,7 +279,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     }
     const { statusCode, headers, text } = answer;
     if (statusCode >= 200 && statusCode < 300) return text;
-    throw this.refusal(endpoint, statusCode, messageOf(text, statusCode), headers, call);
+    throw refusal(endpoint, statusCode, messageOf(text, statusCode), headers, call, this.logger);
   }
 
   /** A streamed answer whose status is 2xx and whose body is an event stream. */
@@ -484,73 +299,9 @@ export class OpenAiCompatibleProvider implements ChatProvider {
       }
       return res;
     }
-    throw this.refusal(endpoint, status, await upstreamMessage(res), res.headers, call);
+    throw refusal(endpoint, status, await upstreamMessage(res), res.headers, call, this.logger);
   }
 
-  /** What a non-2xx answer means for the attempt. */
-  private refusal(endpoint: Endpoint, status: number, message: string, headers: UpstreamResponse['headers'], call: UpstreamCall): AttemptError {
-    if (status === 404 && call.adapter?.kind === 'lora')
-      return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
-    const kind = statusFailureKind(status);
-    if (status === 429)
-      return new AttemptError(kind, new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(headers));
-    if (kind === 'retry')
-      return new AttemptError(kind, new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(headers));
-    if (kind === 'next') {
-      this.logger.warn(`${endpoint.label} answered ${status}: ${message}`);
-      return new AttemptError('next', new ApiError('upstream_error', `The model provider refused the request (HTTP ${status}); check its configuration`));
-    }
-    return new AttemptError('fatal', ApiError.badRequest(`The model provider rejected the request: ${message}`));
-  }
-
-  /**
-   * Runs `attempt` against each endpoint in turn. `armTimer` (re)starts the attempt's
-   * inactivity timeout: time to the response headers, then between stream events.
-   */
-  private async withFallbacks<T>(
-    call: UpstreamCall,
-    committed: () => boolean,
-    attempt: (endpoint: Endpoint, signal: AbortSignal, armTimer: () => void) => Promise<T>,
-  ): Promise<T> {
-    const engine = call.model.engine as OpenAiCompatibleEngineConfig;
-    const policy = { maxRetries: engine.max_retries, backoffMs: engine.retry_backoff_ms };
-    let last: AttemptError | undefined;
-    for (const endpoint of endpointsOf(engine)) {
-      for (let n = 0; ; n++) {
-        if (call.signal.aborted) throw cancelled();
-        const { controller, unlink } = abortFollowing(call.signal);
-        const signal = controller.signal;
-        const timer = setTimeout(() => controller.abort(new UpstreamTimeout()), endpoint.timeoutMs);
-        const armTimer = () => void timer.refresh();
-        try {
-          return await attempt(endpoint, signal, armTimer);
-        } catch (err) {
-          // Frees the connection of a response that was not read to the end.
-          controller.abort();
-          if (call.signal.aborted) throw cancelled();
-          const timedOut = controller.signal.aborted && controller.signal.reason instanceof UpstreamTimeout;
-          last = timedOut
-            ? new AttemptError(
-                committed() ? 'fatal' : 'retry',
-                new ApiError('timeout', `The model provider did not answer within ${endpoint.timeoutMs} ms (${endpoint.label})`),
-              )
-            : err instanceof AttemptError
-              ? err
-              : new AttemptError('fatal', new ApiError('upstream_error', `The model provider failed (${endpoint.label}): ${(err as Error).message}`));
-          if (last.kind === 'fatal' || committed()) throw last.apiError;
-          this.logger.warn(`${endpoint.label} attempt ${n + 1} failed: ${last.message}`);
-          if (last.kind === 'next') break;
-          const delay = retryDelayMs(policy, n, last.retryAfterMs);
-          if (delay === undefined) break;
-          await sleep(delay, call.signal);
-        } finally {
-          clearTimeout(timer);
-          unlink();
-        }
-      }
-    }
-    throw (last ?? new AttemptError('fatal', new ApiError('upstream_error', 'No model provider is configured'))).apiError;
-  }
 }
 
 /** A Response's usage as chat usage; counted by atelier (prompt as validated, output text) when the upstream reports none. */
