@@ -34,8 +34,6 @@ const LEGACY_DATA_ACCESS = [
   'libs/fine-tune/src/trainers.service.ts',
   'libs/models/src/deployed-models.service.ts',
   'libs/models/src/lora-adapters.service.ts',
-  'libs/repos/src/repos-gateway.module.ts',
-  'libs/repos/src/repositories.service.ts',
 ];
 
 /**

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { Prisma, PrismaService } from '@atelier/db';
 import { BlobStore, type BlobObject } from '@atelier/storage';
+import { ReposRepository, type StoredFile } from './repos.repository';
 import { assertBranchName, assertRepoName, contentTypeFor, DEFAULT_BRANCH, filePath, pathSegments } from './repository-names';
 import type {
   BranchView,
@@ -23,10 +23,6 @@ export interface RepositoryActor {
 
 const unix = (d: Date) => Math.floor(d.getTime() / 1000);
 
-function isUniqueViolation(err: unknown): boolean {
-  return err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002';
-}
-
 /**
  * Repositories of files per namespace, with branches and commit-like upload records. File
  * bytes live in the blob store under `<namespace>/repos/<repository id>/<uuid>`; Postgres holds
@@ -41,31 +37,20 @@ export class RepositoriesService {
   private readonly logger = new Logger(RepositoriesService.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly rows: ReposRepository,
     private readonly blobs: BlobStore,
   ) {}
 
   async create(actor: RepositoryActor, name: string, description?: string): Promise<RepositoryView> {
     assertRepoName(name);
-    try {
-      const repo = await this.prisma.repository.create({
-        data: {
-          namespaceId: actor.namespaceId,
-          name,
-          description: description ?? null,
-          branches: { create: { name: DEFAULT_BRANCH } },
-        },
-      });
-      return this.view(repo, actor.namespace, DEFAULT_BRANCH);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw ApiError.conflict(`Repository '${actor.namespace}/${name}' already exists`);
-      throw err;
-    }
+    const repo = await this.rows.create(actor.namespaceId, name, description ?? null);
+    if (!repo) throw ApiError.conflict(`Repository '${actor.namespace}/${name}' already exists`);
+    return this.view(repo, actor.namespace, DEFAULT_BRANCH);
   }
 
   /** The repository or a 404 naming it. */
   async find(namespaceId: string, namespace: string, name: string): Promise<RepositoryRecord> {
-    const repo = await this.prisma.repository.findUnique({ where: { namespaceId_name: { namespaceId, name } } });
+    const repo = await this.rows.byName(namespaceId, name);
     if (!repo) throw repositoryNotFound(namespace, name);
     return { id: repo.id, namespaceId, namespace, name: repo.name, description: repo.description, createdAt: repo.createdAt };
   }
@@ -76,7 +61,7 @@ export class RepositoriesService {
   }
 
   async listBranches(repo: RepositoryRecord): Promise<BranchView[]> {
-    const branches = await this.prisma.repositoryBranch.findMany({ where: { repositoryId: repo.id }, orderBy: { createdAt: 'asc' } });
+    const branches = await this.rows.branches(repo.id);
     return branches.map(toBranchView);
   }
 
@@ -84,30 +69,9 @@ export class RepositoriesService {
   async createBranch(repo: RepositoryRecord, name: string, from = DEFAULT_BRANCH): Promise<BranchView> {
     assertBranchName(name);
     const source = await this.requireBranch(repo, from);
-    try {
-      const branch = await this.prisma.$transaction(async (tx) => {
-        const created = await tx.repositoryBranch.create({ data: { repositoryId: repo.id, name, headCommitId: source.headCommitId } });
-        const files = await tx.repositoryFile.findMany({ where: { repositoryId: repo.id, branch: from } });
-        if (files.length)
-          await tx.repositoryFile.createMany({
-            data: files.map((f) => ({
-              repositoryId: repo.id,
-              branch: name,
-              path: f.path,
-              size: f.size,
-              sha256: f.sha256,
-              contentType: f.contentType,
-              blobKey: f.blobKey,
-              commitId: f.commitId,
-            })),
-          });
-        return created;
-      });
-      return toBranchView(branch);
-    } catch (err) {
-      if (isUniqueViolation(err)) throw ApiError.conflict(`Branch '${name}' already exists in ${repo.namespace}/${repo.name}`);
-      throw err;
-    }
+    const branch = await this.rows.createBranch(repo.id, name, from, source.headCommitId);
+    if (!branch) throw ApiError.conflict(`Branch '${name}' already exists in ${repo.namespace}/${repo.name}`);
+    return toBranchView(branch);
   }
 
   /**
@@ -125,7 +89,7 @@ export class RepositoriesService {
     const authorId = author.userId;
     const dir = pathSegments(directory, 'directory');
     await this.requireBranch(repo, branch);
-    const stored: { path: string; key: string; size: number; sha256: string; contentType: string }[] = [];
+    const stored: StoredFile[] = [];
     let message: string | undefined;
     try {
       for await (const item of items) {
@@ -158,40 +122,22 @@ export class RepositoriesService {
 
     const changes: CommitFileView[] = stored.map((s) => ({ path: s.path, size: s.size, sha256: s.sha256, content_type: s.contentType }));
     const commitMessage = message?.trim() || `Upload ${stored.length === 1 ? stored[0].path : `${stored.length} files`}`;
-    let replaced: string[] = [];
-    let commit;
+    let committed;
     try {
-      ({ commit, replaced } = await this.prisma.$transaction(async (tx) => {
-        const created = await tx.repositoryCommit.create({
-          data: { repositoryId: repo.id, branch, message: commitMessage, authorId, changes: changes as unknown as Prisma.InputJsonValue },
-        });
-        const previous = await tx.repositoryFile.findMany({
-          where: { repositoryId: repo.id, branch, path: { in: stored.map((s) => s.path) } },
-          select: { blobKey: true },
-        });
-        for (const s of stored) {
-          const data = { size: BigInt(s.size), sha256: s.sha256, contentType: s.contentType, blobKey: s.key, commitId: created.id };
-          await tx.repositoryFile.upsert({
-            where: { repositoryId_branch_path: { repositoryId: repo.id, branch, path: s.path } },
-            create: { repositoryId: repo.id, branch, path: s.path, ...data },
-            update: data,
-          });
-        }
-        const updated = await tx.repositoryBranch.updateMany({ where: { repositoryId: repo.id, name: branch }, data: { headCommitId: created.id } });
-        if (updated.count === 0) throw ApiError.notFound(`Branch not found: ${branch}`);
-        return { commit: created, replaced: previous.map((p) => p.blobKey) };
-      }));
+      committed = await this.rows.commit(repo.id, branch, commitMessage, authorId, changes, stored);
+      if (!committed) throw ApiError.notFound(`Branch not found: ${branch}`);
     } catch (err) {
       await this.deleteBlobs(stored.map((s) => s.key));
       throw err;
     }
+    const { commit, replaced } = committed;
     await this.deleteUnreferenced(replaced);
     return { id: commit.id, branch, message: commit.message, author: author.username, timestamp: unix(commit.createdAt), files: changes };
   }
 
   /** The stored file at `branch`/`path`, or undefined. */
   async findFile(repositoryId: string, branch: string, path: string) {
-    return this.prisma.repositoryFile.findUnique({ where: { repositoryId_branch_path: { repositoryId, branch, path } } });
+    return this.rows.file(repositoryId, branch, path);
   }
 
   async download(repo: RepositoryRecord, branch: string, rawPath: string): Promise<{ file: RepositoryFileView; blob: BlobObject }> {
@@ -205,16 +151,13 @@ export class RepositoriesService {
   }
 
   private async requireBranch(repo: RepositoryRecord, branch: string) {
-    const found = await this.prisma.repositoryBranch.findUnique({ where: { repositoryId_name: { repositoryId: repo.id, name: branch } } });
+    const found = await this.rows.branch(repo.id, branch);
     if (!found) throw ApiError.notFound(`Branch not found: ${branch} in ${repo.namespace}/${repo.name}`);
     return found;
   }
 
   private async view(repo: { id: string; name: string; description: string | null; createdAt: Date }, namespace: string, branch: string): Promise<RepositoryView> {
-    const [branches, files] = await Promise.all([
-      this.prisma.repositoryBranch.findMany({ where: { repositoryId: repo.id }, orderBy: { createdAt: 'asc' } }),
-      this.prisma.repositoryFile.findMany({ where: { repositoryId: repo.id, branch }, orderBy: { path: 'asc' } }),
-    ]);
+    const [branches, files] = await Promise.all([this.rows.branches(repo.id), this.rows.files(repo.id, branch)]);
     return {
       namespace,
       name: repo.name,
@@ -238,11 +181,7 @@ export class RepositoriesService {
    */
   private async deleteUnreferenced(keys: string[]): Promise<void> {
     if (keys.length === 0) return;
-    const [still, pinned] = await Promise.all([
-      this.prisma.repositoryFile.findMany({ where: { blobKey: { in: keys } }, select: { blobKey: true } }),
-      this.prisma.fineTune.findMany({ where: { datasetBlobKey: { in: keys }, finishedAt: null }, select: { datasetBlobKey: true } }),
-    ]);
-    const used = new Set([...still.map((s) => s.blobKey), ...pinned.map((p) => p.datasetBlobKey)]);
+    const used = await this.rows.blobsInUse(keys);
     await this.deleteBlobs(keys.filter((k) => !used.has(k)));
   }
 }
