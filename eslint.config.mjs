@@ -32,8 +32,6 @@ const LEGACY_DATA_ACCESS = [
   'libs/fine-tune/src/trainer-leases.service.ts',
   'libs/fine-tune/src/trainer-sweeper.service.ts',
   'libs/fine-tune/src/trainers.service.ts',
-  'libs/models/src/deployed-models.service.ts',
-  'libs/models/src/lora-adapters.service.ts',
 ];
 
 /**

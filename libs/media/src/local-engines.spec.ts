@@ -96,7 +96,7 @@ describe('local-image', () => {
 
   it('renders with one libvips thread per operation, also where MALLOC_ARENA_MAX is set (sharp then takes one per host core)', () => {
     const libvips = pathToFileURL(path.join(__dirname, 'local/libvips.ts')).href;
-    const child = spawnSync(process.execPath, ['--input-type=module', '-e', `const { sharp } = await import(${JSON.stringify(libvips)}); console.log(sharp.concurrency());`], {
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', `const { sharp } = await import(${JSON.stringify(libvips)}); console.log(String(sharp.concurrency()));`], {
       env: { ...process.env, MALLOC_ARENA_MAX: '2' },
       encoding: 'utf8',
     });

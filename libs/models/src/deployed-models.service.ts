@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Caller } from '@atelier/auth';
 import type { ChatModelAdapter, MediaModelAdapter } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { DeploymentsRepository } from './deployments.repository';
 import { ModelCatalog } from './model-catalog';
 import type { ModelDefinition } from './model-types';
 import { toPublicModel } from './public-model';
@@ -51,7 +51,7 @@ export class DeployedModels {
   private readonly byCaller = new Map<string, { rows: DeployedModelView[]; at: number }>();
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly deployments: DeploymentsRepository,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
   ) {}
 
@@ -72,7 +72,7 @@ export class DeployedModels {
     if (name.length > MAX_NAME_LENGTH || CONTROL_CHARACTERS.test(name)) return [];
     const hit = this.byName.get(name);
     if (hit && performance.now() - hit.at < CACHE_MS) return hit.rows;
-    const rows = await this.prisma.deployedModel.findMany({ where: { name, status: 'deployed' } });
+    const rows = await this.deployments.deployedNamed(name);
     const views = (await Promise.all(rows.map((r) => this.view(r)))).filter((v): v is DeployedModelView => v !== undefined);
     if (this.byName.size > 10_000) this.byName.clear();
     this.byName.set(name, { rows: views, at: performance.now() });
@@ -82,14 +82,14 @@ export class DeployedModels {
   private async view(row: { id: string; name: string; namespaceId: string; baseModel: string; fineTuneId: string; step: number; createdAt: Date }): Promise<DeployedModelView | undefined> {
     const serving = this.servingModel(row.baseModel);
     if (!serving) return undefined;
-    const ns = await this.prisma.namespace.findUnique({ where: { id: row.namespaceId }, select: { name: true } });
+    const namespace = await this.deployments.namespaceName(row.namespaceId);
     let adapter: ModelAdapter;
     if (row.baseModel === LOCAL_CHAT_BASE_MODEL || row.baseModel === LOCAL_IMAGE_BASE_MODEL) {
-      const file = await this.prisma.fineTuneCheckpointFile.findUnique({ where: { fineTuneId_step_path: { fineTuneId: row.fineTuneId, step: row.step, path: 'adapter_model.json' } } });
+      const file = await this.deployments.checkpointFile(row.fineTuneId, row.step, 'adapter_model.json');
       if (!file) return undefined;
       adapter = { kind: row.baseModel === LOCAL_CHAT_BASE_MODEL ? 'ngram' : 'style', key: file.blobKey };
     } else adapter = { kind: 'lora', name: loraAdapterName(row.id) };
-    return { ...row, namespace: ns?.name ?? '', serving, adapter };
+    return { ...row, namespace: namespace ?? '', serving, adapter };
   }
 
   /**
@@ -116,7 +116,7 @@ export class DeployedModels {
 
   /** The namespace's deployed model of this name, read now (after a deploy). */
   async inNamespace(namespaceId: string, name: string): Promise<DeployedModelView | undefined> {
-    const row = await this.prisma.deployedModel.findUnique({ where: { namespaceId_name: { namespaceId, name } } });
+    const row = await this.deployments.inNamespace(namespaceId, name);
     return row && row.status === 'deployed' ? this.view(row) : undefined;
   }
 
@@ -132,16 +132,7 @@ export class DeployedModels {
   }
 
   private async readVisible(caller: Caller): Promise<DeployedModelView[]> {
-    const rows = await this.prisma.deployedModel.findMany({
-      where: {
-        status: 'deployed',
-        OR: [
-          { namespaceId: caller.namespaceId },
-          { fineTune: { namespace: { OR: [{ userId: caller.userId }, { org: { memberships: { some: { userId: caller.userId } } } }] } } },
-        ],
-      },
-      orderBy: { createdAt: 'asc' },
-    });
+    const rows = await this.deployments.visibleTo(caller.userId, caller.namespaceId);
     return (await Promise.all(rows.map((r) => this.view(r)))).filter((v): v is DeployedModelView => v !== undefined);
   }
 }

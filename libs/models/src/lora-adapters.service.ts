@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, secretFromEnv, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
+import { DeploymentsRepository } from './deployments.repository';
 import { BlobStore } from '@atelier/storage';
 import { DeployedModels } from './deployed-models.service';
 import { deploymentOfAdapter, loraAdapterName } from './lora-adapter-name';
@@ -29,7 +29,7 @@ export class LoraAdapters {
   private readonly logger = new Logger(LoraAdapters.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly deploymentRows: DeploymentsRepository,
     private readonly blobs: BlobStore,
     private readonly deployed: DeployedModels,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -47,7 +47,7 @@ export class LoraAdapters {
   }
 
   private async writeFiles(name: string, fineTuneId: string, step: number): Promise<void> {
-    const files = await this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId, step } });
+    const files = await this.deploymentRows.checkpointFiles(fineTuneId, step);
     if (files.length === 0) throw new ApiError('resource_not_found', `Checkpoint ${step} of fine-tune ${fineTuneId} has no files`);
     for (const file of files) {
       const blob = await this.blobs.get(file.blobKey);
@@ -84,7 +84,7 @@ export class LoraAdapters {
   /** Loads a deployed adapter again by its adapter name (its server lost it), writing its files first if they are gone. */
   async reload(serving: ModelDefinition, name: string): Promise<void> {
     const id = deploymentOfAdapter(name);
-    const row = id ? await this.prisma.deployedModel.findFirst({ where: { id, status: 'deployed' } }) : null;
+    const row = id ? await this.deploymentRows.deployedById(id) : null;
     if (!row) throw new ApiError('resource_not_found', `Model not found: ${name}`);
     await this.writeFiles(name, row.fineTuneId, row.step);
     await this.load(serving, name);
@@ -93,7 +93,7 @@ export class LoraAdapters {
 
   /** Every deployed adapter its server does not list (GET {base_url}/models) is loaded again. Returns how many. */
   async reconcile(): Promise<number> {
-    const rows = await this.prisma.deployedModel.findMany({ where: { status: 'deployed' } });
+    const rows = await this.deploymentRows.allDeployed();
     const listed = new Map<string, Set<string> | undefined>();
     let loaded = 0;
     for (const row of rows) {

@@ -1,6 +1,7 @@
 import { Global, Module, type DynamicModule } from '@nestjs/common';
 import { ModelCatalog, defaultCatalogDir } from './model-catalog';
 import { DeployedModels } from './deployed-models.service';
+import { DeploymentsRepository } from './deployments.repository';
 
 /** The catalog, loaded once at start and shared by every module of the app. */
 @Global()
@@ -9,8 +10,8 @@ export class ModelCatalogModule {
   static forRoot(dir?: string): DynamicModule {
     return {
       module: ModelCatalogModule,
-      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }, DeployedModels],
-      exports: [ModelCatalog, DeployedModels],
+      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }, DeploymentsRepository, DeployedModels],
+      exports: [ModelCatalog, DeploymentsRepository, DeployedModels],
     };
   }
 }
