@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { PrismaService, SqlPool } from '@atelier/db';
 import { uuidV7 } from '@atelier/random';
-import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, createUserNamespace, type TestEnvironment } from '@atelier/testing';
 import { GenerationsRepository, type NewGenerationRow } from './generations.repository';
 
 /** The generations table as the queue's gateway side uses it, against a real Postgres. */
@@ -10,16 +10,8 @@ describe('GenerationsRepository', () => {
   let prisma: PrismaService;
   let sql: SqlPool;
   let repo: GenerationsRepository;
-  const tenants: { userId: string; namespaceId: string; name: string }[] = [];
 
-  async function tenant() {
-    const name = `t-${randomUUID().slice(0, 8)}`;
-    const user = await prisma.user.create({ data: { username: name } });
-    const ns = await prisma.namespace.create({ data: { name, type: 'user', userId: user.id } });
-    const t = { userId: user.id, namespaceId: ns.id, name };
-    tenants.push(t);
-    return t;
-  }
+  const tenant = () => createUserNamespace(prisma);
   const row = (t: { userId: string; namespaceId: string }, over: Partial<NewGenerationRow> = {}): NewGenerationRow => ({
     id: uuidV7(),
     namespaceId: t.namespaceId,
@@ -63,6 +55,9 @@ describe('GenerationsRepository', () => {
     const [mine, other] = [await tenant(), await tenant()];
     const rows = [row(mine), row(mine, { modelName: 'local-video', mediaType: 'video' }), row(mine, { targetRepo: 'gallery' })];
     for (const r of rows) await repo.insert([r]);
+    // Apart by a second each, in insertion order: rows written in one millisecond tie, and then the
+    // list orders them by id, which uuidv7 does not keep monotonic within a millisecond.
+    for (const [k, r] of rows.entries()) await prisma.generation.update({ where: { id: r.id }, data: { enqueuedAt: new Date(Date.now() - (rows.length - k) * 1000) } });
     await repo.insert([row(other), row(other)]);
     await prisma.generation.update({ where: { id: rows[0].id }, data: { status: 'succeeded', completedAt: new Date() } });
 
