@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
-import { createTestEnvironment, waitFor, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, createUserNamespace, waitFor, type TestEnvironment } from '@atelier/testing';
 import type { Caller } from './caller';
 import { NamespaceAccess } from './namespace-access.service';
 import { NamespacesRepository } from './namespaces.repository';
@@ -13,10 +13,8 @@ describe('NamespaceAccess', () => {
   let access: NamespaceAccess;
 
   async function user(): Promise<Caller> {
-    const name = `u-${randomUUID().slice(0, 8)}`;
-    const u = await prisma.user.create({ data: { username: name } });
-    const ns = await prisma.namespace.create({ data: { name, type: 'user', userId: u.id } });
-    return { userId: u.id, username: name, namespaceId: ns.id, namespace: name, keyPrefix: name };
+    const { userId, namespaceId, name } = await createUserNamespace(prisma);
+    return { userId, username: name, namespaceId, namespace: name, keyPrefix: name };
   }
   async function org(...members: Caller[]) {
     const name = `o-${randomUUID().slice(0, 8)}`;

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { PrismaService } from '@atelier/db';
 
-/** The namespaces table, as access checks and the queue's weights read it. */
+/** The namespaces table, as access checks, the queue's weights and names of namespaces by id read it. */
 @Injectable()
 export class NamespacesRepository {
   constructor(private readonly prisma: PrismaService) {}
@@ -13,6 +13,10 @@ export class NamespacesRepository {
       select: { id: true, name: true, type: true, userId: true, org: { select: { memberships: { where: { userId }, select: { userId: true } } } } },
     });
     return ns ? { id: ns.id, name: ns.name, type: ns.type, userId: ns.userId, member: (ns.org?.memberships.length ?? 0) > 0 } : undefined;
+  }
+
+  async name(id: string): Promise<string | undefined> {
+    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
   }
 
   /** The namespaces whose queue weight is set, with it. */

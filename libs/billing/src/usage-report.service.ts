@@ -1,37 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { ApiError, parseApiInstant } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, ApiError, parseApiInstant, USAGE_GROUPS, type UsageFigures, type UsageGroup, type UsageReport, type UsageRow } from '@atelier/contracts';
 import { Prisma } from '@atelier/db';
-import { ADMIN_USAGE_GROUPS, USAGE_GROUPS, UsageRepository, type UsageGroup } from './usage.repository';
+import { UsageRepository } from './usage.repository';
 
-export { ADMIN_USAGE_GROUPS, USAGE_GROUPS, type UsageGroup };
-
-export interface UsageFigures {
-  requests: number;
-  input_tokens: number;
-  output_tokens: number;
-  images: number;
-  video_seconds: number;
-  /** Decimal string: exactly what was charged. */
-  cost: string;
-}
-
-export interface UsageRow extends UsageFigures {
-  /** The model, key prefix, UTC day (YYYY-MM-DD), endpoint or namespace; null when not recorded (work settled before usage reporting). */
-  group: string | null;
-  /** With split_by: the second dimension's value, as `group` reads the first. */
-  split?: string | null;
-}
-
-export interface UsageReport {
-  namespace: string | null;
-  from: string;
-  to: string;
-  group_by: UsageGroup;
-  /** Present when asked: every row is one (group, split) pair, e.g. a day and a model. */
-  split_by?: UsageGroup;
-  rows: UsageRow[];
-  total: UsageFigures;
-}
+// The report's shapes are the API's (libs/contracts); a row's `group` is the model, key prefix, UTC day
+// (YYYY-MM-DD), endpoint or namespace, null when not recorded (work settled before usage reporting).
+export { ADMIN_USAGE_GROUPS, USAGE_GROUPS, type UsageGroup, type UsageReport, type UsageRow };
 
 export interface UsageQuery {
   from?: unknown;

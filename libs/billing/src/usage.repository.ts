@@ -1,10 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Prisma, PrismaService } from '@atelier/db';
-
-export const USAGE_GROUPS = ['model', 'api_key', 'day', 'endpoint'] as const;
-/** The operator's report may also group by namespace. */
-export const ADMIN_USAGE_GROUPS = [...USAGE_GROUPS, 'namespace'] as const;
-export type UsageGroup = (typeof ADMIN_USAGE_GROUPS)[number];
+import type { UsageGroup } from '@atelier/contracts';
 
 /**
  * What each group reads, on a union of usage_daily and credit_reservations rows (alias u, both

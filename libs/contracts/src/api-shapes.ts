@@ -18,6 +18,11 @@ const uuid = z.string().uuid();
 export const FINE_TUNE_STATES = ['created', 'tokenizing', 'tokenized', 'errored', 'enqueued', 'running', 'completed', 'stopped', 'deployed'] as const;
 export const GENERATION_STATUSES = ['queued', 'processing', 'succeeded', 'failed', 'cancelled'] as const;
 export const USAGE_GROUPS = ['model', 'api_key', 'day', 'endpoint'] as const;
+/** The operator's report may also group by namespace. */
+export const ADMIN_USAGE_GROUPS = [...USAGE_GROUPS, 'namespace'] as const;
+export type UsageGroup = (typeof ADMIN_USAGE_GROUPS)[number];
+/** How a queued generation is ordered among its namespace's own (never against another namespace's). */
+export const GENERATION_PRIORITIES = ['high', 'normal', 'low'] as const;
 
 export const ErrorShape = z.object({
   error: z.object({
@@ -149,7 +154,7 @@ export const GenerationShape = z
       .max(1)
       .nullable()
       .describe('While processing, when the engine reports it (steps, frames, the provider); 1 once succeeded; otherwise null'),
-    priority: z.enum(['high', 'normal', 'low']).describe("As enqueued (default normal): orders the namespace's own queued generations"),
+    priority: z.enum(GENERATION_PRIORITIES).describe("As enqueued (default normal): orders the namespace's own queued generations"),
   })
   .catchall(z.unknown().describe('Every other submitted parameter, echoed'));
 export const GenerationListShape = z.object({ count: int, generations: z.array(GenerationShape), limit: int, offset: int });
@@ -196,8 +201,8 @@ export const UsageReportShape = z.object({
   namespace: z.string().nullable(),
   from: dateTime,
   to: dateTime,
-  group_by: z.enum([...USAGE_GROUPS, 'namespace']).optional(),
-  split_by: z.enum(USAGE_GROUPS).optional(),
+  group_by: z.enum(ADMIN_USAGE_GROUPS),
+  split_by: z.enum(ADMIN_USAGE_GROUPS).optional().describe('Present when asked: every row is one (group, split) pair'),
   rows: z.array(UsageRowShape),
   total: z.object(USAGE_FIGURES),
 });
@@ -437,3 +442,4 @@ export type CommitView = z.infer<typeof CommitViewShape>;
 export type TrainerView = z.infer<typeof TrainerShape>;
 export type CreatedTrainer = z.infer<typeof CreatedTrainerShape>;
 export type TrainStatus = z.infer<typeof TrainStatusShape>;
+export type UsageFigures = UsageReport['total'];

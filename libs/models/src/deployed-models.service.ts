@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { Caller } from '@atelier/auth';
+import { NamespacesRepository, type Caller } from '@atelier/auth';
 import type { ChatModelAdapter, MediaModelAdapter } from '@atelier/contracts';
 import { DeploymentsRepository } from './deployments.repository';
 import { ModelCatalog } from './model-catalog';
@@ -52,6 +52,7 @@ export class DeployedModels {
 
   constructor(
     private readonly deployments: DeploymentsRepository,
+    private readonly namespaces: NamespacesRepository,
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
   ) {}
 
@@ -82,7 +83,7 @@ export class DeployedModels {
   private async view(row: { id: string; name: string; namespaceId: string; baseModel: string; fineTuneId: string; step: number; createdAt: Date }): Promise<DeployedModelView | undefined> {
     const serving = this.servingModel(row.baseModel);
     if (!serving) return undefined;
-    const namespace = await this.deployments.namespaceName(row.namespaceId);
+    const namespace = await this.namespaces.name(row.namespaceId);
     let adapter: ModelAdapter;
     if (row.baseModel === LOCAL_CHAT_BASE_MODEL || row.baseModel === LOCAL_IMAGE_BASE_MODEL) {
       const file = await this.deployments.checkpointFile(row.fineTuneId, row.step, 'adapter_model.json');

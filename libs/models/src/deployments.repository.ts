@@ -37,10 +37,6 @@ export class DeploymentsRepository {
     });
   }
 
-  async namespaceName(id: string): Promise<string | undefined> {
-    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
-  }
-
   checkpointFile(fineTuneId: string, step: number, path: string) {
     return this.prisma.fineTuneCheckpointFile.findUnique({ where: { fineTuneId_step_path: { fineTuneId, step, path } } });
   }

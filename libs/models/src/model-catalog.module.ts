@@ -1,4 +1,5 @@
 import { Global, Module, type DynamicModule } from '@nestjs/common';
+import { NamespacesRepository } from '@atelier/auth';
 import { ModelCatalog, defaultCatalogDir } from './model-catalog';
 import { DeployedModels } from './deployed-models.service';
 import { DeploymentsRepository } from './deployments.repository';
@@ -10,7 +11,7 @@ export class ModelCatalogModule {
   static forRoot(dir?: string): DynamicModule {
     return {
       module: ModelCatalogModule,
-      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }, DeploymentsRepository, DeployedModels],
+      providers: [{ provide: ModelCatalog, useFactory: () => ModelCatalog.fromDirectory(dir ?? defaultCatalogDir()) }, NamespacesRepository, DeploymentsRepository, DeployedModels],
       exports: [ModelCatalog, DeploymentsRepository, DeployedModels],
     };
   }

@@ -1,3 +1,4 @@
+import { GENERATION_PRIORITIES } from '@atelier/contracts';
 import type {
   ChatModelDefinition,
   EmbeddingModelDefinition,
@@ -287,7 +288,7 @@ function mediaCommonProperties(mode: RequestMode): Record<string, JsonSchema> {
     common.target_directory = { type: 'string' };
     common.priority = {
       type: 'string',
-      enum: ['high', 'normal', 'low'],
+      enum: [...GENERATION_PRIORITIES],
       default: 'normal',
       description: "Orders the namespace's own queued generations; never its place against other namespaces",
     };

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { AdjustCreditsRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
-import { RESPONSE_SCHEMAS } from './response-schemas';
+import { responseSchemas } from './response-schemas';
 
 type Schema = Record<string, unknown>;
 
@@ -31,11 +31,11 @@ const USAGE_QUERY: { name: string; schema: Schema; description?: string }[] = [
   { name: 'namespace', schema: { type: 'string' }, description: "Defaults to the caller's own" },
   { name: 'from', schema: { type: 'string' }, description: 'Inclusive; ISO 8601 time or date (UTC), or Unix seconds. Default: the start of the current UTC month' },
   { name: 'to', schema: { type: 'string' }, description: 'Exclusive; as from. Default: now' },
-  { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint'], default: 'day' } },
+  { name: 'group_by', schema: { type: 'string', enum: [...USAGE_GROUPS], default: 'day' } },
   { name: 'format', schema: { type: 'string', enum: ['json', 'csv'], default: 'json' } },
   {
     name: 'split_by',
-    schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint'] },
+    schema: { type: 'string', enum: [...USAGE_GROUPS] },
     description: 'A second dimension, other than group_by: each row is one (group, split) pair, e.g. group_by=day&split_by=model for a series per model',
   },
 ];
@@ -726,7 +726,7 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Operator',
       summary: 'Usage and spend over every namespace (or one), also groupable by namespace',
       access: 'admin',
-      query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'], default: 'day' } }, USAGE_QUERY[4], { ...USAGE_QUERY[5], schema: { type: 'string', enum: ['model', 'api_key', 'day', 'endpoint', 'namespace'] } }],
+      query: [{ name: 'namespace', schema: { type: 'string' } }, ...USAGE_QUERY.slice(1, 3), { name: 'group_by', schema: { type: 'string', enum: [...ADMIN_USAGE_GROUPS], default: 'day' } }, USAGE_QUERY[4], { ...USAGE_QUERY[5], schema: { type: 'string', enum: [...ADMIN_USAGE_GROUPS] } }],
       responses: { 200: ['The report', 'UsageReport'] },
     },
     { method: 'delete', route: '/api/admin/api_keys/:prefix', tag: 'Operator', summary: 'Revoke an API key', access: 'admin', responses: { 200: ['Revoked, with the keys made with it', 'RevokedApiKey'] } },
@@ -899,7 +899,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
         trainerToken: { type: 'http', scheme: 'bearer', description: 'A trainer token (`trn_...`, POST /api/admin/trainers): the /api/trainer routes only' },
       },
-      schemas: RESPONSE_SCHEMAS,
+      schemas: responseSchemas(),
     },
   };
 }

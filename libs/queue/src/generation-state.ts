@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { CreditLedger, PAID_REQUEST_KINDS, reservationReference, type DeliveredUsage, type StaleReservationRule } from '@atelier/billing';
 import { GENERATION_COMPLETED_CHANNEL, type CallerContext, type GenerationCompletedEvent } from '@atelier/contracts';
+import { NamespacesRepository } from '@atelier/auth';
 import type { GenerationModel } from '@atelier/db';
 import { requestContext } from '@atelier/observability';
 import { BroadcastBus, ConcurrencyLimiter, UserEventLog } from '@atelier/runtime';
@@ -19,6 +20,7 @@ export class GenerationState {
 
   constructor(
     private readonly generations: GenerationsRepository,
+    private readonly namespaces: NamespacesRepository,
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
     private readonly events: UserEventLog,
@@ -43,7 +45,7 @@ export class GenerationState {
   }
 
   async namespaceName(id: string): Promise<string | undefined> {
-    return this.generations.namespaceName(id);
+    return this.namespaces.name(id);
   }
 
   /** Of these ids, the generations no longer queued, with their namespaces (the sweeper drops them from the positions). */

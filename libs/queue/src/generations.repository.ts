@@ -251,10 +251,6 @@ export class GenerationsRepository {
     });
   }
 
-  async namespaceName(id: string): Promise<string | undefined> {
-    return (await this.prisma.namespace.findUnique({ where: { id }, select: { name: true } }))?.name;
-  }
-
   /** The namespace's and the owner's names; undefined when either is gone. */
   async namesOf(namespaceId: string, ownerId: string): Promise<{ namespace: string; username: string } | undefined> {
     const [names] = await this.prisma.$queryRaw<{ namespace: string; username: string }[]>`

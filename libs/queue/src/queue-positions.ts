@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
+import { GENERATION_PRIORITIES, QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
 import { loadLuaScript, luaCommand, luaDirectory, RedisService } from '@atelier/runtime';
 
 type Pool = 'image' | 'video';
 
-export const QUEUE_PRIORITIES = ['high', 'normal', 'low'] as const;
+export const QUEUE_PRIORITIES = GENERATION_PRIORITIES;
 export type QueuePriority = (typeof QUEUE_PRIORITIES)[number];
 
 const LUA = luaDirectory(__dirname, 'libs/queue/src');

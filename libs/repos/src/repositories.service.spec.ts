@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -6,7 +5,7 @@ import { Readable } from 'node:stream';
 import type { ApiError, UploadItem } from '@atelier/contracts';
 import { PrismaService } from '@atelier/db';
 import { LocalBlobStore } from '@atelier/storage';
-import { createTestEnvironment, type TestEnvironment } from '@atelier/testing';
+import { createTestEnvironment, createUserNamespace, type TestEnvironment } from '@atelier/testing';
 import { RepositoriesService, type RepositoryActor } from './repositories.service';
 import { ReposRepository } from './repos.repository';
 
@@ -19,10 +18,8 @@ describe('RepositoriesService', () => {
   let repos: RepositoriesService;
 
   async function actor(): Promise<RepositoryActor> {
-    const name = `u-${randomUUID().slice(0, 8)}`;
-    const user = await prisma.user.create({ data: { username: name } });
-    const ns = await prisma.namespace.create({ data: { name, type: 'user', userId: user.id } });
-    return { namespaceId: ns.id, namespace: name, userId: user.id };
+    const { userId, namespaceId, name } = await createUserNamespace(prisma);
+    return { namespaceId, namespace: name, userId };
   }
   async function* upload(files: Record<string, string>, message?: string): AsyncIterable<UploadItem> {
     if (message !== undefined) yield { kind: 'field', name: 'message', value: message };

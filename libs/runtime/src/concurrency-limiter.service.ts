@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
-import { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
+import { loadLuaScript, luaCommand, RUNTIME_LUA, type LuaScript } from './lua-script';
 
 /** At most `limit` pieces of work at once, counted under `key`. */
 export interface ConcurrencyLimit {
@@ -23,9 +23,8 @@ export interface ConcurrencyDecision {
  * The time is Redis's own, so replicas with skewed clocks count the same. Keys and arguments: the
  * scripts' headers.
  */
-const LUA = luaDirectory(__dirname, 'libs/runtime/src');
-const ACQUIRE = loadLuaScript(LUA, 'concurrency-acquire.lua');
-const RELEASE = loadLuaScript(LUA, 'concurrency-release.lua');
+const ACQUIRE = loadLuaScript(RUNTIME_LUA, 'concurrency-acquire.lua');
+const RELEASE = loadLuaScript(RUNTIME_LUA, 'concurrency-release.lua');
 
 /**
  * Counts work in flight against `max_concurrent` limits across every replica: a synchronous

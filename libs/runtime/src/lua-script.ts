@@ -42,6 +42,9 @@ function expandIncludes(text: string, dir: string, seen: Set<string>): string {
   });
 }
 
+/** This lib's own scripts (libs/runtime/src/lua), located once for every runtime module that loads one. */
+export const RUNTIME_LUA = luaDirectory(__dirname, 'libs/runtime/src');
+
 /** Reads `<dir>/<file>` with its includes, once, at module load (never per call). */
 export function loadLuaScript(dir: string, file: string): LuaScript {
   const base = path.basename(file, '.lua');

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { RedisService } from './redis.module';
-import { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
+import { loadLuaScript, luaCommand, RUNTIME_LUA, type LuaScript } from './lua-script';
 
 /** One limit to take a request from: at most `limit` units per `periodMs`, counted under `key`. */
 export interface RateLimit {
@@ -26,9 +26,8 @@ export interface RateDecision {
  * burst of `limit` requests, refilled evenly over the period. The time is Redis's own, so
  * replicas with skewed clocks count the same; the stored state is one number per limit.
  */
-const LUA = luaDirectory(__dirname, 'libs/runtime/src');
-const TAKE = loadLuaScript(LUA, 'rate-take.lua');
-const CORRECT = loadLuaScript(LUA, 'rate-correct.lua');
+const TAKE = loadLuaScript(RUNTIME_LUA, 'rate-take.lua');
+const CORRECT = loadLuaScript(RUNTIME_LUA, 'rate-correct.lua');
 
 @Injectable()
 export class RateLimiter {

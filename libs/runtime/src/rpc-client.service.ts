@@ -8,7 +8,7 @@ import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
 import { closeRedis } from './redis-connection';
-import { loadLuaScript, luaCommand, luaDirectory } from './lua-script';
+import { loadLuaScript, luaCommand, RUNTIME_LUA } from './lua-script';
 import { RedisService } from './redis.module';
 import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from './rpc-messages';
 
@@ -16,7 +16,7 @@ import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from '.
 const CALL_STREAM_MAXLEN = 100_000;
 
 /** Adds calls to a call stream, returning their entry ids in order (its keys and arguments: the file's header). */
-const ADD_CALLS = loadLuaScript(luaDirectory(__dirname, 'libs/runtime/src'), 'rpc-add-calls-1.lua');
+const ADD_CALLS = loadLuaScript(RUNTIME_LUA, 'rpc-add-calls-1.lua');
 
 export interface RpcCallOptions {
   timeoutMs?: number;

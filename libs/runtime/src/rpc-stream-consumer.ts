@@ -6,7 +6,7 @@ import type { QueueContract } from '@atelier/contracts';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
 import { runPeriodically } from './periodic-task';
-import { loadLuaScript, luaCommand, luaDirectory } from './lua-script';
+import { loadLuaScript, luaCommand, RUNTIME_LUA } from './lua-script';
 import type { RedisService } from './redis.module';
 import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
 
@@ -19,7 +19,7 @@ import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
  * call (finalRepliesOf), so under load Redis also wakes up once for many of them.
  * Keys and arguments: the script's header.
  */
-const FINAL_REPLIES = loadLuaScript(luaDirectory(__dirname, 'libs/runtime/src'), 'rpc-final-replies.lua');
+const FINAL_REPLIES = loadLuaScript(RUNTIME_LUA, 'rpc-final-replies.lua');
 
 export interface FinalReplyOptions {
   /** The call's stream entry, acknowledged and deleted with the reply. */

@@ -26,3 +26,4 @@ export { QA_WORDS, qaDataset } from './qa-dataset';
 export { streamedRequest, type StreamedAnswer } from './streamed-request';
 export { sseEvents, sseJson } from './sse';
 export { DocumentedResponses } from './documented-responses';
+export { createUserNamespace } from './tenant-rows';

@@ -62,8 +62,15 @@ export async function upstreamJson<T>(provider: string, url: string, req: Upstre
 }
 
 async function upstreamAttempt<T>(provider: string, url: string, req: UpstreamRequest): Promise<T> {
-  const timeout = AbortSignal.timeout(req.timeoutMs ?? 60_000);
+  const timeoutMs = req.timeoutMs ?? 60_000;
+  const timeout = AbortSignal.timeout(timeoutMs);
   const signal = AbortSignal.any([req.signal, timeout]);
+  /** Why the exchange broke off: the caller cancelled, its time ran out, or the provider failed (worth another attempt). */
+  const brokenOff = (failure: string): Error => {
+    if (req.signal.aborted) return new GenerationCancelledError();
+    if (timeout.aborted) return new ApiError('timeout', `The model provider (${provider}) did not answer within ${timeoutMs} ms`);
+    return new RetryableFailure(upstreamError(provider, failure));
+  };
   const isForm = req.body instanceof FormData;
   let res: Response;
   try {
@@ -74,17 +81,13 @@ async function upstreamAttempt<T>(provider: string, url: string, req: UpstreamRe
       signal,
     });
   } catch (err) {
-    if (req.signal.aborted) throw new GenerationCancelledError();
-    if (timeout.aborted) throw new ApiError('timeout', `The model provider (${provider}) did not answer within ${req.timeoutMs ?? 60_000} ms`);
-    throw new RetryableFailure(upstreamError(provider, `could not reach ${new URL(url).origin}: ${(err as Error).cause ? String((err as { cause: Error }).cause.message) : (err as Error).message}`));
+    throw brokenOff(`could not reach ${new URL(url).origin}: ${(err as Error).cause ? String((err as { cause: Error }).cause.message) : (err as Error).message}`);
   }
   let raw: string;
   try {
     raw = await res.text();
   } catch {
-    if (req.signal.aborted) throw new GenerationCancelledError();
-    if (timeout.aborted) throw new ApiError('timeout', `The model provider (${provider}) did not answer within ${req.timeoutMs ?? 60_000} ms`);
-    throw new RetryableFailure(upstreamError(provider, 'the answer was cut off'));
+    throw brokenOff('the answer was cut off');
   }
   let body: unknown;
   try {
