@@ -1,8 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { API_SCOPES, generateApiKey, NamespaceAccess, type Caller } from '@atelier/auth';
 import { ApiError, DECIMAL_PATTERN, parseApiInstant } from '@atelier/contracts';
-import { Prisma, PrismaService, type ApiKeyModel } from '@atelier/db';
-import { budgetSpentNowSql } from '@atelier/billing';
+import { Prisma, type ApiKeyModel } from '@atelier/db';
+import { AccountKeysRepository, type MakerBudget } from './account-keys.repository';
+import { AccountsRepository } from './accounts.repository';
 import { AccountsService } from './accounts.service';
 
 export const BUDGET_PERIODS = ['day', 'month', 'total'] as const;
@@ -35,7 +36,8 @@ export interface ApiKeyView {
 @Injectable()
 export class ApiKeys {
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly keys: AccountKeysRepository,
+    private readonly accountRows: AccountsRepository,
     private readonly access: NamespaceAccess,
     private readonly accounts: AccountsService,
   ) {}
@@ -50,8 +52,8 @@ export class ApiKeys {
    * (name optional there; an empty body makes a plain key, as before).
    */
   async createForUser(username: string, rawBody: unknown): Promise<ApiKeyView & { api_key: string }> {
-    const user = await this.prisma.user.findUnique({ where: { username }, include: { namespace: { select: { id: true, name: true } } } });
-    if (!user?.namespace) throw ApiError.notFound(`User not found: ${username}`);
+    const user = await this.accountRows.userWithNamespace(username);
+    if (!user) throw ApiError.notFound(`User not found: ${username}`);
     const owner: Caller = { userId: user.id, username, namespaceId: user.namespace.id, namespace: user.namespace.name, keyPrefix: '' };
     return this.createFor(owner, rawBody ?? {}, false);
   }
@@ -83,7 +85,7 @@ export class ApiKeys {
     }
     const keyExpiry = inherited ? inherited.expiresAt : expiresAt;
     const scope = await this.access.resolve(owner, body.namespace ?? owner.namespace);
-    const own = await this.prisma.namespace.findUnique({ where: { id: scope.id }, select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true } });
+    const own = await this.accountRows.namespaceLimits(scope.id);
     const caps = { rpm: own?.rpm ?? null, read_rpm: own?.readRpm ?? null, tpm: own?.tpm ?? null, max_concurrent: own?.maxConcurrent ?? null };
     for (const k of LIMIT_NAMES) {
       const cap = caps[k];
@@ -109,26 +111,22 @@ export class ApiKeys {
     };
     const row =
       maker?.hasBudget && maker.keyId
-        ? await this.prisma.$transaction(async (tx) => {
-            await carveBudget(tx, maker, budget);
-            return tx.apiKey.create({ data });
-          })
-        : await this.prisma.apiKey.create({ data });
+        ? await this.keys.createCarved(maker.keyId, data, (left) => carveBudget(maker, left, budget))
+        : await this.keys.create(data);
     return { api_key: key.key, ...view(row, scope.name) };
   }
 
   /** The caller's keys that still work or expired (not revoked), newest first, without secrets. */
   async list(caller: Caller): Promise<{ data: ApiKeyView[] }> {
-    const rows = await this.prisma.apiKey.findMany({ where: { userId: caller.userId, revokedAt: null }, orderBy: { createdAt: 'desc' } });
-    const ids = [...new Set(rows.map((r) => r.namespaceId).filter((id): id is string => id !== null))];
-    const names = new Map((await this.prisma.namespace.findMany({ where: { id: { in: ids } }, select: { id: true, name: true } })).map((n) => [n.id, n.name]));
-    const own = (await this.prisma.namespace.findUnique({ where: { userId: caller.userId }, select: { name: true } }))?.name ?? caller.username;
+    const rows = await this.keys.liveKeysOf(caller.userId);
+    const names = await this.accountRows.namespaceNames([...new Set(rows.map((r) => r.namespaceId).filter((id): id is string => id !== null))]);
+    const own = (await this.accountRows.ownNamespaceName(caller.userId)) ?? caller.username;
     return { data: rows.map((r) => view(r, r.namespaceId ? (names.get(r.namespaceId) ?? own) : own)) };
   }
 
   /** Revokes one of the caller's own keys; anyone else's looks unknown (404). */
   async revoke(caller: Caller, prefix: string): Promise<{ prefix: string; revoked_at: number; revoked_keys: string[] }> {
-    const key = await this.prisma.apiKey.findUnique({ where: { prefix }, select: { userId: true } });
+    const key = await this.keys.byPrefix(prefix);
     if (!key || key.userId !== caller.userId) throw ApiError.notFound(`API key not found: ${prefix}`);
     return this.accounts.revokeApiKey(prefix);
   }
@@ -179,22 +177,20 @@ function limitChainOf(maker: Caller): Prisma.InputJsonValue | typeof Prisma.DbNu
  * A key with a budget hands part of it to a key it makes: the new key's max_spend comes off the
  * maker's, and must fit what the maker has left in its current period (max_spend - spent -
  * held), in the same period. Together the two can then never spend more than the maker could
- * alone. Under the maker's row lock, so concurrent makes (and its own spending, which takes
- * the same lock) cannot both take the same credits.
+ * alone. Decided under the maker's row lock (AccountKeysRepository.createCarved), so concurrent
+ * makes (and its own spending, which takes the same lock) cannot both take the same credits.
+ * What to take off the maker's max_spend, or a 403 naming the rule.
  */
-async function carveBudget(tx: Prisma.TransactionClient, maker: Caller, budget: { max_spend: string; period: BudgetPeriod } | null): Promise<void> {
-  const [row] = await tx.$queryRaw<{ max_spend: string | null; period: BudgetPeriod | null; left: string | null }[]>`
-    SELECT budget_max_spend::text AS max_spend, budget_period AS period,
-           (budget_max_spend - budget_reserved - ${Prisma.raw(budgetSpentNowSql('api_keys'))})::text AS left
-    FROM api_keys WHERE id = ${maker.keyId}::uuid FOR UPDATE`;
-  if (!row?.max_spend || !row.period) return;
-  const left = Prisma.Decimal.max(new Prisma.Decimal(row.left ?? 0), 0);
+function carveBudget(maker: Caller, makerBudget: MakerBudget | undefined, budget: { max_spend: string; period: BudgetPeriod } | null): string | undefined {
+  if (!makerBudget) return undefined;
+  const left = Prisma.Decimal.max(new Prisma.Decimal(makerBudget.left), 0);
+  const period = makerBudget.period;
   if (!budget)
-    throw ApiError.forbidden(`The key making it (${maker.keyPrefix}) has a budget: give the new key a budget of its own, at most ${left.toFixed()} per ${row.period} (what it has left)`);
-  if (budget.period !== row.period) throw ApiError.forbidden(`budget.period must be '${row.period}', the period of the budget of the key making it (${maker.keyPrefix})`);
+    throw ApiError.forbidden(`The key making it (${maker.keyPrefix}) has a budget: give the new key a budget of its own, at most ${left.toFixed()} per ${period} (what it has left)`);
+  if (budget.period !== period) throw ApiError.forbidden(`budget.period must be '${period}', the period of the budget of the key making it (${maker.keyPrefix})`);
   if (new Prisma.Decimal(budget.max_spend).gt(left))
-    throw ApiError.forbidden(`budget.max_spend must not exceed ${left.toFixed()}, what the key making it (${maker.keyPrefix}) has left of its budget this ${row.period === 'total' ? 'lifetime' : row.period}`);
-  await tx.$executeRaw`UPDATE api_keys SET budget_max_spend = budget_max_spend - ${budget.max_spend}::numeric WHERE id = ${maker.keyId}::uuid`;
+    throw ApiError.forbidden(`budget.max_spend must not exceed ${left.toFixed()}, what the key making it (${maker.keyPrefix}) has left of its budget this ${period === 'total' ? 'lifetime' : period}`);
+  return budget.max_spend;
 }
 
 /** `limits`: `rpm` (requests that create work per minute), `read_rpm` (other requests per minute), `tpm` (chat tokens per minute), `max_concurrent` (in flight plus active generations). */

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { Prisma, PrismaService } from '@atelier/db';
 import { DeployedModels, deployedModelObject, LoraAdapters } from '@atelier/models';
 import type { RepositoryRecord } from '@atelier/repos';
 import { checkpointModelName } from './fine-tune-reports.service';
 import { FineTuneRuns } from './fine-tune-runs.service';
+import { FineTunesRepository } from './fine-tunes.repository';
 
 export const DEPLOYMENT_TYPES = ['fast', 'normal'] as const;
 /** A checkpoint can become a model once its run has ended. */
@@ -20,7 +20,7 @@ const DEPLOYABLE_STATES = ['completed', 'stopped', 'deployed'];
 @Injectable()
 export class FineTuneDeployments {
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
     private readonly runs: FineTuneRuns,
     private readonly deployed: DeployedModels,
     private readonly lora: LoraAdapters,
@@ -34,7 +34,7 @@ export class FineTuneDeployments {
     if (typeof type !== 'string' || !(DEPLOYMENT_TYPES as readonly string[]).includes(type)) throw ApiError.badRequest(`deployment_type must be one of ${DEPLOYMENT_TYPES.join(', ')}`);
     if (!DEPLOYABLE_STATES.includes(ft.state))
       throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; its checkpoints can be deployed once the run has ended (completed or stopped)`);
-    const checkpoint = await this.prisma.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId: ft.id, step } } });
+    const checkpoint = await this.fineTunes.checkpoint(ft.id, step);
     if (!checkpoint) throw ApiError.notFound(`Checkpoint not found: step ${step} of fine-tune ${id}`);
     const serving = this.deployed.servingModel(ft.baseModel);
     if (!serving)
@@ -43,22 +43,12 @@ export class FineTuneDeployments {
         `Nothing can serve fine-tunes of ${ft.baseModel}: the catalog has no model with "lora_base_model": "${ft.baseModel}" (an openai-compatible server that loads LoRA adapters at run time)`,
       );
     const name = checkpointModelName(ft.name, step);
-    const existing = await this.prisma.deployedModel.findUnique({ where: { fineTuneId_step: { fineTuneId: ft.id, step } } });
+    const existing = await this.fineTunes.deployedModel(ft.id, step);
     if (existing?.status === 'deployed' && !retry) throw ApiError.conflict(`Checkpoint ${step} is already deployed as ${name}; ?retry=true deploys it again`);
     // The row first, so a name taken in this namespace is refused before any file is written; its
     // id then names the adapter on disk and on the LoRA server, unique across namespaces.
-    let row: { id: string };
-    try {
-      row = await this.prisma.deployedModel.upsert({
-        where: { fineTuneId_step: { fineTuneId: ft.id, step } },
-        create: { namespaceId: ft.namespaceId, name, fineTuneId: ft.id, step, baseModel: ft.baseModel, deploymentType: type, status: 'deploying' },
-        update: { deploymentType: type },
-        select: { id: true },
-      });
-    } catch (err) {
-      if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002') throw ApiError.conflict(`A model named ${name} already exists in namespace ${repo.namespace}`);
-      throw err;
-    }
+    const row = await this.fineTunes.upsertDeployedModel({ namespaceId: ft.namespaceId, name, fineTuneId: ft.id, step, baseModel: ft.baseModel, deploymentType: type });
+    if (!row) throw ApiError.conflict(`A model named ${name} already exists in namespace ${repo.namespace}`);
     let status = 'deployed';
     let failure: unknown;
     if (serving.engine.type === 'openai-compatible') {
@@ -70,7 +60,7 @@ export class FineTuneDeployments {
       }
     }
     // A retry that failed keeps an adapter that was serving: only a first deploy records the failure.
-    if (status === 'deployed' || existing?.status !== 'deployed') await this.prisma.deployedModel.update({ where: { id: row.id }, data: { status } });
+    if (status === 'deployed' || existing?.status !== 'deployed') await this.fineTunes.setDeployedModelStatus(row.id, status);
     this.deployed.forget();
     if (failure) throw failure;
     const moved = (await this.runs.transition(ft.id, ['completed', 'stopped', 'deployed'], 'deployed')) ?? (await this.runs.find(repo, id));

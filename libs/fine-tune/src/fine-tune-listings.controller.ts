@@ -1,9 +1,9 @@
 import { Controller, Get, Param, Query } from '@nestjs/common';
 import { CurrentCaller, NamespaceAccess, RequiresScope, type Caller } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import { listingQuery, type ListingQuery } from './fine-tune-listings';
 import { toFineTuneView } from './fine-tunes.service';
+import { FineTunesRepository } from './fine-tunes.repository';
 
 /** Fine-tunes across the repositories of a namespace: the caller's own, or an org's it belongs to. */
 @Controller('api')
@@ -11,7 +11,7 @@ import { toFineTuneView } from './fine-tunes.service';
 export class FineTuneListingsController {
   constructor(
     private readonly access: NamespaceAccess,
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
   ) {}
 
   @Get('user/fine_tunes')
@@ -31,12 +31,9 @@ export class FineTuneListingsController {
     const scope = await this.access.resolve(caller, namespace);
     // A well-formed created_by only (listingQuery says what is wrong with any other).
     const username = typeof query.created_by === 'string' && query.created_by !== '' && !query.created_by.includes('\u0000') ? query.created_by : undefined;
-    const creator = username ? await this.prisma.user.findUnique({ where: { username }, select: { id: true } }) : null;
-    const { where, orderBy, skip, take, page, pageSize } = listingQuery(scope.id, query, () => creator?.id);
-    const [total, rows] = await Promise.all([
-      this.prisma.fineTune.count({ where }),
-      this.prisma.fineTune.findMany({ where, orderBy, skip, take, include: { repository: { select: { name: true } } } }),
-    ]);
+    const creatorId = username ? await this.fineTunes.userId(username) : undefined;
+    const { where, orderBy, skip, take, page, pageSize } = listingQuery(scope.id, query, () => creatorId);
+    const [total, rows] = await this.fineTunes.listInNamespace({ where, orderBy, skip, take });
     return {
       fine_tunes: rows.map((r) => toFineTuneView(r, { namespace: scope.name, name: r.repository.name })),
       total,

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { ApiError } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import type { RepositoryRecord } from '@atelier/repos';
 import { FineTuneRuns } from './fine-tune-runs.service';
+import { FineTunesRepository } from './fine-tunes.repository';
 import { parseResource } from './fine-tune-request';
 import { intParam } from './fine-tunes.service';
 
@@ -13,7 +13,7 @@ const METRIC_NAMES = ['loss', 'grad_norm', 'learning_rate', 'epoch', 'mean_token
 @Injectable()
 export class FineTuneReports {
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
     private readonly runs: FineTuneRuns,
   ) {}
 
@@ -24,11 +24,7 @@ export class FineTuneReports {
     const limit = intParam(query.limit, 'limit', 500, 1, 5000);
     const type = query.type === undefined || query.type === '' ? undefined : String(query.type);
     if (type !== undefined && !['log', 'metrics', 'status', 'checkpoint'].includes(type)) throw ApiError.badRequest('type must be one of log, metrics, status, checkpoint');
-    const rows = await this.prisma.fineTuneLog.findMany({
-      where: { fineTuneId: ft.id, id: { gt: BigInt(after) }, ...(type && { type }) },
-      orderBy: { id: 'asc' },
-      take: limit,
-    });
+    const rows = await this.fineTunes.logs(ft.id, after, type, limit);
     return {
       fine_tune_id: ft.id,
       logs: rows.map((r) => ({ id: Number(r.id), type: r.type, attempt: r.attempt, created_at: unix(r.createdAt), ...(r.data as Record<string, unknown>) })),
@@ -39,11 +35,7 @@ export class FineTuneReports {
   /** GET .../checkpoints, in the hub's shape: sealed checkpoints by step, with the model each one became. */
   async checkpoints(repo: RepositoryRecord, id: string) {
     const ft = await this.runs.find(repo, id);
-    const [checkpoints, files, models] = await Promise.all([
-      this.prisma.fineTuneCheckpoint.findMany({ where: { fineTuneId: ft.id }, orderBy: { step: 'asc' } }),
-      this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId: ft.id }, select: { step: true, path: true } }),
-      this.prisma.deployedModel.findMany({ where: { fineTuneId: ft.id } }),
-    ]);
+    const [checkpoints, files, models] = await this.fineTunes.checkpoints(ft.id);
     const resource = parseResource(ft.resource);
     return {
       fine_tune_id: ft.id,
@@ -71,9 +63,9 @@ export class FineTuneReports {
   async trainStatus(repo: RepositoryRecord, id: string) {
     const ft = await this.runs.find(repo, id);
     const [lease, phase, metrics] = await Promise.all([
-      this.prisma.fineTuneLease.findFirst({ where: { fineTuneId: ft.id }, orderBy: { createdAt: 'desc' }, include: { trainer: { select: { name: true } } } }),
-      this.prisma.fineTuneLog.findFirst({ where: { fineTuneId: ft.id, type: 'status' }, orderBy: { id: 'desc' } }),
-      this.prisma.fineTuneLog.findFirst({ where: { fineTuneId: ft.id, type: 'metrics' }, orderBy: { id: 'desc' } }),
+      this.fineTunes.lastLease(ft.id),
+      this.fineTunes.lastLog(ft.id, 'status'),
+      this.fineTunes.lastLog(ft.id, 'metrics'),
     ]);
     const last = metrics?.data as Record<string, unknown> | undefined;
     return {

@@ -2,15 +2,14 @@ import { Injectable, Logger } from '@nestjs/common';
 import { CreditLedger, PaidRequests, chargeTags, reservationReference, type Payer, type StaleReservationRule, PAID_REQUEST_KINDS } from '@atelier/billing';
 import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, USER_EVENTS_CHANNEL, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
 import { requestContext } from '@atelier/observability';
-import { Prisma, PrismaService } from '@atelier/db';
+import { Prisma } from '@atelier/db';
 import { BroadcastBus, JobQueues, UserEventLog } from '@atelier/runtime';
 import type { RepositoryRecord } from '@atelier/repos';
 import { baseModelSpec } from './base-models';
 import type { FineTuneState } from './fine-tune-states';
 import type { TokenizationStats } from './tokenize-dataset';
 import { findFineTune, runFields } from './fine-tunes.service';
-
-type FineTuneRow = Prisma.FineTuneGetPayload<object>;
+import { FineTunesRepository, type FineTuneChanges, type FineTuneRow, type FineTuneTx } from './fine-tunes.repository';
 
 /** The optional `webhook` of a run's body: an absolute http(s) URL, or a 400. */
 export function parseRunWebhook(body: unknown): string | undefined {
@@ -61,7 +60,7 @@ export class FineTuneRuns {
   private readonly logger = new Logger(FineTuneRuns.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
     private readonly paid: PaidRequests,
     private readonly ledger: CreditLedger,
     private readonly bus: BroadcastBus,
@@ -70,7 +69,7 @@ export class FineTuneRuns {
   ) {}
 
   find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
-    return findFineTune(this.prisma, repo, id);
+    return findFineTune(this.fineTunes, repo, id);
   }
 
   /**
@@ -83,8 +82,8 @@ export class FineTuneRuns {
     const webhookUrl = parseRunWebhook(body);
     const ft = await this.find(repo, id);
     if (ft.state === 'created' || ft.state === 'tokenizing') {
-      const marked = await this.prisma.fineTune.updateMany({ where: { id, state: { in: ['created', 'tokenizing'] } }, data: { runRequested: true, ...(webhookUrl && { webhookUrl }) } });
-      if (marked.count === 0) return this.run(repo, id, payer, startTokenization, body);
+      const marked = await this.fineTunes.updateInStates(id, ['created', 'tokenizing'], { runRequested: true, ...(webhookUrl && { webhookUrl }) });
+      if (!marked) return this.run(repo, id, payer, startTokenization, body);
       if (ft.state === 'created') await startTokenization().catch((err: unknown) => {
         // Another request started it meanwhile: the run is still wanted.
         if (!(err instanceof ApiError && err.type === 'invalid_state')) throw err;
@@ -96,7 +95,7 @@ export class FineTuneRuns {
     }
     if (ft.state !== 'tokenized')
       throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${ft.state}'; it can be run from 'created', 'tokenizing' or 'tokenized'`);
-    if (webhookUrl) await this.prisma.fineTune.updateMany({ where: { id, state: 'tokenized' }, data: { webhookUrl } });
+    if (webhookUrl) await this.fineTunes.updateInStates(id, ['tokenized'], { webhookUrl });
     return this.enqueue({ ...ft, webhookUrl: webhookUrl ?? ft.webhookUrl }, payer);
   }
 
@@ -111,7 +110,8 @@ export class FineTuneRuns {
     const moved = await this.transition(ft.id, ['tokenized'], 'enqueued', { reservationId: reservation[0].id, enqueuedAt: new Date(), runRequested: false });
     if (!moved) {
       await this.ledger.release(reservation[0].id).catch(() => false);
-      const now = await this.prisma.fineTune.findUniqueOrThrow({ where: { id: ft.id } });
+      const now = await this.fineTunes.byId(ft.id);
+      if (!now) throw ApiError.notFound(`Fine-tune not found: ${ft.id}`);
       if (now.state === 'enqueued') return now;
       throw new ApiError('invalid_state', `Fine-tune ${ft.id} is in state '${now.state}'; it can be run from 'created', 'tokenizing' or 'tokenized'`);
     }
@@ -124,7 +124,7 @@ export class FineTuneRuns {
    * the reason (no credits) so the owner sees why it did not start.
    */
   async enqueueAfterTokenization(id: string): Promise<void> {
-    const ft = await this.prisma.fineTune.findUnique({ where: { id }, include: { namespace: true } });
+    const ft = await this.fineTunes.byIdWithNamespace(id);
     if (!ft || ft.state !== 'tokenized' || !ft.runRequested) return;
     const payer: Payer = { namespaceId: ft.namespaceId, namespace: ft.namespace.name, keyPrefix: 'fine-tune' };
     try {
@@ -149,10 +149,9 @@ export class FineTuneRuns {
       const stopped = await this.end(id, ['enqueued'], 'stopped', { release: true }, { skipIfLeased: true });
       if (stopped) return stopped;
     }
-    const asked = await this.prisma.$transaction(async (tx) => {
-      const moved = await tx.fineTune.updateMany({ where: { id, state: { in: ['running', 'enqueued'] } }, data: { stopRequestedAt: new Date() } });
-      if (moved.count === 0) return undefined;
-      const row = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+    const asked = await this.fineTunes.inTransaction(async (tx) => {
+      if (!(await this.fineTunes.updateInStates(id, ['running', 'enqueued'], { stopRequestedAt: new Date() }, tx))) return undefined;
+      const row = (await this.fineTunes.byId(id, tx))!;
       await this.record(tx, row);
       return row;
     });
@@ -170,17 +169,16 @@ export class FineTuneRuns {
    * Moves a fine-tune from one of `from` to `to` with `data`, and announces it; undefined when
    * it was in none of them (someone else moved it first).
    */
-  async transition(id: string, from: FineTuneState[], to: FineTuneState, data: Prisma.FineTuneUpdateManyMutationInput = {}, db?: Prisma.TransactionClient): Promise<FineTuneRow | undefined> {
-    const work = async (tx: Prisma.TransactionClient) => {
-      const moved = await tx.fineTune.updateMany({ where: { id, state: { in: from } }, data: { ...data, state: to } });
-      if (moved.count === 0) return undefined;
-      const row = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+  async transition(id: string, from: FineTuneState[], to: FineTuneState, data: FineTuneChanges = {}, db?: FineTuneTx): Promise<FineTuneRow | undefined> {
+    const work = async (tx: FineTuneTx) => {
+      if (!(await this.fineTunes.updateInStates(id, from, { ...data, state: to }, tx))) return undefined;
+      const row = (await this.fineTunes.byId(id, tx))!;
       // Its event commits with it (the outbox); the caller's transaction publishes it after its commit (announce).
       await this.record(tx, row);
       return row;
     };
     if (db) return work(db);
-    const row = await this.prisma.$transaction(work);
+    const row = await this.fineTunes.inTransaction(work);
     if (row) await this.announce(row);
     return row;
   }
@@ -195,20 +193,16 @@ export class FineTuneRuns {
     from: FineTuneState[],
     to: FineTuneState,
     money: { release: true } | { settle: TrainedAmount },
-    opts: { error?: string; skipIfLeased?: boolean; db?: Prisma.TransactionClient } = {},
+    opts: { error?: string; skipIfLeased?: boolean; db?: FineTuneTx } = {},
   ): Promise<FineTuneRow | undefined> {
-    const work = async (tx: Prisma.TransactionClient) => {
-      const rows = await tx.$queryRaw<{ id: string }[]>`
-        SELECT id::text FROM fine_tunes WHERE id = ${id}::uuid AND state = ANY(${from}::text[])
-        ${opts.skipIfLeased ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM fine_tune_leases l WHERE l.fine_tune_id = fine_tunes.id AND l.state = 'active')` : Prisma.empty}
-        FOR UPDATE`;
-      if (rows.length === 0) return undefined;
-      const ft = await tx.fineTune.findUniqueOrThrow({ where: { id } });
+    const work = async (tx: FineTuneTx) => {
+      if (!(await this.fineTunes.lockInStates(tx, id, from, opts.skipIfLeased))) return undefined;
+      const ft = (await this.fineTunes.byId(id, tx))!;
       let credits: string | null = ft.creditsUsed === null ? null : ft.creditsUsed.toString();
       if (ft.reservationId) {
-        const reservation = await tx.creditReservation.findUnique({ where: { id: ft.reservationId }, select: { amount: true } });
-        if ('settle' in money && reservation) {
-          const cost = trainedCost(ft.baseModel, money.settle, reservation.amount.toString());
+        const reserved = await this.fineTunes.reservationAmount(tx, ft.reservationId);
+        if ('settle' in money && reserved !== undefined) {
+          const cost = trainedCost(ft.baseModel, money.settle, reserved);
           credits = (await this.ledger.settle(ft.reservationId, cost, tx)).charged;
         } else {
           await this.ledger.release(ft.reservationId, tx);
@@ -216,35 +210,31 @@ export class FineTuneRuns {
         }
       }
       const amount = 'settle' in money ? money.settle : {};
-      await tx.fineTune.update({
-        where: { id },
-        data: {
-          state: to,
-          finishedAt: new Date(),
-          creditsUsed: credits,
-          ...(amount.trainedTokens !== undefined && { trainedTokens: BigInt(amount.trainedTokens) }),
-          ...(amount.trainedSteps !== undefined && { trainedSteps: amount.trainedSteps }),
-          ...(opts.error !== undefined && { errorMessage: opts.error.slice(0, 2000) }),
-        },
+      const ended = await this.fineTunes.update(tx, id, {
+        state: to,
+        finishedAt: new Date(),
+        creditsUsed: credits,
+        ...(amount.trainedTokens !== undefined && { trainedTokens: BigInt(amount.trainedTokens) }),
+        ...(amount.trainedSteps !== undefined && { trainedSteps: amount.trainedSteps }),
+        ...(opts.error !== undefined && { errorMessage: opts.error.slice(0, 2000) }),
       });
-      const ended = await tx.fineTune.findUniqueOrThrow({ where: { id } });
       await this.record(tx, ended);
       return ended;
     };
-    const row = opts.db ? await work(opts.db) : await this.prisma.$transaction(work);
+    const row = opts.db ? await work(opts.db) : await this.fineTunes.inTransaction(work);
     if (!row) return undefined;
     if (!opts.db) await this.announce(row);
     return row;
   }
 
   /** The event of a transition (or a stop request), in the transaction that makes it: the outbox. */
-  private async record(tx: Prisma.TransactionClient, ft: FineTuneRow): Promise<void> {
-    const repo = await tx.repository.findUnique({ where: { id: ft.repositoryId }, select: { name: true, namespace: { select: { name: true } } } });
+  private async record(tx: FineTuneTx, ft: FineTuneRow): Promise<void> {
+    const names = await this.fineTunes.repositoryNames(tx, ft.repositoryId);
     const data = {
       id: ft.id,
       name: ft.name,
-      namespace: repo?.namespace.name ?? null,
-      repo_name: repo?.name ?? null,
+      namespace: names?.namespace ?? null,
+      repo_name: names?.repo ?? null,
       base_model: ft.baseModel,
       status: ft.state,
       error: ft.errorMessage,
@@ -253,7 +243,7 @@ export class FineTuneRuns {
     };
     // One message id per state and attempt (and stop request): a repeated publication is the same message.
     const webhookId = ft.webhookUrl ? `msg_${ft.id.replace(/-/g, '')}_${ft.state}_${ft.attempt}${ft.stopRequestedAt ? '_stop' : ''}` : null;
-    await tx.fineTuneEvent.create({ data: { fineTuneId: ft.id, userId: ft.createdById, data, webhookUrl: ft.webhookUrl, webhookId } });
+    await this.fineTunes.recordEvent(tx, { fineTuneId: ft.id, userId: ft.createdById, data, webhookUrl: ft.webhookUrl, webhookId });
   }
 
   /** Publishes the fine-tune's recorded events (right after the transition commits). Never throws: the sweeper retries. */
@@ -268,41 +258,33 @@ export class FineTuneRuns {
    * first may have been retained already; it keeps that id. Rows are claimed with SKIP LOCKED.
    */
   async publishPending(fineTuneId: string, again = false): Promise<void> {
-    await this.prisma.$transaction(async (tx) => {
-      const rows = await tx.$queryRaw<{ id: bigint; user_id: string; data: Record<string, unknown>; webhook_url: string | null; webhook_id: string | null }[]>`
-        SELECT id, user_id::text, data, webhook_url, webhook_id FROM fine_tune_events
-        WHERE fine_tune_id = ${fineTuneId}::uuid AND published_at IS NULL ORDER BY id FOR UPDATE SKIP LOCKED`;
-      for (const row of rows) {
-        const outboxId = String(row.id);
-        const payload = { userId: row.user_id, type: 'fine_tune.status' as const, data: row.data, outboxId };
-        const retained = again ? await this.events.idOf<{ outboxId?: string }>(row.user_id, (p) => p.outboxId === outboxId) : undefined;
-        const eventId = retained ?? (await this.events.append(row.user_id, payload));
-        await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.user_id, type: 'fine_tune.status', data: row.data, event_id: eventId });
-        if (row.webhook_url && row.webhook_id) await this.queueWebhook(fineTuneId, row.webhook_url, row.webhook_id, row.data);
-        await tx.$executeRaw`UPDATE fine_tune_events SET published_at = now() WHERE id = ${row.id}`;
-      }
+    await this.fineTunes.publishEvents(fineTuneId, async (row) => {
+      const outboxId = String(row.id);
+      const payload = { userId: row.user_id, type: 'fine_tune.status' as const, data: row.data, outboxId };
+      const retained = again ? await this.events.idOf<{ outboxId?: string }>(row.user_id, (p) => p.outboxId === outboxId) : undefined;
+      const eventId = retained ?? (await this.events.append(row.user_id, payload));
+      await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.user_id, type: 'fine_tune.status', data: row.data, event_id: eventId });
+      if (row.webhook_url && row.webhook_id) await this.queueWebhook(fineTuneId, row.webhook_url, row.webhook_id, row.data);
     });
   }
 
   /** Events a process recorded and died before publishing: published again after `olderThanMs`. */
   async publishStranded(olderThanMs: number, limit = 100): Promise<number> {
-    const stranded = await this.prisma.$queryRaw<{ fine_tune_id: string }[]>`
-      SELECT DISTINCT fine_tune_id::text FROM fine_tune_events
-      WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond') LIMIT ${limit}`;
-    for (const { fine_tune_id: id } of stranded) await this.publishPending(id, true);
+    const stranded = await this.fineTunes.withStrandedEvents(olderThanMs, limit);
+    for (const id of stranded) await this.publishPending(id, true);
     return stranded.length;
   }
 
   /** A transition as a signed webhook message (the queue-worker delivers and retries it, as generations' messages). */
   private async queueWebhook(fineTuneId: string, url: string, webhookId: string, data: Record<string, unknown>): Promise<void> {
-    const namespace = await this.prisma.fineTune.findUnique({ where: { id: fineTuneId }, select: { namespaceId: true } });
-    if (!namespace) return;
+    const namespaceId = await this.fineTunes.namespaceIdOf(fineTuneId);
+    if (!namespaceId) return;
     await this.queues.add(
       WEBHOOK_DELIVERY_QUEUE,
       {
         webhookId,
         fineTuneId,
-        namespaceId: namespace.namespaceId,
+        namespaceId,
         type: 'fine_tune.status',
         url,
         timestamp: new Date().toISOString(),
@@ -319,14 +301,6 @@ export class FineTuneRuns {
  * Run reservations are owned by their fine-tune while it is enqueued or running (its end settles
  * or releases them); only those no such fine-tune refers to are stale.
  */
-export function fineTuneReservationRule(prisma: PrismaService, maxAgeMs: number): StaleReservationRule {
-  return {
-    prefix: PAID_REQUEST_KINDS.fineTune,
-    maxAgeMs,
-    inUse: async (ids) => {
-      const rows = await prisma.$queryRaw<{ id: string }[]>`
-        SELECT reservation_id::text AS id FROM fine_tunes WHERE reservation_id = ANY(${ids}::uuid[]) AND state IN ('enqueued', 'running')`;
-      return new Set(rows.map((r) => r.id));
-    },
-  };
+export function fineTuneReservationRule(fineTunes: FineTunesRepository, maxAgeMs: number): StaleReservationRule {
+  return { prefix: PAID_REQUEST_KINDS.fineTune, maxAgeMs, inUse: (ids) => fineTunes.reservationsInUse(ids) };
 }

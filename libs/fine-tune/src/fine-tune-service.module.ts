@@ -2,7 +2,6 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { BillingModule, StaleReservationsModule } from '@atelier/billing';
 import { FINE_TUNE_INSPECT_QUEUE, FINE_TUNE_TOKENIZE_QUEUE } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import { ReposGatewayModule } from '@atelier/repos';
 import { ServiceRuntimeModule } from '@atelier/runtime';
 import { StorageModule } from '@atelier/storage';
@@ -15,6 +14,8 @@ import { TokenizerRegistry } from './tokenizers';
 import { TrainerLeases } from './trainer-leases.service';
 import { TrainerSweeper } from './trainer-sweeper.service';
 import { Trainers } from './trainers.service';
+import { FineTuneDataModule } from './fine-tune-data.module';
+import { FineTunesRepository } from './fine-tunes.repository';
 
 /**
  * Everything the fine-tune service runs: the runtime consuming fine-tune-tokenize and
@@ -31,10 +32,12 @@ export class FineTuneServiceModule {
         StorageModule,
         ReposGatewayModule,
         BillingModule,
+        FineTuneDataModule,
         StaleReservationsModule.forRoot({
-          inject: [PrismaService, APP_CONFIG],
+          imports: [FineTuneDataModule],
+          inject: [FineTunesRepository, APP_CONFIG],
           // Far older than a run takes between its reservation and its enqueued state.
-          useFactory: (prisma: PrismaService, c: AppConfig) => [fineTuneReservationRule(prisma, Math.max(60_000, c.TRAINER_SWEEP_INTERVAL_MS * 10))],
+          useFactory: (fineTunes: FineTunesRepository, c: AppConfig) => [fineTuneReservationRule(fineTunes, Math.max(60_000, c.TRAINER_SWEEP_INTERVAL_MS * 10))],
         }),
       ],
       providers: [

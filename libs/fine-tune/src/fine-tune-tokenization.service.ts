@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { Prisma, PrismaService } from '@atelier/db';
+import { Prisma } from '@atelier/db';
 import { RepositoriesService } from '@atelier/repos';
 import { BlobStore } from '@atelier/storage';
 import { baseModelSpec, isScriptType } from './base-models';
@@ -11,6 +11,7 @@ import { ParquetReadError } from './parquet-dataset';
 import { tokenizeDataset, type TokenizationStats } from './tokenize-dataset';
 import { TokenizerRegistry } from './tokenizers';
 import { FineTuneRuns } from './fine-tune-runs.service';
+import { FineTunesRepository } from './fine-tunes.repository';
 
 /** The dataset cannot be tokenized as it is; the fine-tune errors with this message. */
 export class DatasetUnusableError extends Error {
@@ -39,7 +40,7 @@ export class FineTuneTokenization {
   private readonly logger = new Logger(FineTuneTokenization.name);
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
     private readonly repos: RepositoriesService,
     private readonly blobs: BlobStore,
     private readonly tokenizers: TokenizerRegistry,
@@ -48,7 +49,7 @@ export class FineTuneTokenization {
   ) {}
 
   async run(fineTuneId: string, ctx: TokenizationRunContext): Promise<void> {
-    const ft = await this.prisma.fineTune.findUnique({ where: { id: fineTuneId }, include: { repository: { include: { namespace: true } } } });
+    const ft = await this.fineTunes.byIdWithRepository(fineTuneId);
     if (!ft || ft.state !== ('tokenizing' satisfies FineTuneState)) return;
     try {
       const { stats, source } = await this.tokenize(ft, ctx.signal);
@@ -93,13 +94,7 @@ export class FineTuneTokenization {
         counter,
         maxInvalidExamples: this.config.TOKENIZE_INVALID_EXAMPLES,
         signal,
-        existingPaths: async (paths) => {
-          const found = await this.prisma.repositoryFile.findMany({
-            where: { repositoryId: repo.id, branch: resource.branch, path: { in: paths } },
-            select: { path: true },
-          });
-          return new Set(found.map((f) => f.path));
-        },
+        existingPaths: (paths) => this.fineTunes.existingPaths(repo.id, resource.branch, paths),
       });
     } catch (err) {
       if (err instanceof ParquetReadError) throw new DatasetUnusableError(`The dataset ${ft.resource} could not be read: ${err.message}`);

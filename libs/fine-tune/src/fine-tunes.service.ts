@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import type { AppConfig } from '@atelier/config';
 import { ApiError, FINE_TUNE_INSPECT_QUEUE, FINE_TUNE_TOKENIZE_QUEUE, UUID_PATTERN } from '@atelier/contracts';
-import { Prisma, PrismaService, SqlPool } from '@atelier/db';
+import { Prisma } from '@atelier/db';
 import { RepositoriesService, repositoryNotFound, type RepositoryRecord } from '@atelier/repos';
 import { JobQueues, RpcClient } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
@@ -12,6 +12,7 @@ import { blobAsyncBuffer, openParquet, ParquetReadError, type DatasetLimits, typ
 import type { TokenizationStats } from './tokenize-dataset';
 import { referencedColumns, type FieldProblem } from './training-params';
 import type { ScriptType } from './base-models';
+import { FineTunesRepository, type FineTuneRow } from './fine-tunes.repository';
 
 /** The public fine-tune object. */
 export interface FineTuneView {
@@ -42,7 +43,6 @@ export interface FineTuneView {
   updated_at: number;
 }
 
-type FineTuneRow = Prisma.FineTuneGetPayload<object>;
 
 /** The run fields of the public fine-tune object (beside FineTuneView's). */
 export function runFields(ft: FineTuneRow) {
@@ -130,51 +130,6 @@ export function missingColumns(scriptType: ScriptType, params: Record<string, un
 /** A fine-tune as READ_FINE_TUNE and the list statements return it: the public object's own fields, times in Unix seconds. */
 type FineTuneJson = Omit<FineTuneView, 'namespace' | 'repo_name'>;
 
-/** The fine-tune row `f` as ONE json value (node-postgres then reads one column, not thirteen). */
-const FINE_TUNE_JSON = `json_build_object('id', f.id, 'name', f.name, 'resource', f.resource, 'base_model', f.base_model,
-  'script_type', f.script_type, 'training_params', f.training_params, 'status', f.state, 'error', f.error_message,
-  'tokenization', f.tokenization, 'credits_used', trim_scale(f.credits_used)::text, 'trained_tokens', f.trained_tokens,
-  'trained_steps', f.trained_steps, 'attempt', f.attempt, 'run_requested', f.run_requested,
-  'stop_requested', f.stop_requested_at IS NOT NULL, 'enqueued_at', floor(extract(epoch FROM f.enqueued_at))::bigint,
-  'started_at', floor(extract(epoch FROM f.started_at))::bigint, 'finished_at', floor(extract(epoch FROM f.finished_at))::bigint,
-  'created_at', floor(extract(epoch FROM f.created_at))::bigint,
-  'updated_at', floor(extract(epoch FROM f.updated_at))::bigint)`;
-
-/**
- * A fine-tune by its repository's namespace and name, and its id: the repository's name (no row
- * when there is no such repository) and the fine-tune (null when that repository has none with
- * this id). Clients poll this while a fine-tune tokenizes; as two Prisma reads (repository, then
- * fine-tune) a poll cost the gateway 0.51 ms of CPU, against 0.14 now (bench:gateway).
- */
-const READ_FINE_TUNE = {
-  name: 'atelier_read_fine_tune_v2',
-  text: `
-    SELECT r.name AS repo, CASE WHEN f.id IS NULL THEN NULL ELSE ${FINE_TUNE_JSON} END AS row
-    FROM repositories r LEFT JOIN fine_tunes f ON f.repository_id = r.id AND f.id = $3::uuid
-    WHERE r.namespace_id = $1::uuid AND r.name = $2`,
-};
-
-/**
- * A repository's fine-tunes, newest first, with their count, in one statement (no row when there
- * is no such repository). With and without the status filter are two prepared statements, so
- * each keeps a plan that uses its index.
- */
-function listStatement(byStatus: boolean) {
-  const matching = `FROM fine_tunes f WHERE f.repository_id = r.id${byStatus ? ' AND f.state = $3' : ''}`;
-  const [limit, offset] = byStatus ? ['$4', '$5'] : ['$3', '$4'];
-  return {
-    name: byStatus ? 'atelier_list_fine_tunes_by_status_v2' : 'atelier_list_fine_tunes_v2',
-    // json_agg keeps the page's order only when told: its input order is not the subquery's.
-    text: `SELECT r.name AS repo, (SELECT count(*)::int ${matching}) AS total,
-    coalesce((SELECT json_agg(p.row ORDER BY p.created_at DESC, p.id DESC) FROM (
-      SELECT ${FINE_TUNE_JSON} AS row, f.created_at, f.id ${matching}
-      ORDER BY f.created_at DESC, f.id DESC LIMIT ${limit} OFFSET ${offset}) p), '[]') AS rows
-    FROM repositories r WHERE r.namespace_id = $1::uuid AND r.name = $2`,
-  };
-}
-
-const LIST_FINE_TUNES = listStatement(false);
-const LIST_FINE_TUNES_BY_STATUS = listStatement(true);
 
 /** The public object of a fine-tune read as FineTuneJson (its keys already the public names, in order). */
 function fromJson({ id, name, ...fields }: FineTuneJson, namespace: string, repo: string): FineTuneView {
@@ -185,9 +140,7 @@ function fromJson({ id, name, ...fields }: FineTuneJson, namespace: string, repo
 @Injectable()
 export class FineTunesService {
   constructor(
-    private readonly prisma: PrismaService,
-    /** The reads (READ_FINE_TUNE, the list statements) run on the process's plain pg pool. */
-    private readonly sql: SqlPool,
+    private readonly fineTunes: FineTunesRepository,
     private readonly queues: JobQueues,
     private readonly rpc: RpcClient,
   ) {}
@@ -209,8 +162,7 @@ export class FineTunesService {
     if (problems.length || !parsed.request) throw invalidFineTune(problems);
     const req = parsed.request;
     const id = randomUUID();
-    const row = await this.prisma.fineTune.create({
-      data: {
+    const row = await this.fineTunes.create({
         id,
         name: req.name ?? `${repo.name}-${req.base_model.split('/').pop()}-${id.slice(0, 8)}`,
         repositoryId: repo.id,
@@ -220,8 +172,7 @@ export class FineTunesService {
         scriptType: req.script_type,
         resource: req.resource,
         trainingParams: req.training_params as Prisma.InputJsonValue,
-        state: 'created',
-      },
+      state: 'created',
     });
     return toFineTuneView(row, repo);
   }
@@ -232,10 +183,10 @@ export class FineTunesService {
    * 404 for an unknown repository, then for an unknown or malformed id.
    */
   async get(namespace: { id: string; name: string }, repoName: string, id: string): Promise<FineTuneView> {
-    const { rows } = await this.sql.query<{ repo: string; row: FineTuneJson | null }>({ ...READ_FINE_TUNE, values: [namespace.id, repoName, UUID_PATTERN.test(id) ? id : null] });
-    if (rows.length === 0) throw repositoryNotFound(namespace.name, repoName);
-    if (!rows[0].row) throw ApiError.notFound(`Fine-tune not found: ${id}`);
-    return fromJson(rows[0].row, namespace.name, rows[0].repo);
+    const found = await this.fineTunes.readJson<FineTuneJson>(namespace.id, repoName, UUID_PATTERN.test(id) ? id : null);
+    if (!found) throw repositoryNotFound(namespace.name, repoName);
+    if (!found.row) throw ApiError.notFound(`Fine-tune not found: ${id}`);
+    return fromJson(found.row, namespace.name, found.repo);
   }
 
   /** GET of a repository's fine-tunes (filtered by status, paginated): one statement, like get. */
@@ -244,10 +195,9 @@ export class FineTunesService {
     if (status !== undefined && !isFineTuneState(status)) throw ApiError.badRequest(`status must be one of ${FINE_TUNE_STATES.join(', ')}`);
     const limit = intParam(query.limit, 'limit', 20, 1, 100);
     const offset = intParam(query.offset, 'offset', 0, 0, 1_000_000);
-    const statement = status ? { ...LIST_FINE_TUNES_BY_STATUS, values: [namespace.id, repoName, status, limit, offset] } : { ...LIST_FINE_TUNES, values: [namespace.id, repoName, limit, offset] };
-    const { rows } = await this.sql.query<{ repo: string; total: number; rows: FineTuneJson[] }>(statement);
-    if (rows.length === 0) throw repositoryNotFound(namespace.name, repoName);
-    const [{ repo, total, rows: page }] = rows;
+    const found = await this.fineTunes.listJson<FineTuneJson>(namespace.id, repoName, status as string | undefined, limit, offset);
+    if (!found) throw repositoryNotFound(namespace.name, repoName);
+    const { repo, total, rows: page } = found;
     return { fine_tunes: page.map((ft) => fromJson(ft, namespace.name, repo)), total, limit, offset };
   }
 
@@ -255,8 +205,7 @@ export class FineTunesService {
   /** Only when nothing is running for it; the state check and the delete are one statement. */
   async delete(repo: RepositoryRecord, id: string): Promise<FineTuneView> {
     const ft = await this.find(repo, id);
-    const deleted = await this.prisma.fineTune.deleteMany({ where: { id: ft.id, state: { notIn: [...RUNNING_STATES] } } });
-    if (deleted.count === 0) {
+    if (!(await this.fineTunes.deleteUnlessIn(ft.id, RUNNING_STATES))) {
       const current = await this.find(repo, id);
       throw new ApiError('invalid_state', `Fine-tune ${id} is ${current.state}; it can be deleted once it is no longer running`);
     }
@@ -266,11 +215,8 @@ export class FineTunesService {
   /** created -> tokenizing, atomically, then a job on fine-tune-tokenize does the work. */
   async startTokenization(repo: RepositoryRecord, id: string, requestId: string): Promise<FineTuneView> {
     await this.find(repo, id);
-    const moved = await this.prisma.fineTune.updateMany({
-      where: { id, repositoryId: repo.id, state: 'created' satisfies FineTuneState },
-      data: { state: 'tokenizing' satisfies FineTuneState, errorMessage: null, tokenization: Prisma.DbNull },
-    });
-    if (moved.count === 0) {
+    const moved = await this.fineTunes.updateInStates(id, ['created'], { state: 'tokenizing' satisfies FineTuneState, errorMessage: null, tokenization: Prisma.DbNull }, undefined, repo.id);
+    if (!moved) {
       const current = await this.find(repo, id);
       throw new ApiError('invalid_state', `Fine-tune ${id} is in state '${current.state}'; tokenization can only be started from state 'created'`);
     }
@@ -279,20 +225,20 @@ export class FineTunesService {
     try {
       await this.queues.add(FINE_TUNE_TOKENIZE_QUEUE, { fineTuneId: id, requestId });
     } catch {
-      await this.prisma.fineTune.updateMany({ where: { id, state: 'tokenizing' }, data: { state: 'created' } });
+      await this.fineTunes.updateInStates(id, ['tokenizing'], { state: 'created' });
       throw new ApiError('service_unavailable', 'Could not queue the tokenization; try again');
     }
     return toFineTuneView(tokenizing, repo);
   }
 
   private find(repo: RepositoryRecord, id: string): Promise<FineTuneRow> {
-    return findFineTune(this.prisma, repo, id);
+    return findFineTune(this.fineTunes, repo, id);
   }
 }
 
 /** A repository's fine-tune by id; 404 for an unknown or malformed one. */
-export async function findFineTune(prisma: PrismaService, repo: { id: string }, id: string): Promise<FineTuneRow> {
-  const ft = UUID_PATTERN.test(id) ? await prisma.fineTune.findFirst({ where: { id, repositoryId: repo.id } }) : null;
+export async function findFineTune(fineTunes: FineTunesRepository, repo: { id: string }, id: string): Promise<FineTuneRow> {
+  const ft = UUID_PATTERN.test(id) ? await fineTunes.inRepository(repo.id, id) : null;
   if (!ft) throw ApiError.notFound(`Fine-tune not found: ${id}`);
   return ft;
 }

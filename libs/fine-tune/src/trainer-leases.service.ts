@@ -3,7 +3,7 @@ import { Transform, type Readable } from 'node:stream';
 import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, FINE_TUNE_ENQUEUED_CHANNEL, UUID_PATTERN } from '@atelier/contracts';
-import { Prisma, PrismaService } from '@atelier/db';
+import type { Prisma } from '@atelier/db';
 import { pathSegments } from '@atelier/repos';
 import { BroadcastBus } from '@atelier/runtime';
 import { BlobStore, SignedUrls } from '@atelier/storage';
@@ -12,9 +12,9 @@ import { MAX_CHECKPOINTS_PER_RUN, MAX_TRAINING_STEPS } from './training-params';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { runFields, toFineTuneView } from './fine-tunes.service';
 import type { TrainerIdentity } from './trainers.service';
+import { FineTunesRepository, type FineTuneRow, type FineTuneTx } from './fine-tunes.repository';
+import { TrainersRepository, type LeaseRow } from './trainers.repository';
 
-type FineTuneRow = Prisma.FineTuneGetPayload<object>;
-type LeaseRow = Prisma.FineTuneLeaseGetPayload<object>;
 
 export const TRAINER_EVENT_TYPES = ['log', 'metrics', 'checkpoint', 'status'] as const;
 export const TRAINER_PHASES = ['downloading', 'training', 'uploading'] as const;
@@ -69,7 +69,8 @@ export class TrainerLeases implements OnModuleDestroy {
   private closing = false;
 
   constructor(
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
+    private readonly trainers: TrainersRepository,
     private readonly runs: FineTuneRuns,
     private readonly blobs: BlobStore,
     private readonly urls: SignedUrls,
@@ -123,18 +124,7 @@ export class TrainerLeases implements OnModuleDestroy {
 
   private async claim(trainer: TrainerIdentity): Promise<{ lease: LeaseRow; ft: FineTuneRow } | undefined> {
     if (trainer.baseModels.length === 0) return undefined;
-    return this.prisma.$transaction(async (tx) => {
-      const [candidate] = await tx.$queryRaw<{ id: string }[]>`
-        SELECT f.id::text FROM fine_tunes f
-        WHERE f.state = 'enqueued' AND f.base_model = ANY(${trainer.baseModels}::text[]) AND f.stop_requested_at IS NULL
-          AND (cardinality(${trainer.namespaceIds}::uuid[]) = 0 OR f.namespace_id = ANY(${trainer.namespaceIds}::uuid[]))
-          AND NOT EXISTS (SELECT 1 FROM fine_tune_leases l WHERE l.fine_tune_id = f.id AND l.state = 'active')
-        ORDER BY f.enqueued_at, f.id LIMIT 1 FOR UPDATE SKIP LOCKED`;
-      if (!candidate) return undefined;
-      const ft = await tx.fineTune.update({ where: { id: candidate.id }, data: { attempt: { increment: 1 } } });
-      const lease = await tx.fineTuneLease.create({ data: { fineTuneId: ft.id, trainerId: trainer.id, attempt: ft.attempt, activeFor: ft.id } });
-      return { lease, ft };
-    });
+    return this.trainers.claim(trainer);
   }
 
   /**
@@ -143,14 +133,14 @@ export class TrainerLeases implements OnModuleDestroy {
    * naming them (undefined: the trainer leases the next run).
    */
   private async leaseView(lease: LeaseRow, ft: FineTuneRow) {
-    const repo = await this.prisma.repository.findUniqueOrThrow({ where: { id: ft.repositoryId }, include: { namespace: true } });
+    const repo = await this.trainers.repositoryOf(ft.repositoryId);
     const resource = parseResource(ft.resource);
     let file: { blobKey: string; sha256: string; size: bigint } | null = null;
     if (ft.datasetBlobKey && ft.datasetSha256 && ft.datasetSize !== null) {
       file = { blobKey: ft.datasetBlobKey, sha256: ft.datasetSha256, size: ft.datasetSize };
       if (!(await this.blobs.head(file.blobKey))) {
-        const ended = await this.prisma.$transaction(async (tx) => {
-          await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
+        const ended = await this.fineTunes.inTransaction(async (tx) => {
+          await this.trainers.finish(tx, lease.id);
           return this.runs.end(ft.id, ['enqueued', 'running'], 'errored', { release: true }, {
             db: tx,
             error: `The dataset ${ft.resource} as tokenized (sha256 ${file!.sha256}) is no longer stored; tokenize the fine-tune again. Nothing was charged`,
@@ -161,24 +151,22 @@ export class TrainerLeases implements OnModuleDestroy {
       }
     } else if (typeof resource !== 'string') {
       // Tokenized before datasets were pinned: the branch's file, as before.
-      file = await this.prisma.repositoryFile.findUnique({ where: { repositoryId_branch_path: { repositoryId: repo.id, branch: resource.branch, path: resource.path } } });
+      file = await this.trainers.fileOnBranch(repo.id, resource.branch, resource.path);
     }
-    const last = await this.prisma.fineTuneCheckpoint.findFirst({ where: { fineTuneId: ft.id }, orderBy: { step: 'desc' } });
-    const files = last ? await this.prisma.fineTuneCheckpointFile.findMany({ where: { fineTuneId: ft.id, step: last.step }, orderBy: { path: 'asc' } }) : [];
+    const last = await this.trainers.lastCheckpoint(ft.id);
     return {
       lease_id: lease.id,
       attempt: lease.attempt,
       heartbeat_seconds: this.config.TRAINER_HEARTBEAT_SECONDS,
       fine_tune: { ...toFineTuneView(ft, { namespace: repo.namespace.name, name: repo.name }), ...runFields(ft) },
       dataset: file ? { url: this.urls.url(file.blobKey), sha256: file.sha256, size_bytes: Number(file.size) } : null,
-      resume_from: last ? { step: last.step, files: files.map((f) => ({ path: f.path, url: this.urls.url(f.blobKey), size_bytes: Number(f.sizeBytes), sha256: f.sha256 })) } : null,
+      resume_from: last ? { step: last.step, files: last.files.map((f) => ({ path: f.path, url: this.urls.url(f.blobKey), size_bytes: Number(f.sizeBytes), sha256: f.sha256 })) } : null,
     };
   }
 
   /** The lease, locked for this call's transaction; 404 unknown (or another trainer's), 409 once it is lost or finished. */
-  private async lockLease(tx: Prisma.TransactionClient, trainer: TrainerIdentity, leaseId: string): Promise<LeaseRow> {
-    const rows = UUID_PATTERN.test(leaseId) ? await tx.$queryRaw<{ id: string }[]>`SELECT id::text FROM fine_tune_leases WHERE id = ${leaseId}::uuid FOR UPDATE` : [];
-    const lease = rows.length ? await tx.fineTuneLease.findUnique({ where: { id: leaseId } }) : null;
+  private async lockLease(tx: FineTuneTx, trainer: TrainerIdentity, leaseId: string): Promise<LeaseRow> {
+    const lease = UUID_PATTERN.test(leaseId) ? await this.trainers.lock(tx, leaseId) : null;
     if (!lease || lease.trainerId !== trainer.id) throw ApiError.notFound(`Lease not found: ${leaseId}`);
     if (lease.state !== 'active') throw new ApiError('invalid_state', `Lease ${leaseId} is ${lease.state}; its fine-tune is no longer this trainer's to run`);
     return lease;
@@ -193,23 +181,14 @@ export class TrainerLeases implements OnModuleDestroy {
     const events = parseTrainerEvents(body).sort((a, b) => a.seq - b.seq);
     // The hot call of the protocol (every heartbeat): the lease locked and its run read in one
     // statement, the new events in one insert, the lease's seq and heartbeat in one update.
-    const { started, cancel, applied } = await this.prisma.$transaction(async (tx) => {
-      const [locked] = UUID_PATTERN.test(leaseId)
-        ? await tx.$queryRaw<{ trainer_id: string; state: string; last_seq: number; attempt: number; fine_tune_id: string; ft_state: string; stop_requested: boolean }[]>`
-            SELECT l.trainer_id::text, l.state, l.last_seq, l.attempt, l.fine_tune_id::text, f.state AS ft_state, f.stop_requested_at IS NOT NULL AS stop_requested
-            FROM fine_tune_leases l JOIN fine_tunes f ON f.id = l.fine_tune_id
-            WHERE l.id = ${leaseId}::uuid FOR UPDATE OF l`
-        : [];
+    const { started, cancel, applied } = await this.fineTunes.inTransaction(async (tx) => {
+      const locked = UUID_PATTERN.test(leaseId) ? await this.trainers.lockWithRun(tx, leaseId) : undefined;
       if (!locked || locked.trainer_id !== trainer.id) throw ApiError.notFound(`Lease not found: ${leaseId}`);
       if (locked.state !== 'active') throw new ApiError('invalid_state', `Lease ${leaseId} is ${locked.state}; its fine-tune is no longer this trainer's to run`);
       const fresh = events.filter((e, i) => e.seq > locked.last_seq && (i === 0 || e.seq !== events[i - 1].seq));
       for (const e of fresh) if (e.type === 'checkpoint') await this.seal(tx, locked.fine_tune_id, e);
-      if (fresh.length)
-        await tx.fineTuneLog.createMany({
-          data: fresh.map((e) => ({ fineTuneId: locked.fine_tune_id, attempt: locked.attempt, type: e.type, data: { seq: e.seq, ...e.body } as Prisma.InputJsonValue })),
-        });
-      const last = fresh.length ? fresh[fresh.length - 1].seq : locked.last_seq;
-      await tx.$executeRaw`UPDATE fine_tune_leases SET last_seq = ${last}, heartbeat_at = now() WHERE id = ${leaseId}::uuid`;
+      const logs = fresh.map((e) => ({ fineTuneId: locked.fine_tune_id, attempt: locked.attempt, type: e.type, data: { seq: e.seq, ...e.body } as Prisma.InputJsonValue }));
+      await this.trainers.applyEvents(tx, leaseId, logs, fresh.length ? fresh[fresh.length - 1].seq : locked.last_seq);
       const started = locked.ft_state === 'enqueued' ? await this.runs.transition(locked.fine_tune_id, ['enqueued'], 'running', { startedAt: new Date() }, tx) : undefined;
       return { started, cancel: locked.stop_requested, applied: fresh.length };
     });
@@ -218,20 +197,16 @@ export class TrainerLeases implements OnModuleDestroy {
   }
 
   /** A checkpoint event seals the files uploaded for its step: it needs at least one. */
-  private async seal(tx: Prisma.TransactionClient, fineTuneId: string, e: TrainerEvent): Promise<void> {
+  private async seal(tx: FineTuneTx, fineTuneId: string, e: TrainerEvent): Promise<void> {
     const step = e.body.step as number;
     if (step > MAX_TRAINING_STEPS) throw ApiError.badRequest(`step must be at most ${MAX_TRAINING_STEPS}`);
-    const sealed = await tx.fineTuneCheckpoint.count({ where: { fineTuneId } });
-    if (sealed >= MAX_CHECKPOINTS_PER_RUN && !(await tx.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId, step } }, select: { step: true } })))
+    const sealed = await this.trainers.checkpointCount(tx, fineTuneId);
+    if (sealed >= MAX_CHECKPOINTS_PER_RUN && !(await this.trainers.checkpointSealed(fineTuneId, step, tx)))
       throw ApiError.badRequest(`A run keeps at most ${MAX_CHECKPOINTS_PER_RUN} checkpoints; this one has ${sealed}`);
-    const files = await tx.fineTuneCheckpointFile.findMany({ where: { fineTuneId, step }, select: { sizeBytes: true } });
+    const files = await this.trainers.checkpointFileSizes(tx, fineTuneId, step);
     if (files.length === 0) throw ApiError.badRequest(`Checkpoint ${step} has no files: upload them (PUT .../checkpoints/${step}/files/{path}) before its checkpoint event`);
-    const size = files.reduce((n, f) => n + f.sizeBytes, 0n);
-    await tx.fineTuneCheckpoint.upsert({
-      where: { fineTuneId_step: { fineTuneId, step } },
-      create: { fineTuneId, step, metrics: (e.body.metrics ?? {}) as Prisma.InputJsonValue, sizeBytes: size },
-      update: {},
-    });
+    const size = files.reduce((n, f) => n + f, 0n);
+    await this.trainers.seal(tx, { fineTuneId, step, metrics: (e.body.metrics ?? {}) as Prisma.InputJsonValue, sizeBytes: size });
   }
 
   /** PUT .../checkpoints/{step}/files/{path}: one file, streamed to the blob store, at most MAX_CHECKPOINT_BYTES. */
@@ -242,10 +217,10 @@ export class TrainerLeases implements OnModuleDestroy {
     const path = pathSegments(rawPath, 'file path').join('/');
     if (!path) throw ApiError.badRequest('The file path is empty');
     if (!body || typeof (body as Readable).pipe !== 'function') throw new ApiError('unsupported_media_type', 'Send the file as the request body with Content-Type: application/octet-stream');
-    const lease = await this.prisma.$transaction((tx) => this.lockLease(tx, trainer, leaseId));
-    if (await this.prisma.fineTuneCheckpoint.findUnique({ where: { fineTuneId_step: { fineTuneId: lease.fineTuneId, step } } }))
+    const lease = await this.fineTunes.inTransaction((tx) => this.lockLease(tx, trainer, leaseId));
+    if (await this.trainers.checkpointSealed(lease.fineTuneId, step))
       throw new ApiError('invalid_state', `Checkpoint ${step} is sealed; its files cannot change`);
-    const ft = await this.prisma.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId }, include: { namespace: true } });
+    const ft = await this.trainers.fineTuneWithNamespace(lease.fineTuneId);
     // The key holds a digest of the path, not the path: no file name can reach a stored blob's
     // neighbours (the local store keeps a blob's metadata at `<key>.meta`).
     const key = `${ft.namespace.name}/fine-tunes/${ft.id}/checkpoints/${step}/${createHash('sha256').update(path).digest('hex')}`;
@@ -260,9 +235,8 @@ export class TrainerLeases implements OnModuleDestroy {
     });
     (body as Readable).on('error', (err) => bounded.destroy(err));
     const stored = await this.blobs.put(key, (body as Readable).pipe(bounded), 'application/octet-stream');
-    const data = { blobKey: stored.key, sizeBytes: BigInt(stored.size), sha256: stored.sha256 };
-    await this.prisma.fineTuneCheckpointFile.upsert({ where: { fineTuneId_step_path: { fineTuneId: ft.id, step, path } }, create: { fineTuneId: ft.id, step, path, ...data }, update: data });
-    await this.prisma.fineTuneLease.updateMany({ where: { id: lease.id, state: 'active' }, data: { heartbeatAt: new Date() } });
+    await this.trainers.saveCheckpointFile({ fineTuneId: ft.id, step, path, blobKey: stored.key, sizeBytes: BigInt(stored.size), sha256: stored.sha256 });
+    await this.trainers.heartbeat(lease.id);
     return { step, path, size_bytes: stored.size, sha256: stored.sha256 };
   }
 
@@ -277,10 +251,10 @@ export class TrainerLeases implements OnModuleDestroy {
     if (tokens !== undefined && !isCount(tokens)) throw ApiError.badRequest('trained_tokens must be a non-negative integer');
     if (steps !== undefined && !isCount(steps)) throw ApiError.badRequest('trained_steps must be a non-negative integer');
     if (finalStep !== undefined && !isCount(finalStep)) throw ApiError.badRequest('final_step must be a non-negative integer');
-    const ended = await this.prisma.$transaction(async (tx) => {
+    const ended = await this.fineTunes.inTransaction(async (tx) => {
       const lease = await this.lockLease(tx, trainer, leaseId);
-      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
-      const ft = await tx.fineTune.findUniqueOrThrow({ where: { id: lease.fineTuneId } });
+      await this.trainers.finish(tx, lease.id);
+      const ft = (await this.fineTunes.byId(lease.fineTuneId, tx))!;
       const to = ft.stopRequestedAt ? 'stopped' : 'completed';
       const amount = { ...(tokens !== undefined && { trainedTokens: tokens as number }), ...(steps !== undefined && { trainedSteps: steps as number }) };
       return this.runs.end(lease.fineTuneId, ['enqueued', 'running'], to, { settle: amount }, { db: tx });
@@ -294,9 +268,9 @@ export class TrainerLeases implements OnModuleDestroy {
   async fail(trainer: TrainerIdentity, leaseId: string, body: unknown) {
     const error = isObject(body) ? body.error : undefined;
     if (typeof error !== 'string' || error.trim() === '' || error.includes('\u0000')) throw ApiError.badRequest('error must be a non-empty string without NUL characters');
-    const ended = await this.prisma.$transaction(async (tx) => {
+    const ended = await this.fineTunes.inTransaction(async (tx) => {
       const lease = await this.lockLease(tx, trainer, leaseId);
-      await tx.fineTuneLease.update({ where: { id: lease.id }, data: { state: 'finished', activeFor: null, heartbeatAt: new Date() } });
+      await this.trainers.finish(tx, lease.id);
       return this.runs.end(lease.fineTuneId, ['enqueued', 'running'], 'errored', { release: true }, { db: tx, error: `The trainer failed: ${error}` });
     });
     if (!ended) throw new ApiError('invalid_state', `The fine-tune of lease ${leaseId} has already ended`);
@@ -311,12 +285,9 @@ export class TrainerLeases implements OnModuleDestroy {
    */
   async sweepLost(): Promise<number> {
     const lostAfterMs = 3 * this.config.TRAINER_HEARTBEAT_SECONDS * 1000;
-    const lost = await this.prisma.$queryRaw<{ fine_tune_id: string; attempt: number }[]>`
-      UPDATE fine_tune_leases SET state = 'lost', active_for = NULL
-      WHERE state = 'active' AND heartbeat_at < now() - (${lostAfterMs}::int * interval '1 millisecond')
-      RETURNING fine_tune_id::text, attempt`;
+    const lost = await this.trainers.markLost(lostAfterMs);
     for (const { fine_tune_id: id, attempt } of lost) {
-      const ft = await this.prisma.fineTune.findUnique({ where: { id } });
+      const ft = await this.fineTunes.byId(id);
       if (!ft) continue;
       this.logger.warn(`Lease ${attempt} of fine-tune ${id} lost (no call for ${lostAfterMs / 1000} s)`);
       if (ft.stopRequestedAt) await this.runs.end(id, ['enqueued', 'running'], 'stopped', { release: true });

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { PrismaService } from '@atelier/db';
 import { errorSummary, runPeriodically } from '@atelier/runtime';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { TrainerLeases } from './trainer-leases.service';
+import { FineTunesRepository } from './fine-tunes.repository';
 
 /**
  * In the fine-tune service: hands the runs of lost leases back (or ends them), publishes the
@@ -18,7 +18,7 @@ export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   constructor(
     private readonly leases: TrainerLeases,
     private readonly runs: FineTuneRuns,
-    private readonly prisma: PrismaService,
+    private readonly fineTunes: FineTunesRepository,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
@@ -30,12 +30,8 @@ export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     await this.leases.sweepLost();
     // Events whose publisher died between the transition's commit and the publication.
     await this.runs.publishStranded(Math.max(5_000, this.config.TRAINER_SWEEP_INTERVAL_MS * 2));
-    const waiting = await this.prisma.fineTune.findMany({
-      where: { state: 'tokenized', runRequested: true, updatedAt: { lt: new Date(Date.now() - this.config.TRAINER_SWEEP_INTERVAL_MS) } },
-      select: { id: true },
-      take: 100,
-    });
-    for (const { id } of waiting) await this.runs.enqueueAfterTokenization(id);
+    const waiting = await this.fineTunes.waitingToRun(new Date(Date.now() - this.config.TRAINER_SWEEP_INTERVAL_MS), 100);
+    for (const id of waiting) await this.runs.enqueueAfterTokenization(id);
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -2,9 +2,9 @@ import { createParamDecorator, Injectable, type CanActivate, type ExecutionConte
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AuthFailureThrottle, hashApiKey } from '@atelier/auth';
 import { ApiError, UUID_PATTERN, type CreatedTrainer, type TrainerView } from '@atelier/contracts';
-import { PrismaService } from '@atelier/db';
 import { randomToken } from '@atelier/random';
 import { BASE_MODELS } from './base-models';
+import { TrainersRepository } from './trainers.repository';
 
 export const TRAINER_TOKEN_PREFIX = 'trn_';
 
@@ -36,7 +36,7 @@ const CACHE_MS = 5_000;
 export class Trainers {
   private readonly cache = new Map<string, { trainer: TrainerIdentity | undefined; at: number }>();
 
-  constructor(private readonly prisma: PrismaService) {}
+  constructor(private readonly rows: TrainersRepository) {}
 
   async create(body: unknown): Promise<CreatedTrainer> {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw ApiError.badRequest('Request body must be a JSON object');
@@ -52,25 +52,25 @@ export class Trainers {
       if (!Array.isArray(namespaces) || namespaces.length === 0 || namespaces.length > MAX_TRAINER_NAMESPACES || namespaces.some((n) => typeof n !== 'string' || n === '' || n.length > 200))
         throw ApiError.badRequest(`namespaces must be a non-empty array of at most ${MAX_TRAINER_NAMESPACES} namespace names (omit it for a trainer of every namespace)`);
       const wanted = [...new Set(namespaces as string[])];
-      const found = await this.prisma.namespace.findMany({ where: { name: { in: wanted } }, select: { id: true, name: true } });
+      const found = await this.rows.namespacesNamed(wanted);
       const missing = wanted.filter((n) => !found.some((f) => f.name === n));
       if (missing.length) throw ApiError.badRequest(`Unknown namespace(s): ${missing.join(', ')}`);
       namespaceIds = found.map((f) => f.id);
     }
     const token = TRAINER_TOKEN_PREFIX + randomToken(32);
-    const row = await this.prisma.trainer.create({ data: { name: name.trim(), baseModels: [...new Set(models as string[])], namespaceIds, tokenHash: hashApiKey(token) } });
+    const row = await this.rows.create({ name: name.trim(), baseModels: [...new Set(models as string[])], namespaceIds, tokenHash: hashApiKey(token) });
     return { ...(await this.views([row]))[0], token };
   }
 
   async list(): Promise<{ trainers: TrainerView[] }> {
-    const rows = await this.prisma.trainer.findMany({ where: { revokedAt: null }, orderBy: { createdAt: 'asc' } });
+    const rows = await this.rows.active();
     return { trainers: await this.views(rows) };
   }
 
   /** The trainers as the API shows them, their namespaces by name (one query for all of them). */
   private async views(rows: { id: string; name: string; baseModels: string[]; namespaceIds: string[]; builtin: boolean; createdAt: Date }[]): Promise<TrainerView[]> {
     const ids = [...new Set(rows.flatMap((t) => t.namespaceIds))];
-    const names = new Map(ids.length ? (await this.prisma.namespace.findMany({ where: { id: { in: ids } }, select: { id: true, name: true } })).map((n) => [n.id, n.name]) : []);
+    const names = await this.rows.namespaceNames(ids);
     return rows.map((t) => ({
       id: t.id,
       name: t.name,
@@ -82,8 +82,8 @@ export class Trainers {
   }
 
   async revoke(id: string): Promise<{ id: string; revoked: true }> {
-    const revoked = UUID_PATTERN.test(id) ? await this.prisma.trainer.updateMany({ where: { id, revokedAt: null }, data: { revokedAt: new Date() } }) : { count: 0 };
-    if (revoked.count === 0) throw ApiError.notFound(`Trainer not found: ${id}`);
+    const revoked = UUID_PATTERN.test(id) && (await this.rows.revoke(id));
+    if (!revoked) throw ApiError.notFound(`Trainer not found: ${id}`);
     this.cache.clear();
     return { id, revoked: true };
   }
@@ -95,7 +95,7 @@ export class Trainers {
     const cached = this.cache.get(hash);
     let trainer = cached && Date.now() - cached.at < CACHE_MS ? cached.trainer : undefined;
     if (!cached || Date.now() - cached.at >= CACHE_MS) {
-      const row = await this.prisma.trainer.findUnique({ where: { tokenHash: hash } });
+      const row = await this.rows.byTokenHash(hash);
       trainer = row && !row.revokedAt ? { id: row.id, name: row.name, baseModels: row.baseModels, namespaceIds: row.namespaceIds } : undefined;
       if (this.cache.size > 1000) this.cache.clear();
       this.cache.set(hash, { trainer, at: Date.now() });
@@ -107,13 +107,13 @@ export class Trainers {
   /** A fresh built-in trainer for this process: a random token, stored hashed like any trainer's. */
   async createBuiltin(): Promise<{ id: string; token: string }> {
     const token = TRAINER_TOKEN_PREFIX + randomToken(32);
-    const row = await this.prisma.trainer.create({ data: { name: BUILTIN_TRAINER_NAME, baseModels: [...BUILTIN_BASE_MODELS], builtin: true, tokenHash: hashApiKey(token) } });
+    const row = await this.rows.create({ name: BUILTIN_TRAINER_NAME, baseModels: [...BUILTIN_BASE_MODELS], builtin: true, tokenHash: hashApiKey(token) });
     return { id: row.id, token };
   }
 
   /** The process stops: its built-in token stops working (a crashed one's is never known to anyone). */
   async revokeBuiltin(id: string): Promise<void> {
-    await this.prisma.trainer.updateMany({ where: { id, builtin: true, revokedAt: null }, data: { revokedAt: new Date() } });
+    await this.rows.revoke(id, true);
   }
 }
 
