@@ -35,6 +35,10 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   // ... and one whose operator lets callers use its hosted web search.
   'remote-responder-search': { upstream_model: 'responder', responses_api: true, responses_tools: ['web_search'] },
   'remote-responder-fail': { upstream_model: 'responder-fail', responses_api: true, max_retries: 0 },
+  // An agent's scripted turns (a Write tool call, then text), under the names Claude Code uses by default.
+  'remote-writer': { upstream_model: 'writer', context_window: 200_000, aliases: ['claude-sonnet-4-6', 'claude-haiku-4-5'] },
+  // Every attempt rate limited by the upstream: Anthropic's clients see 529 overloaded_error.
+  'remote-saturated': { upstream_model: 'rate-limited-99', max_retries: 0 },
 };
 
 /** An openai-compatible engine on the fake upstream (quick retries), with its settings and a fallback upstream model. */
@@ -51,9 +55,10 @@ function fakeUpstreamEngine(upstreamUrl: string, settings: Record<string, unknow
 }
 
 function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
-  const { fallbacks, context_window: contextWindow, ...engine } = settings;
+  const { fallbacks, context_window: contextWindow, aliases, ...engine } = settings;
   return {
     id,
+    ...(aliases ? { aliases } : {}),
     created: 1767225600,
     owned_by: 'test',
     display_name: id,

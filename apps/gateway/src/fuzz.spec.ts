@@ -278,7 +278,7 @@ describe('fuzzing every route (real processes)', () => {
       counts[res.status] = (counts[res.status] ?? 0) + 1;
       byRoute.set(req.route, counts);
       if (res.status >= 500) throw new Error(`${res.status} for ${req.method} ${req.path}: ${res.text.slice(0, 300)}`);
-      const problem = envelopeProblem(res.status, res.contentType, res.text) ?? (res.status >= 400 ? internalTextProblem(res.text) : undefined);
+      const problem = envelopeProblem(res.status, res.contentType, res.text, req.path) ?? (res.status >= 400 ? internalTextProblem(res.text) : undefined);
       if (problem) throw new Error(`${problem}: ${res.status} ${req.method} ${req.path}: ${res.text.slice(0, 200)}`);
       if (res.text.includes(secret)) throw new Error(`${req.method} ${req.path} served a file outside the storage root`);
       if (req.route === 'POST /api/ai/queue' && res.status === 200)
@@ -351,7 +351,7 @@ describe('fuzzing every route (real processes)', () => {
           // A refusal may close the connection while the client is still writing; any answer that came must be proper.
           if (res.status === 0) return;
           if (res.status >= 500) throw new Error(`${res.status} for ${target.method} ${target.path} (${shape.parts.length} parts): ${res.text.slice(0, 300)}`);
-          const problem = envelopeProblem(res.status, res.contentType, res.text);
+          const problem = envelopeProblem(res.status, res.contentType, res.text, target.path);
           if (problem) throw new Error(`${problem}: ${res.status} ${target.method} ${target.path}: ${res.text.slice(0, 200)}`);
         }),
         { seed: SEED, numRuns: MULTIPART_RUNS, endOnFailure: true },
@@ -388,7 +388,7 @@ describe('fuzzing every route (real processes)', () => {
           outcomes.push(`${route.method} ${route.path} ${pieces.length}x${pauseMs}ms: ${res.status} in ${Math.round(took)} ms`);
           if (res.status === 0) throw new Error(`${route.method} ${route.path}: closed without an answer after ${Math.round(took)} ms`);
           if (res.status >= 500) throw new Error(`${res.status} for ${route.method} ${route.path}: ${res.text.slice(0, 300)}`);
-          const problem = envelopeProblem(res.status, res.contentType, res.text);
+          const problem = envelopeProblem(res.status, res.contentType, res.text, route.path);
           if (problem) throw new Error(`${problem}: ${res.status} ${route.method} ${route.path}: ${res.text.slice(0, 200)}`);
           // A body still arriving at the timeout is ended then, with a 408; one that arrived in time is answered as usual.
           if (res.status === 408 && took < SLOW_REQUEST_TIMEOUT_MS - 100) throw new Error(`408 before the request timeout (${Math.round(took)} ms)`);

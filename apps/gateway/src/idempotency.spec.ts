@@ -196,6 +196,7 @@ describe('Idempotency-Key', () => {
         'post /api/ai/queue',
         'post /api/ai/responses',
         'post /api/ai/videos/generate',
+        'post /api/anthropic/v1/messages',
         'post /api/repos/{namespace}/{repo}/fine_tunes',
         'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/tokenize',
         'post /api/repos/{namespace}/{repo}/fine_tunes/{id}/actions/run',

@@ -24,7 +24,7 @@ const MAX_WARM_KEYS = 1_000;
 /** The prefix and hash of the API key in a "Bearer <key>" header; 401 for anything else. */
 function presentedKey(authorization: string | string[] | undefined): { prefix: string; hash: string } {
   if (typeof authorization !== 'string' || authorization.trim() === '')
-    throw ApiError.unauthorized('Missing Authorization header; send "Authorization: Bearer <API key>"');
+    throw ApiError.unauthorized('Missing Authorization header; send "Authorization: Bearer <API key>" (or "x-api-key: <API key>")');
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   if (!match) throw ApiError.unauthorized('Authorization header must be "Bearer <API key>"');
   const key = match[1];

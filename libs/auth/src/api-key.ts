@@ -37,3 +37,14 @@ export function hashesEqual(a: string, b: string): boolean {
 export function secretsEqual(given: string, expected: string): boolean {
   return hashesEqual(hashApiKey(given), hashApiKey(expected));
 }
+
+/**
+ * A request's API key credentials, as an Authorization value: `Authorization: Bearer <key>`, or,
+ * when that header is absent, `x-api-key: <key>` (what Anthropic's SDK and Claude Code send with
+ * ANTHROPIC_API_KEY). The same keys either way; a header sent twice stays an array, refused.
+ */
+export function keyCredentials(headers: { authorization?: string | string[]; 'x-api-key'?: string | string[] }): string | string[] | undefined {
+  if (headers.authorization !== undefined) return headers.authorization;
+  const key = headers['x-api-key'];
+  return typeof key === 'string' ? `Bearer ${key}` : key;
+}

@@ -5,6 +5,7 @@ import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
 import { ACCESS_METADATA, ANSWER_AFTER_ACCESS, AnsweredBeforeHandler, RateLimiter, type AnswerAfterAccess, type RouteAccess } from '@atelier/runtime';
+import { keyCredentials } from './api-key';
 import { ApiKeyAuthenticator } from './api-key-authenticator.service';
 import { AuthFailureThrottle } from './auth-failure-throttle.service';
 import { FULL_ACCESS, RATE_CLASS_METADATA, SCOPE_METADATA, type RateClass } from './api-scopes';
@@ -96,14 +97,15 @@ export class AccessGuard implements CanActivate {
       (name, value) => void context.switchToHttp().getResponse<FastifyReply>().header(name, value),
       () => `${req.method} ${req.url.split('?')[0]}`,
       () => this.admit(context, req, rules),
-      req.headers.authorization !== undefined || sessionIdOf(req.headers.cookie) !== undefined,
+      keyCredentials(req.headers) !== undefined || sessionIdOf(req.headers.cookie) !== undefined,
     );
   }
 
   private async admit(context: ExecutionContext, req: RequestWithCaller, { access, scope, rateClass }: RouteRules): Promise<boolean> {
     // A console session (cookie) stands in for the key or admin token only when no Authorization
     // header is sent: API clients are never affected by a stray cookie.
-    const sessionId = req.headers.authorization === undefined ? sessionIdOf(req.headers.cookie) : undefined;
+    const credentials = keyCredentials(req.headers);
+    const sessionId = credentials === undefined ? sessionIdOf(req.headers.cookie) : undefined;
     const session = sessionId === undefined ? undefined : await this.session(req, sessionId);
     if (access === 'admin') {
       const token = this.config.ADMIN_TOKEN;
@@ -119,7 +121,7 @@ export class AccessGuard implements CanActivate {
       return true;
     }
     const end = this.metrics?.stage('auth');
-    const caller = session ? await this.sessionCaller(sessionId!, session) : await this.authenticator.authenticate(req.headers.authorization, req.raw.socket);
+    const caller = session ? await this.sessionCaller(sessionId!, session) : await this.authenticator.authenticate(credentials, req.raw.socket);
     req.caller = caller;
     end?.();
     if (scope && caller.scopes && caller.scopes.length > 0) {

@@ -1,4 +1,4 @@
-export { generateApiKey, hashApiKey, apiKeyPrefix, secretsEqual, type GeneratedApiKey } from './api-key';
+export { generateApiKey, hashApiKey, apiKeyPrefix, keyCredentials, secretsEqual, type GeneratedApiKey } from './api-key';
 export type { Caller, MakerLimits, NamespaceScope } from './caller';
 export { ApiKeyAuthenticator } from './api-key-authenticator.service';
 export { ApiKeysRepository } from './api-keys.repository';

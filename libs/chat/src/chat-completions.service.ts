@@ -35,6 +35,10 @@ export interface ChatOptions {
    * natively (the engine's responses_api); undefined otherwise, and the chat body is sent.
    */
   responses?: (model: ChatModelDefinition, maxOutputTokens: number) => Record<string, unknown> | undefined;
+  /** max_tokens is a ceiling: past what the context window leaves, it is lowered rather than refused (the Messages API). */
+  clampMaxTokens?: boolean;
+  /** Told the prompt's token count once the request is validated, before any work starts (Messages' message_start). */
+  validated?: (info: { promptTokens: number; maxTokens: number; model: ChatModelDefinition }) => void;
 }
 
 /** A validated request, counted against its token limits, not yet paid for. */
@@ -196,7 +200,7 @@ export class ChatCompletionsService {
     const validating = this.metrics.stage('chat.validate');
     const { model, deployed } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
-    const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true });
+    const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true, clampMaxTokens: options.clampMaxTokens });
     const scope = await this.access.resolve(caller, body.target_namespace);
     validating();
     const completionId = `chatcmpl-${randomToken(18)}`;
@@ -211,6 +215,7 @@ export class ChatCompletionsService {
     const tags = chargeTags(caller, model.id, options.endpoint ?? CHAT_ENDPOINT);
     // A deployed fine-tune is served through its adapter, which only the chat route carries.
     const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
+    options.validated?.({ promptTokens, maxTokens: request.maxTokens, model });
     return { completionId, caller, scope, model, deployed, request, body, responses, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 

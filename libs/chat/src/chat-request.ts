@@ -58,7 +58,7 @@ export interface ParsedChatRequest {
  * tool messages answer an earlier tool call, tool_choice names a declared tool, caller-supplied
  * JSON Schemas would compile, and the prompt plus the completion fit the context window.
  */
-export function parseChatRequest(model: ChatModelDefinition, raw: unknown, options: { inPlace?: boolean } = {}): ParsedChatRequest {
+export function parseChatRequest(model: ChatModelDefinition, raw: unknown, options: { inPlace?: boolean; clampMaxTokens?: boolean } = {}): ParsedChatRequest {
   // Read before validation, which may fill in a default max_tokens.
   const maxTokensGiven = typeof raw === 'object' && raw !== null && (raw as Record<string, unknown>).max_tokens !== undefined;
   const result = validateModelRequest(model, raw, { inPlace: options.inPlace });
@@ -85,12 +85,17 @@ export function parseChatRequest(model: ChatModelDefinition, raw: unknown, optio
     throw fieldError('messages', `The messages use all ${promptTokens} tokens of the context window of model ${model.id}, leaving none for the completion`);
   let maxTokens: number;
   if (userSet && explicit !== undefined) {
-    if (explicit > room)
+    // A ceiling rather than a demand (Anthropic's max_tokens): what the context window leaves.
+    if (explicit > room && options.clampMaxTokens) {
+      maxTokens = room;
+      body[body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens'] = room;
+    }
+    else if (explicit > room)
       throw fieldError(
         body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens',
         `The messages use ${promptTokens} tokens and ${explicit} completion tokens were requested, more than the context window of model ${model.id} (${model.context_window} tokens)`,
       );
-    maxTokens = explicit;
+    else maxTokens = explicit;
   } else {
     maxTokens = Math.min(model.default_max_tokens, room);
   }

@@ -6,10 +6,12 @@ import { EmbeddingsController } from './embeddings/embeddings.controller';
 import { ResponsesRepository } from './responses/responses.repository';
 import { ResponsesController } from './responses/responses.controller';
 import { ResponsesService } from './responses/responses.service';
+import { MessagesController } from './messages/messages.controller';
+import { MessagesService } from './messages/messages.service';
 
 /**
- * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses API that runs
- * on the same lifecycle, and embeddings), beside the services they call.
+ * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses and Anthropic
+ * Messages APIs that run on the same lifecycle, and embeddings), beside the services they call.
  */
-@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository] })
+@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, MessagesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository, MessagesService] })
 export class ChatRoutesModule {}

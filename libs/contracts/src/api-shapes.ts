@@ -353,6 +353,46 @@ export const NamespaceLimitsShape = z.object({ namespace: z.string(), limits: z.
 export const CreditsAdjustedShape = z.object({ namespace: z.string(), credits: decimal });
 export const LivenessShape = z.object({ status: z.literal('ok'), service: z.string() });
 
+/** Anthropic's Messages API (/api/anthropic/v1): its own shapes, which its SDK and Claude Code parse. */
+export const ANTHROPIC_STOP_REASONS = ['end_turn', 'max_tokens', 'stop_sequence', 'tool_use', 'pause_turn', 'refusal'] as const;
+export const AnthropicUsageShape = z.object({
+  input_tokens: int.describe('Input tokens not read from or written to a cache'),
+  output_tokens: int,
+  cache_creation_input_tokens: int,
+  cache_read_input_tokens: int,
+});
+export const AnthropicMessageShape = z.object({
+  id: z.string().regex(/^msg_/),
+  type: z.literal('message'),
+  role: z.literal('assistant'),
+  model: z.string(),
+  content: z.array(
+    z.union([
+      z.object({ type: z.literal('text'), text: z.string() }),
+      z.object({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.record(z.string(), z.unknown()) }),
+      z.object({ type: z.literal('thinking'), thinking: z.string(), signature: z.string() }),
+    ]),
+  ),
+  stop_reason: z.enum(ANTHROPIC_STOP_REASONS).nullable(),
+  stop_sequence: z.string().nullable(),
+  usage: AnthropicUsageShape,
+});
+export type AnthropicMessage = z.infer<typeof AnthropicMessageShape>;
+export const AnthropicModelShape = z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: dateTime });
+export const AnthropicModelListShape = z.object({ data: z.array(AnthropicModelShape), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() });
+export type AnthropicModel = z.infer<typeof AnthropicModelShape>;
+export const ANTHROPIC_ERROR_TYPES = [
+  'invalid_request_error', 'authentication_error', 'billing_error', 'permission_error', 'not_found_error', 'request_too_large',
+  'rate_limit_error', 'api_error', 'overloaded_error', 'timeout_error',
+] as const;
+export const AnthropicErrorShape = z.object({
+  type: z.literal('error'),
+  error: z.object({ type: z.enum(ANTHROPIC_ERROR_TYPES), message: z.string() }),
+  request_id: z.string(),
+});
+export type AnthropicErrorBody = z.infer<typeof AnthropicErrorShape>;
+export const AnthropicTokenCountShape = z.object({ input_tokens: int });
+
 /** Every documented answer by its OpenAPI component name (`#/components/schemas/<name>`). */
 export const API_SHAPES = {
   Error: ErrorShape,
@@ -415,6 +455,12 @@ export const API_SHAPES = {
   CreatedOrg: CreatedOrgShape,
   OrgMembership: OrgMembershipShape,
   Namespace: NamespaceShape,
+  AnthropicUsage: AnthropicUsageShape,
+  AnthropicMessage: AnthropicMessageShape,
+  AnthropicModel: AnthropicModelShape,
+  AnthropicModelList: AnthropicModelListShape,
+  AnthropicError: AnthropicErrorShape,
+  AnthropicTokenCount: AnthropicTokenCountShape,
 } as const;
 
 export type ErrorBody = z.infer<typeof ErrorShape>;

@@ -8,3 +8,5 @@ export * from './api-instant';
 export type { UploadItem } from './upload-item';
 export { IMAGE_STYLE_FORMAT, parseImageStyle, type ImageStyle } from './image-style';
 export * from './api-shapes';
+export * from './anthropic-messages';
+export * from './anthropic-errors';

@@ -1,6 +1,6 @@
 import { Injectable, Logger, Optional } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiKeyAuthenticator } from '@atelier/auth';
+import { ApiKeyAuthenticator, keyCredentials } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
 import { Metrics, timedStage } from '@atelier/observability';
 import { ANSWER_AFTER_ACCESS, toErrorResponse, type AnswerAfterAccess, type HttpHooks } from '@atelier/runtime';
@@ -100,7 +100,7 @@ export class IdempotentRequests implements HttpHooks {
       );
     let userId: string;
     try {
-      userId = (await this.authenticator.authenticate(req.headers.authorization, req.raw.socket)).userId;
+      userId = (await this.authenticator.authenticate(keyCredentials(req.headers), req.raw.socket)).userId;
     } catch {
       // Not authenticated: the access guard gives the request its 401, nothing is claimed.
       return;

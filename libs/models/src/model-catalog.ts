@@ -109,6 +109,8 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
   properties: {
     // Used as a URL path segment (GET /api/ai/models/:id), hence no slashes.
     id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,127}$' },
+    // Other names clients call the model by (Claude Code's default model names, say): the same rules as ids.
+    aliases: { type: 'array', maxItems: 32, uniqueItems: true, items: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,127}$' } },
     created: { type: 'integer', minimum: 0 },
     owned_by: nonEmptyString,
     display_name: nonEmptyString,
@@ -293,7 +295,11 @@ function parseDefinition(data: unknown, source: string): ModelDefinition {
 
 /** The set of models the service offers, loaded once from versioned JSON files and read-only afterwards. */
 export class ModelCatalog {
-  private constructor(private readonly models: ReadonlyMap<string, ModelDefinition>) {}
+  private constructor(
+    private readonly models: ReadonlyMap<string, ModelDefinition>,
+    /** Each alias to the model it names. */
+    private readonly aliases: ReadonlyMap<string, ModelDefinition> = new Map(),
+  ) {}
 
   /** Loads every `*.json` file of the directory (default: the repository catalog). Throws ModelCatalogError on any bad file. */
   static fromDirectory(dir: string = defaultCatalogDir()): ModelCatalog {
@@ -342,16 +348,29 @@ export class ModelCatalog {
       sources.set(model.id, source);
       models.set(model.id, model);
     }
+    const aliases = new Map<string, ModelDefinition>();
+    for (const model of models.values())
+      for (const alias of model.aliases ?? []) {
+        const taken = models.has(alias) ? `the id of a model` : aliases.has(alias) ? `an alias of ${aliases.get(alias)!.id}` : undefined;
+        if (taken) throw new ModelCatalogError(sources.get(model.id)!, [`alias '${alias}' is already ${taken}`]);
+        aliases.set(alias, model);
+      }
     // Ordered by id so listings do not depend on how file names happen to sort.
-    return new ModelCatalog(new Map([...models].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))));
+    return new ModelCatalog(new Map([...models].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), aliases);
   }
 
+  /** The model with this id, or the one this alias names. */
   get(id: string): ModelDefinition | undefined {
-    return this.models.get(id);
+    return this.models.get(id) ?? this.aliases.get(id);
   }
 
   has(id: string): boolean {
-    return this.models.has(id);
+    return this.models.has(id) || this.aliases.has(id);
+  }
+
+  /** Every alias with the model it names, ordered by alias. */
+  aliasList(): [string, ModelDefinition][] {
+    return [...this.aliases].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   }
 
   /** Models ordered by id, optionally narrowed; all given criteria must hold. */

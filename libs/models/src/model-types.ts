@@ -205,6 +205,8 @@ export interface ChatFeatures {
 
 interface ModelDefinitionBase {
   id: string;
+  /** Other names the model answers to (ModelCatalog.get); never another model's id or alias. */
+  aliases?: string[];
   /** Unix timestamp (seconds); fixed in the catalog so the public object is stable. */
   created: number;
   owned_by: string;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -61,6 +61,8 @@ interface Operation {
   idempotent?: boolean;
   /** Named request-body examples (OpenAPI `examples`). */
   bodyExamples?: Record<string, unknown>;
+  /** The shape its errors come in, when not atelier's envelope (Anthropic's routes). */
+  errorShape?: string;
 }
 
 const IDEMPOTENCY_KEY_PARAMETER = {
@@ -168,6 +170,52 @@ function operations(catalog: ModelCatalog): Operation[] {
     },
     { method: 'get', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'A stored response', access: 'key', responses: { 200: ['The Response as it was answered', 'Response'] } },
     { method: 'delete', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'Delete a stored response', access: 'key', responses: { 200: ['Deleted', 'ResponseDeleted'] } },
+    {
+      method: 'post',
+      route: '/api/anthropic/v1/messages',
+      idempotent: true,
+      tag: 'Chat',
+      summary: "Create a message (Anthropic's Messages API: its SDK and Claude Code with ANTHROPIC_BASE_URL=<atelier>/api/anthropic)",
+      access: 'key',
+      errorShape: 'AnthropicError',
+      description:
+        'The key as `x-api-key` or `Authorization: Bearer`. Runs on the chat lifecycle (the same models, billing, limits, retries and fallbacks), translated to chat completions; usage is reported under /api/anthropic/v1/messages. ' +
+        '`max_tokens` is a ceiling, lowered to what the model and its context window allow. ' +
+        'With `stream: true`, a `text/event-stream` of `event: <type>` / `data: <event>` pairs in Anthropic\'s order (message_start, ping, content blocks, message_delta, message_stop), or an `error` event if the upstream breaks off. ' +
+        'Errors use Anthropic\'s envelope; an upstream rate limiting every attempt is 529 overloaded_error. `?beta=true` is accepted. See docs/anthropic.md.',
+      query: [{ name: 'beta', schema: { type: 'string' }, description: 'Sent by Claude Code; changes nothing' }],
+      headers: [
+        { name: 'anthropic-version', schema: { type: 'string' }, description: 'Accepted; the translation follows 2023-06-01' },
+        { name: 'anthropic-beta', schema: { type: 'string' }, description: 'Accepted; betas without a chat counterpart change nothing' },
+      ],
+      body: fromZod(AnthropicMessagesRequest),
+      responses: { 200: ['The Message (or an event stream when `stream` is true)', 'AnthropicMessage'] },
+    },
+    {
+      method: 'post',
+      route: '/api/anthropic/v1/messages/count_tokens',
+      tag: 'Chat',
+      summary: "Count a Messages request's input tokens (free; a read for rate limits)",
+      access: 'key',
+      errorShape: 'AnthropicError',
+      body: fromZod(AnthropicCountTokensRequest),
+      responses: { 200: ['The count', 'AnthropicTokenCount'] },
+    },
+    {
+      method: 'get',
+      route: '/api/anthropic/v1/models',
+      tag: 'Chat',
+      summary: "The chat models and their aliases, in Anthropic's list shape",
+      access: 'key',
+      errorShape: 'AnthropicError',
+      query: [
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 20 } },
+        { name: 'after_id', schema: { type: 'string' }, description: 'A model id: the page after it' },
+        { name: 'before_id', schema: { type: 'string' }, description: 'A model id: the page before it' },
+      ],
+      responses: { 200: ['A page of models', 'AnthropicModelList'] },
+    },
+    { method: 'get', route: '/api/anthropic/v1/models/:id', tag: 'Chat', summary: "A chat model or alias, in Anthropic's shape", access: 'key', errorShape: 'AnthropicError', responses: { 200: ['The model', 'AnthropicModel'] } },
     {
       method: 'get',
       route: '/api/ai/responses/:id/input_items',
@@ -866,14 +914,14 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     for (const [status, [description, schema, type]] of Object.entries(op.responses))
       responses[status] = { description, ...(schema !== undefined && { content: content(schema, type) }) };
     if (op.idempotent) for (const status of [409, 422]) responses[String(status)] ??= { description: 'Idempotency-Key in use (409) or reused (422)', content: content('Error') };
-    for (const status of ERROR_STATUSES[op.access])
-      responses[String(status)] ??= { description: 'Error', content: content('Error') };
+    for (const status of [...ERROR_STATUSES[op.access], ...(op.errorShape === 'AnthropicError' ? [429, 529] : [])])
+      responses[String(status)] ??= { description: 'Error', content: content(op.errorShape ?? 'Error') };
     (paths[path] ??= {})[op.method] = {
       operationId: `${op.method}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
       tags: [op.tag],
       summary: op.summary,
       ...(op.description && { description: op.description }),
-      security: op.access === 'public' ? [] : [{ [op.access === 'admin' ? 'adminToken' : op.access === 'trainer' ? 'trainerToken' : 'apiKey']: [] }],
+      security: op.access === 'public' ? [] : op.access === 'key' ? [{ apiKey: [] }, { xApiKey: [] }] : [{ [op.access === 'admin' ? 'adminToken' : 'trainerToken']: [] }],
       parameters: [...pathParams, ...(op.query ?? []).map((q) => ({ in: 'query', required: false, ...q })),
         ...(op.headers ?? []).map((h) => ({ in: 'header', required: false, ...h })),
         ...(op.idempotent ? [IDEMPOTENCY_KEY_PARAMETER] : [])],
@@ -896,6 +944,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     components: {
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: `Authorization: Bearer <API key>`' },
+        xApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: "The same API key as `x-api-key: <API key>` (what Anthropic's SDK and Claude Code send); used when there is no Authorization header" },
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
         trainerToken: { type: 'http', scheme: 'bearer', description: 'A trainer token (`trn_...`, POST /api/admin/trainers): the /api/trainer routes only' },
       },

@@ -8,7 +8,7 @@ import { type INestApplication, type LoggerService, type LogLevel, type Type, ty
 import { ModulesContainer, NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { AppConfig } from '@atelier/config';
-import { ApiError } from '@atelier/contracts';
+import { anthropicError, ANTHROPIC_ROUTE_PREFIX, ApiError } from '@atelier/contracts';
 import { JsonLogger, Metrics, PrettyLogger, tracing } from '@atelier/observability';
 import { ApiExceptionFilter, toErrorResponse } from './api-exception.filter';
 import { instrumentHttp } from './http-instrumentation';
@@ -203,7 +203,24 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
   // replays included, without an async onSend hook on each request.
   fastify.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    if (req.url.startsWith(ANTHROPIC_ROUTE_PREFIX)) reply.header('request-id', req.id);
     done();
+  });
+  // Anthropic's routes answer errors in its envelope, whichever layer refused (the body parser,
+  // the auth guard, a rate limit, the route itself or an unknown path): one rewrite at the end.
+  // Synchronous, and a status check for every other answer.
+  fastify.addHook('onSend', (req, reply, payload, done) => {
+    if (reply.statusCode < 400 || typeof payload !== 'string' || !req.url.startsWith(ANTHROPIC_ROUTE_PREFIX)) return done(null, payload);
+    let envelope: { error?: { message?: unknown } } | undefined;
+    try {
+      envelope = JSON.parse(payload) as typeof envelope;
+    } catch {
+      return done(null, payload);
+    }
+    if (typeof envelope?.error?.message !== 'string') return done(null, payload);
+    const { status, body } = anthropicError(reply.statusCode, envelope as { error: { message: string } }, req.id);
+    void reply.code(status);
+    done(null, JSON.stringify(body));
   });
   // Fastify refuses an oversized body before reading it. Answering while the client is still
   // uploading makes fetch/undici (and so the OpenAI SDK) fail with EPIPE instead of showing the

@@ -256,17 +256,27 @@ export function internalTextProblem(text: string): string | undefined {
   return m ? `the answer carries internal text (${JSON.stringify(m[0].trim())})` : undefined;
 }
 
-/** The one error envelope every 4xx/5xx must have; returns what is wrong, or undefined. */
-export function envelopeProblem(status: number, contentType: string | null, text: string): string | undefined {
+const ANTHROPIC_ERROR_TYPES = new Set(['invalid_request_error', 'authentication_error', 'billing_error', 'permission_error', 'not_found_error', 'request_too_large', 'rate_limit_error', 'api_error', 'overloaded_error', 'timeout_error']);
+
+/**
+ * The one error envelope every 4xx/5xx must have (under /api/anthropic/, Anthropic's, which its
+ * SDK and Claude Code parse); returns what is wrong, or undefined.
+ */
+export function envelopeProblem(status: number, contentType: string | null, text: string, path = ''): string | undefined {
   if (status < 400) return undefined;
   if (!contentType?.includes('application/json')) return `error without a JSON body (content-type ${contentType})`;
-  let body: { error?: { type?: unknown; title?: unknown; message?: unknown }; status?: unknown; status_message?: unknown };
+  let body: { type?: unknown; request_id?: unknown; error?: { type?: unknown; title?: unknown; message?: unknown }; status?: unknown; status_message?: unknown };
   try {
     body = JSON.parse(text);
   } catch {
     return 'error body is not JSON';
   }
   const e = body.error;
+  if (path.startsWith('/api/anthropic/')) {
+    if (body.type !== 'error' || typeof body.request_id !== 'string') return "not Anthropic's envelope (type: error, request_id)";
+    if (!e || !ANTHROPIC_ERROR_TYPES.has(e.type as string) || typeof e.message !== 'string') return "error.type/message missing or not one of Anthropic's types";
+    return undefined;
+  }
   if (!e || typeof e.type !== 'string' || typeof e.title !== 'string' || typeof e.message !== 'string') return 'error.type/title/message missing';
   if (body.status !== 'error' || body.status_message !== e.type) return 'status/status_message do not match the envelope';
   return undefined;

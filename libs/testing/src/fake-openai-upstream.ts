@@ -17,6 +17,9 @@ import type { AddressInfo } from 'node:net';
  * - `error-mid-stream`: streams two chunks, then an error event.
  * - `slow`: streams a chunk every 50 ms for a minute (for client disconnects).
  * - `fixed`: a fixed short answer with usage 10/5 (benchmarks).
+ * - `writer`: an agent's turn, scripted: a sentence, then a call of the declared `Write` tool with
+ *   `{"file_path": "<the Primary working directory the prompt names>/<the file the user asks for>", "content":
+ *   "written through the gateway\n"}` (streamed in pieces); after the tool result, "Wrote <file>." Usage 40/12.
  *
  * POST /embeddings (an OpenAI-compatible embedding server):
  * - `embed`: 8 floats per input, derived from its text (the same text, the same vector), usage 3 tokens per input;
@@ -247,6 +250,26 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
         res.write(chunk({ content: `tick ${n} ` }));
       }, 50);
       res.on('close', () => clearInterval(timer));
+      return;
+    }
+    if (model === 'writer') {
+      const all = JSON.stringify(messages);
+      const dir = /Primary working directory: ([^\s"\\]+)/.exec(all)?.[1] ?? '/tmp';
+      const file = /write a file ([\w.-]+)/.exec(lastUserText(body))?.[1] ?? 'hello.txt';
+      const writerUsage = { prompt_tokens: 40, completion_tokens: 12, total_tokens: 52 };
+      if (afterTool || !tools.some((t) => t.function.name === 'Write')) {
+        res.write(chunk({ content: `Wrote ${file}.` }));
+        res.write(chunk({}, 'stop'));
+      } else {
+        const args = JSON.stringify({ file_path: `${dir}/${file}`, content: 'written through the gateway\n' });
+        res.write(chunk({ content: `I will write ${file}.` }));
+        res.write(chunk({ tool_calls: [{ index: 0, id: 'call_write_1', type: 'function', function: { name: 'Write', arguments: '' } }] }));
+        res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(0, 20) } }] }));
+        res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: args.slice(20) } }] }));
+        res.write(chunk({}, 'tool_calls'));
+      }
+      res.write(chunk({}, null, writerUsage));
+      res.end('data: [DONE]\n\n');
       return;
     }
     if (model === 'tool' && tools.length > 0 && !afterTool) {

@@ -27,3 +27,4 @@ export { streamedRequest, type StreamedAnswer } from './streamed-request';
 export { sseEvents, sseJson } from './sse';
 export { DocumentedResponses } from './documented-responses';
 export { createUserNamespace } from './tenant-rows';
+export { CLAUDE_CODE_VERSION, claudeCodeCli } from './claude-code-cli';

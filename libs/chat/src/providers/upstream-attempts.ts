@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import { ApiError } from '@atelier/contracts';
+import { ApiError, UPSTREAM_RATE_LIMITED } from '@atelier/contracts';
 import type { EngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
 import { abortFollowing, retryDelayMs, statusFailureKind, type UpstreamFailureKind } from '@atelier/runtime';
 import type { ChatProviderCall } from './chat-provider';
@@ -65,7 +65,7 @@ export function refusal(endpoint: Endpoint, status: number, message: string, hea
     return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
   const kind = statusFailureKind(status);
   if (status === 429)
-    return new AttemptError(kind, new ApiError('rate_limited', `The model provider is rate limiting requests: ${message}`), retryAfter(headers));
+    return new AttemptError(kind, new ApiError('rate_limited', `${UPSTREAM_RATE_LIMITED}: ${message}`), retryAfter(headers));
   if (kind === 'retry')
     return new AttemptError(kind, new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(headers));
   if (kind === 'next') {
