@@ -648,6 +648,26 @@ if (PHASES.includes('0')) {
       `   stored (store: true) added ${ms(responsesStored.p50 - directAgain.p50)}   beside chat completions' own added ${ms(chatAgain.p50 - directAgain.p50)} (direct p50 ${ms(directAgain.p50)})`,
   );
 
+  // Anthropic's Messages API, streamed, over the same upstream: the chat lifecycle behind a
+  // translation both ways (Messages to chat, chunks to Anthropic's events). Requests alternate with
+  // streamed chat completions and the direct upstream, one at a time, so all three see the same
+  // machine; each figure is the whole stream read to its end.
+  const chatStreamBody = JSON.stringify({ model: 'bench-remote', messages, max_tokens: 16, stream: true });
+  const directStreamBody = JSON.stringify({ model: targets.direct.model, messages, max_tokens: 16, stream: true });
+  const messagesStreamBody = JSON.stringify({ model: 'bench-remote', messages, max_tokens: 16, stream: true });
+  const streamed = { direct: [], chat: [], messages: [] };
+  for (let i = 0; i < n; i++) {
+    streamed.direct.push((await post(targets.direct.url, targets.direct.auth, directStreamBody))[1]);
+    streamed.chat.push((await post(targets.gateway.url, targets.gateway.auth, chatStreamBody))[1]);
+    streamed.messages.push((await post(new URL(`${gatewayUrl}/api/anthropic/v1/messages`), targets.gateway.auth, messagesStreamBody))[1]);
+  }
+  const [sd, sc, sm] = [stats(streamed.direct), stats(streamed.chat), stats(streamed.messages)];
+  summary.messages = { direct: sd.p50, chatAddedP50: sc.p50 - sd.p50, addedP50: sm.p50 - sd.p50, overChatP50: sm.p50 - sc.p50 };
+  console.log(
+    `   Messages API (/api/anthropic/v1/messages), streamed, same upstream  p50 ${ms(sm.p50)}  added ${ms(sm.p50 - sd.p50)}` +
+      `   beside streamed chat completions' added ${ms(sc.p50 - sd.p50)} (over chat ${ms(sm.p50 - sc.p50)}; direct p50 ${ms(sd.p50)})`,
+  );
+
   // Embeddings: 256 short strings per request (the SDK's default base64), closed loops taking turns
   // with the upstream's own /embeddings, reported as inputs per second.
   const inputs = Array.from({ length: 256 }, (_, i) => `short document number ${i} about the quarterly figures`);

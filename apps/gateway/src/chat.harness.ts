@@ -6,11 +6,21 @@ import OpenAI from 'openai';
 import { ChatServiceModule } from '@atelier/chat';
 import { defaultCatalogDir } from '@atelier/models';
 import { createService } from '@atelier/runtime';
-import { startFakeOpenAiUpstream, type FakeOpenAiUpstream } from '@atelier/testing';
+import { startFakeAnthropicUpstream, startFakeOpenAiUpstream, type FakeAnthropicUpstream, type FakeOpenAiUpstream } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
 export const FAKE_UPSTREAM_KEY_ENV = 'ATELIER_TEST_UPSTREAM_API_KEY';
 export const FAKE_UPSTREAM_KEY = 'sk-fake-upstream-0123456789';
+export const FAKE_ANTHROPIC_KEY_ENV = 'ATELIER_TEST_ANTHROPIC_API_KEY';
+export const FAKE_ANTHROPIC_KEY = 'sk-ant-fake-0123456789';
+
+/** Models on the fake Anthropic upstream (an `anthropic` engine): id -> its upstream model and settings. */
+const NATIVE_MODELS: Record<string, Record<string, unknown>> = {
+  'claude-native': { upstream_model: 'claude-echo' },
+  'claude-native-tool': { upstream_model: 'claude-tool' },
+  'claude-native-writer': { upstream_model: 'claude-writer', context_window: 200_000 },
+  'claude-native-overloaded': { upstream_model: 'claude-overloaded', max_retries: 0 },
+};
 
 /** Remote chat models served by the fake upstream: id -> engine settings. */
 const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
@@ -104,6 +114,7 @@ export interface ChatStack {
   gw: GatewayHarness;
   chat: NestFastifyApplication;
   upstream: FakeOpenAiUpstream;
+  anthropicUpstream: FakeAnthropicUpstream;
   /** http://127.0.0.1:<port> of the listening gateway. */
   base: string;
   client(apiKey: string): OpenAI;
@@ -122,6 +133,14 @@ export async function startChatStack(overrides: Record<string, string> = {}): Pr
   for (const file of fs.readdirSync(defaultCatalogDir())) fs.copyFileSync(path.join(defaultCatalogDir(), file), path.join(catalogDir, file));
   for (const [id, settings] of Object.entries(REMOTE_MODELS))
     fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(remoteDefinition(id, upstream.url, settings)));
+  const anthropicUpstream = await startFakeAnthropicUpstream({ apiKey: FAKE_ANTHROPIC_KEY });
+  process.env[FAKE_ANTHROPIC_KEY_ENV] = FAKE_ANTHROPIC_KEY;
+  for (const [id, settings] of Object.entries(NATIVE_MODELS)) {
+    const { context_window: contextWindow, ...engine } = settings;
+    const definition = remoteDefinition(id, upstream.url, { upstream_model: 'unused', ...(contextWindow ? { context_window: contextWindow } : {}) });
+    definition.engine = { type: 'anthropic', base_url: anthropicUpstream.url, api_key_env: FAKE_ANTHROPIC_KEY_ENV, retry_backoff_ms: 5, timeout_ms: 5000, ...engine };
+    fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(definition));
+  }
   for (const [id, settings] of Object.entries(REMOTE_EMBEDDING_MODELS))
     fs.writeFileSync(path.join(catalogDir, `${id}.json`), JSON.stringify(remoteEmbeddingDefinition(id, upstream.url, settings)));
 
@@ -134,12 +153,14 @@ export async function startChatStack(overrides: Record<string, string> = {}): Pr
     gw,
     chat,
     upstream,
+    anthropicUpstream,
     base,
     client: (apiKey) => new OpenAI({ apiKey, baseURL: `${base}/api/ai`, maxRetries: 0, timeout: 20_000 }),
     close: async () => {
       await chat.close();
       await gw.close();
       await upstream.close();
+      await anthropicUpstream.close();
       fs.rmSync(catalogDir, { recursive: true, force: true });
     },
   };

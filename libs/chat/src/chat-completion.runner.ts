@@ -8,6 +8,7 @@ import { chatRequestFrom, parseChatRequest, providerBody } from './chat-request'
 import { ChatMediaInspector } from './local-chat/chat-media-inspector';
 import { LocalChatProvider } from './local-chat/local-chat.provider';
 import type { ChatProvider, ChatProviderCall } from './providers/chat-provider';
+import { AnthropicProvider } from './providers/anthropic.provider';
 import { OpenAiCompatibleProvider } from './providers/openai-compatible.provider';
 import { BlobStore, ParsedBlobs } from '@atelier/storage';
 import { parseNgramCounts } from '@atelier/ngram';
@@ -27,6 +28,7 @@ export interface ChatRunContext {
 export class ChatCompletionRunner {
   private readonly local: LocalChatProvider;
   private readonly openAiCompatible: OpenAiCompatibleProvider;
+  private readonly anthropic: AnthropicProvider;
 
   constructor(
     @Inject(ModelCatalog) private readonly catalog: ModelCatalog,
@@ -39,6 +41,7 @@ export class ChatCompletionRunner {
     const adapted = new ParsedBlobs<MarkovModel>(blobs, (text) => new AdaptedMarkovModel(parseNgramCounts(text), localChatModel()), 32);
     this.local = new LocalChatProvider(new ChatMediaInspector(config), (key) => adapted.get(key));
     this.openAiCompatible = new OpenAiCompatibleProvider(secretFromEnv, (serving, name) => lora.reload(serving, name));
+    this.anthropic = new AnthropicProvider(secretFromEnv);
   }
 
   async run(job: ChatCompletionJob, ctx: ChatRunContext): Promise<ChatCompletionOutcome> {
@@ -119,6 +122,13 @@ export class ChatCompletionRunner {
       const answered = await this.metrics.timed('chat.provider', () => this.openAiCompatible.responses(call, body, request.stream ? ctx.sendChunk : undefined));
       return { completion: answered.response, usage: answered.usage, provider: answered.provider };
     }
+    if (job.messages) {
+      // Only the gateway's check of the engine sends this; an engine changed since is refused.
+      if (model.engine.type !== 'anthropic') throw new ApiError('service_unavailable', `Model ${model.id} no longer speaks the Messages API; send the request again`);
+      const body = job.messages;
+      const answered = await this.metrics.timed('chat.provider', () => this.anthropic.messages(call, body, job.anthropicBeta, request.stream ? ctx.sendChunk : undefined));
+      return { completion: answered.message, usage: answered.usage, provider: answered.provider };
+    }
     const provider = this.providerFor(model);
     if (request.stream) {
       const streamed = await this.metrics.timed('chat.provider', () => provider.stream(call, ctx.sendChunk));
@@ -132,6 +142,7 @@ export class ChatCompletionRunner {
     const engine = model.engine;
     if (engine.type === 'builtin' && engine.name === 'local-chat') return this.local;
     if (engine.type === 'openai-compatible') return this.openAiCompatible;
+    if (engine.type === 'anthropic') return this.anthropic;
     throw new ApiError('service_unavailable', `Model ${model.id} uses the ${engine.type} engine, which the chat service does not run`);
   }
 }

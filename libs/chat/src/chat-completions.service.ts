@@ -37,6 +37,11 @@ export interface ChatOptions {
   responses?: (model: ChatModelDefinition, maxOutputTokens: number) => Record<string, unknown> | undefined;
   /** max_tokens is a ceiling: past what the context window leaves, it is lowered rather than refused (the Messages API). */
   clampMaxTokens?: boolean;
+  /**
+   * The Messages request to forward as it is when the model's upstream speaks Anthropic's Messages
+   * API (an `anthropic` engine), with its anthropic-beta header; undefined otherwise.
+   */
+  messages?: (model: ChatModelDefinition) => { body: Record<string, unknown>; beta?: string } | undefined;
   /** Told the prompt's token count once the request is validated, before any work starts (Messages' message_start). */
   validated?: (info: { promptTokens: number; maxTokens: number; model: ChatModelDefinition }) => void;
 }
@@ -53,6 +58,8 @@ interface ValidatedChat {
   body: Record<string, unknown>;
   /** A Responses request for an upstream that speaks it natively (ChatOptions.responses). */
   responses?: Record<string, unknown>;
+  /** A Messages request for an anthropic upstream (ChatOptions.messages). */
+  messages?: { body: Record<string, unknown>; beta?: string };
   promptTokens: number;
   /** The reservation's amount: prompt plus completion limit at the model's prices. */
   estimate: string;
@@ -215,8 +222,9 @@ export class ChatCompletionsService {
     const tags = chargeTags(caller, model.id, options.endpoint ?? CHAT_ENDPOINT);
     // A deployed fine-tune is served through its adapter, which only the chat route carries.
     const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
+    const messages = deployed ? undefined : options.messages?.(model);
     options.validated?.({ promptTokens, maxTokens: request.maxTokens, model });
-    return { completionId, caller, scope, model, deployed, request, body, responses, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
+    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
   }
 
   private run(prepared: ValidatedChat, reservationId: string, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {
@@ -229,6 +237,7 @@ export class ChatCompletionsService {
         ...(prepared.deployed && { deployed: { name: prepared.model.id, adapter: prepared.deployed.adapter } }),
         body: prepared.body,
         ...(prepared.responses && { responses: prepared.responses }),
+        ...(prepared.messages && { messages: prepared.messages.body, ...(prepared.messages.beta && { anthropicBeta: prepared.messages.beta }) }),
         limits: { promptTokens: prepared.promptTokens, maxTokens: prepared.request.maxTokens, maxTokensExplicit: prepared.request.maxTokensExplicit },
         reservationId,
         completionId: prepared.completionId,
@@ -270,8 +279,15 @@ export class ChatCompletionsService {
     const calls: { id: string; type: 'function'; function: { name: string; arguments: string } }[] = [];
     for (const raw of chunks) {
       try {
-        const chunk = JSON.parse(raw) as { usage?: ChatUsage | null; choices?: { delta?: { content?: string | null; tool_calls?: { index: number; function?: { name?: string; arguments?: string } }[] } }[] };
+        const chunk = JSON.parse(raw) as {
+          usage?: ChatUsage | null;
+          choices?: { delta?: { content?: string | null; tool_calls?: { index: number; function?: { name?: string; arguments?: string } }[] } }[];
+          /** An Anthropic event (a native Messages stream). */
+          type?: string;
+          delta?: { text?: string; partial_json?: string; thinking?: string };
+        };
         if (chunk.usage && typeof chunk.usage.completion_tokens === 'number') return chunk.usage;
+        if (chunk.type === 'content_block_delta') content += chunk.delta?.text ?? chunk.delta?.partial_json ?? chunk.delta?.thinking ?? '';
         for (const choice of chunk.choices ?? []) {
           if (typeof choice.delta?.content === 'string') content += choice.delta.content;
           for (const tc of choice.delta?.tool_calls ?? []) {

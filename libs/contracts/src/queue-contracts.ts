@@ -78,6 +78,13 @@ export interface ChatCompletionJob {
    * validated and counted). Streamed chunks are then Responses events, and `completion` a Response.
    */
   responses?: Record<string, unknown>;
+  /**
+   * An Anthropic Messages request for a model whose engine is `anthropic`: sent to
+   * `{base_url}/messages` as it is (with `anthropicBeta` as its anthropic-beta header), instead of
+   * `body`. Streamed chunks are then Anthropic's events, and `completion` a Message.
+   */
+  messages?: Record<string, unknown>;
+  anthropicBeta?: string;
   reservationId: string;
   /** chatcmpl-... id chosen by the gateway, so the reservation and the usage record name it too. */
   completionId: string;

@@ -21,6 +21,7 @@ export type {
   ModelEndpoint,
   ModelFilter,
   OpenAiCompatibleEngineConfig,
+  AnthropicEngineConfig,
   OpenAiImagesEngineConfig,
   PerImagePricing,
   PerVideoSecondPricing,

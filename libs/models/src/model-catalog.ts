@@ -101,6 +101,23 @@ function remoteEngine(type: string, extra: Record<string, JsonSchemaObject> = {}
   };
 }
 
+/** Other servers a chat engine tries in order (openai-compatible and anthropic alike). */
+const chatFallbacks: JsonSchemaObject = {
+  type: 'array',
+  items: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['base_url', 'upstream_model'],
+    properties: {
+      base_url: { type: 'string', pattern: '^https?://' },
+      upstream_model: nonEmptyString,
+      api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
+      timeout_ms: { type: 'integer', minimum: 1 },
+      keep_alive_ms: keepAliveMs,
+    },
+  },
+};
+
 /** Shape of one catalog file; cross-field rules that JSON Schema expresses poorly live in contractProblems. */
 const DEFINITION_SCHEMA: JsonSchemaObject = {
   type: 'object',
@@ -149,21 +166,12 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
           lora_base_model: nonEmptyString,
           responses_api: { type: 'boolean' },
           responses_tools: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
-          fallbacks: {
-            type: 'array',
-            items: {
-              type: 'object',
-              additionalProperties: false,
-              required: ['base_url', 'upstream_model'],
-              properties: {
-                base_url: { type: 'string', pattern: '^https?://' },
-                upstream_model: nonEmptyString,
-                api_key_env: { type: 'string', pattern: '^[A-Z_][A-Z0-9_]*$' },
-                timeout_ms: { type: 'integer', minimum: 1 },
-                keep_alive_ms: keepAliveMs,
-              },
-            },
-          },
+          fallbacks: chatFallbacks,
+        }),
+        remoteEngine('anthropic', {
+          version: nonEmptyString,
+          keep_alive_ms: keepAliveMs,
+          fallbacks: chatFallbacks,
         }),
         remoteEngine('openai-images'),
         remoteEngine('prediction', { version: nonEmptyString, style: { type: 'string', enum: ['replicate', 'fal'] } }),

@@ -174,6 +174,19 @@ export interface OpenAiCompatibleEngineConfig extends RemoteEngineBase {
   responses_tools?: string[];
 }
 
+/**
+ * A server that speaks Anthropic's Messages API (`POST {base_url}/messages`, base_url such as
+ * https://api.anthropic.com/v1): Messages requests go to it as they are (anthropic-beta forwarded);
+ * chat completions and Responses requests are translated to Messages and back.
+ */
+export interface AnthropicEngineConfig extends RemoteEngineBase {
+  type: 'anthropic';
+  /** The anthropic-version header sent (default 2023-06-01). */
+  version?: string;
+  keep_alive_ms?: number;
+  fallbacks?: ChatFallbackEndpoint[];
+}
+
 export interface OpenAiImagesEngineConfig extends RemoteEngineBase {
   type: 'openai-images';
 }
@@ -193,6 +206,7 @@ export interface PredictionEngineConfig extends RemoteEngineBase {
 export type EngineConfig =
   | BuiltinEngineConfig
   | OpenAiCompatibleEngineConfig
+  | AnthropicEngineConfig
   | OpenAiImagesEngineConfig
   | PredictionEngineConfig;
 export type EngineType = EngineConfig['type'];

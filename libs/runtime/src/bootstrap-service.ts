@@ -71,7 +71,7 @@ function discardBody(raw: IncomingMessage, maxBytes: number, maxMs: number): Pro
  * Requests Node's HTTP parser refuses before Fastify sees them (a URL or headers over 16 KiB,
  * malformed request lines) get the one error envelope too, not Fastify's own body.
  */
-function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+function answerClientError(err: NodeJS.ErrnoException & { rawPacket?: unknown }, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const error =
     err.code === 'HPE_HEADER_OVERFLOW'
@@ -79,14 +79,32 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new ApiError('request_timeout', 'The request did not arrive in time')
         : ApiError.badRequest('The request is not valid HTTP');
-  answerOnSocket(socket, error);
+  // The path decides the error's dialect: the request line the parser refused, else the request whose body stopped.
+  const packet = Buffer.isBuffer(err.rawPacket) ? err.rawPacket.subarray(0, 256).toString('latin1') : '';
+  const url = /^[A-Z]+ (\S+)/.exec(packet)?.[1] ?? requestUrls.get(socket);
+  answerOnSocket(socket, error, url);
 }
 
-/** An error in the envelope, written straight to a socket no response object stands for (or that answered nothing yet), then the close. */
-function answerOnSocket(socket: Duplex, error: ApiError): void {
-  const body = JSON.stringify(error.toEnvelope());
+/** The URL of the request each socket is reading now (set when its headers arrive). */
+const requestUrls = new WeakMap<Duplex, string>();
+
+/**
+ * An error in the envelope (under /api/anthropic/, Anthropic's), written straight to a socket no
+ * response object stands for (or that answered nothing yet), then the close.
+ */
+function answerOnSocket(socket: Duplex, error: ApiError, url?: string): void {
+  let status = error.status;
+  let extra = '';
+  let body = JSON.stringify(error.toEnvelope());
+  if (url?.startsWith(ANTHROPIC_ROUTE_PREFIX)) {
+    const requestId = randomUUID();
+    const anthropic = anthropicError(error.status, error.toEnvelope(), requestId);
+    status = anthropic.status;
+    body = JSON.stringify(anthropic.body);
+    extra = `request-id: ${requestId}\r\n`;
+  }
   if (socket.writable)
-    socket.write(`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   socket.destroy();
 }
 
@@ -112,6 +130,7 @@ function capIncompleteRequests(server: Server, max: number, bodyIdleMs: number):
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket as Socket;
+    if (req.url) requestUrls.set(socket, req.url);
     // 'request' comes with the headers, before the parser has marked even a body-less message
     // complete, and 'end' only comes to a body someone reads: an event stream's request never is.
     // A request without a body is whole with its headers; one with a body, when the body was read
@@ -126,7 +145,7 @@ function capIncompleteRequests(server: Server, max: number, bodyIdleMs: number):
     // HTTP_REQUEST_TIMEOUT_MS. The socket's timer counts any traffic, reads included.
     const idle = () => {
       if (res.headersSent) socket.destroy();
-      else answerOnSocket(socket, new ApiError('request_timeout', `The request body stopped arriving: nothing for ${bodyIdleMs} ms (HTTP_BODY_IDLE_TIMEOUT_MS)`));
+      else answerOnSocket(socket, new ApiError('request_timeout', `The request body stopped arriving: nothing for ${bodyIdleMs} ms (HTTP_BODY_IDLE_TIMEOUT_MS)`), req.url);
     };
     // Node's own socket timeout handler asks the incomplete request first (and destroys the socket
     // when nobody answers): listening on the request lets the 408 go out before the close.

@@ -28,3 +28,4 @@ export { sseEvents, sseJson } from './sse';
 export { DocumentedResponses } from './documented-responses';
 export { createUserNamespace } from './tenant-rows';
 export { CLAUDE_CODE_VERSION, claudeCodeCli } from './claude-code-cli';
+export { startFakeAnthropicUpstream, type FakeAnthropicRequest, type FakeAnthropicUpstream } from './fake-anthropic-upstream';

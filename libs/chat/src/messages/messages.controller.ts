@@ -43,7 +43,7 @@ export class MessagesController {
         json: async (message) => {
           await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(message);
         },
-      });
+      }, typeof req.headers['anthropic-beta'] === 'string' ? req.headers['anthropic-beta'] : undefined);
     } finally {
       gone.release();
     }

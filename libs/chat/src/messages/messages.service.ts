@@ -50,14 +50,27 @@ export class MessagesService {
     return model as ChatModelDefinition | undefined;
   }
 
-  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: MessagesDelivery): Promise<void> {
+  /**
+   * `beta`: the caller's anthropic-beta header, forwarded to a native upstream. A model whose
+   * engine is `anthropic` gets the request as it is (its events and Message come back as they
+   * are, under the name the caller used); every other model gets it translated to chat.
+   */
+  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: MessagesDelivery, beta?: string): Promise<void> {
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const name = requestedModel(rawBody);
     const translated = translateMessagesRequest(rawBody, messagesTarget(this.catalogChatModel(name), name));
-    if (translated.droppedTools.length > 0) delivery.header('x-atelier-dropped-tools', translated.droppedTools.join(', '));
     const id = `msg_${randomToken(24)}`;
     let promptTokens = 0;
+    let native = false;
+    let nativeStarted = false;
     const stream = new MessageEventStream(id, translated.model, (event) => delivery.event(event));
+    const started = () => stream.isStarted || nativeStarted;
+    const nativeBody = (model: ChatModelDefinition) => {
+      if (model.engine.type !== 'anthropic') return undefined;
+      native = true;
+      return { body: rawBody as Record<string, unknown>, beta };
+    };
+    if (translated.droppedTools.length > 0) delivery.header('x-atelier-dropped-tools', translated.droppedTools.join(', '));
     try {
       await this.chat.create(
         caller,
@@ -65,28 +78,41 @@ export class MessagesService {
         requestId,
         {
           signal: delivery.signal,
-          header: (header, value) => delivery.header(header, value),
+          header: (header, value) => {
+            // A native upstream runs Anthropic's tools itself: nothing was dropped.
+            if (!(native && header === 'x-atelier-dropped-tools')) delivery.header(header, value);
+          },
           chunk: (data) => {
-            stream.start(promptTokens);
-            stream.chunk(data);
+            if (!native) {
+              stream.start(promptTokens);
+              return stream.chunk(data);
+            }
+            nativeStarted = true;
+            const event = JSON.parse(data) as MessageStreamEvent & { message?: Record<string, unknown> };
+            if (event.type === 'message_start' && event.message) event.message = { ...event.message, model: translated.model };
+            delivery.event(event);
           },
           deliver: async (completion) => {
-            if (completion !== null) return delivery.json(messageFromCompletion(completion as ChatCompletion, id, translated.model));
-            stream.start(promptTokens);
-            stream.end(promptTokens);
+            if (completion !== null)
+              return delivery.json(native ? ({ ...completion, model: translated.model } as AnthropicMessage) : messageFromCompletion(completion as ChatCompletion, id, translated.model));
+            if (!native) {
+              stream.start(promptTokens);
+              stream.end(promptTokens);
+            }
             delivery.end();
           },
         },
-        { endpoint: MESSAGES_ENDPOINT, clampMaxTokens: true, validated: (info) => (promptTokens = info.promptTokens) },
+        { endpoint: MESSAGES_ENDPOINT, clampMaxTokens: true, validated: (info) => (promptTokens = info.promptTokens), messages: nativeBody },
       );
     } catch (err) {
       // Before the stream opened, an ordinary HTTP error (in Anthropic's envelope); after, an error event ends it.
-      if (!stream.isStarted) throw err;
+      if (!started()) throw err;
       if (delivery.signal.aborted) stream.dispose();
       else {
         const { status, body } = toErrorResponse(err);
         const { body: anthropic } = anthropicError(status, body, requestId);
-        stream.fail(anthropic.error.type, anthropic.error.message);
+        if (native) delivery.event({ type: 'error', error: anthropic.error });
+        else stream.fail(anthropic.error.type, anthropic.error.message);
       }
       delivery.end();
     }

@@ -26,7 +26,7 @@ export type SecretLookup = (envName: string) => string | undefined;
  * ends the stream. Streams are forwarded event by event as they arrive.
  */
 export class OpenAiCompatibleProvider implements ChatProvider {
-  private readonly logger = new Logger('OpenAiCompatibleProvider');
+  protected readonly logger = new Logger(this.constructor.name);
   /**
    * undici rather than node:http (or fetch): the upstream call is most of a chat pod's own CPU
    * per request, which bounds its throughput, and undici spends about 40 % less on it (19
@@ -38,7 +38,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   private readonly agents = new Map<number, Agent>();
 
   constructor(
-    private readonly secrets: SecretLookup,
+    protected readonly secrets: SecretLookup,
     private readonly reloadAdapter?: AdapterReload,
   ) {}
 
@@ -157,7 +157,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         origin: target.origin,
         path: target.path,
         method: 'POST',
-        headers: this.headersOf(call.model.id, endpoint, 'application/json'),
+        headers: this.headersOf(call.model, endpoint, 'application/json'),
         body: JSON.stringify(body(endpoint.upstreamModel)),
       };
       const text = await this.postBuffered(call, endpoint, request, signal, armTimer);
@@ -193,7 +193,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
         origin: target.origin,
         path: target.path,
         method: 'POST',
-        headers: this.headersOf(call.model.id, endpoint, 'text/event-stream'),
+        headers: this.headersOf(call.model, endpoint, 'text/event-stream'),
         body: JSON.stringify({ ...body, model: endpoint.upstreamModel, stream: true }),
       };
       const res = await this.postStream(call, endpoint, request, signal);
@@ -236,19 +236,25 @@ export class OpenAiCompatibleProvider implements ChatProvider {
     return agent;
   }
 
-  /** The upstream request of one attempt. */
-  private headersOf(modelId: string, endpoint: Endpoint, accept: string): Record<string, string> {
+  /** The headers of one attempt's request: OpenAI's bearer key (an anthropic engine's provider sends its own). */
+  protected headersOf(model: UpstreamCall['model'], endpoint: Endpoint, accept: string): Record<string, string> {
     const headers: Record<string, string> = { 'content-type': 'application/json', accept, ...(tracing.on && tracing.upstreamHeaders()) };
-    if (endpoint.apiKeyEnv) {
-      const key = this.secrets(endpoint.apiKeyEnv);
-      if (!key) throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${modelId} is not configured (its API key is not set)`));
-      headers.authorization = `Bearer ${key}`;
-    } else if (endpoint.target.basicAuth) headers.authorization = endpoint.target.basicAuth;
+    const key = this.apiKeyOf(model, endpoint);
+    if (key) headers.authorization = `Bearer ${key}`;
+    else if (endpoint.target.basicAuth) headers.authorization = endpoint.target.basicAuth;
     return headers;
   }
 
+  /** The endpoint's API key from its environment variable; none named: undefined; named but unset: the next endpoint is tried. */
+  protected apiKeyOf(model: UpstreamCall['model'], endpoint: Endpoint): string | undefined {
+    if (!endpoint.apiKeyEnv) return undefined;
+    const key = this.secrets(endpoint.apiKeyEnv);
+    if (!key) throw new AttemptError('next', new ApiError('service_unavailable', `The model provider of ${model.id} is not configured (its API key is not set)`));
+    return key;
+  }
+
   private requestOf(call: ChatProviderCall, endpoint: Endpoint, stream: boolean): Dispatcher.DispatchOptions {
-    const headers = this.headersOf(call.model.id, endpoint, stream ? 'text/event-stream' : 'application/json');
+    const headers = this.headersOf(call.model, endpoint, stream ? 'text/event-stream' : 'application/json');
     // A deployed LoRA adapter is asked for by its name, which the server loaded it under.
     const body: Record<string, unknown> = { ...call.body, model: call.adapter?.kind === 'lora' ? call.adapter.name : endpoint.upstreamModel, stream };
     // The completion limit atelier reserved credits for, in the field the caller used.
@@ -267,7 +273,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** A non-streamed answer's body, once it is whole; `onHeaders` runs when its headers arrive. */
-  private async postBuffered(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal, onHeaders: () => void): Promise<string> {
+  protected async postBuffered(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal, onHeaders: () => void): Promise<string> {
     let answer: BufferedAnswer;
     try {
       answer = await dispatchBuffered(this.agentFor(endpoint), request, signal, onHeaders);
@@ -283,7 +289,7 @@ export class OpenAiCompatibleProvider implements ChatProvider {
   }
 
   /** A streamed answer whose status is 2xx and whose body is an event stream. */
-  private async postStream(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal): Promise<UpstreamResponse> {
+  protected async postStream(call: UpstreamCall, endpoint: Endpoint, request: Dispatcher.DispatchOptions, signal: AbortSignal): Promise<UpstreamResponse> {
     let res: UpstreamResponse;
     try {
       res = await this.agentFor(endpoint).request({ ...request, signal });

@@ -64,7 +64,8 @@ export function refusal(endpoint: Endpoint, status: number, message: string, hea
   if (status === 404 && call.adapter?.kind === 'lora')
     return new AttemptError('fatal', new AdapterNotLoaded('upstream_error', `The LoRA server does not have ${call.adapter.name} loaded (${endpoint.label}): ${message}`));
   const kind = statusFailureKind(status);
-  if (status === 429)
+  // 529: Anthropic's "overloaded", the same saturation as a 429 (and retried like one).
+  if (status === 429 || status === 529)
     return new AttemptError(kind, new ApiError('rate_limited', `${UPSTREAM_RATE_LIMITED}: ${message}`), retryAfter(headers));
   if (kind === 'retry')
     return new AttemptError(kind, new ApiError('upstream_error', `The model provider failed with HTTP ${status}: ${message}`), retryAfter(headers));

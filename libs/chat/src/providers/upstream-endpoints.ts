@@ -1,4 +1,4 @@
-import type { OpenAiCompatibleEngineConfig } from '@atelier/models';
+import type { AnthropicEngineConfig, OpenAiCompatibleEngineConfig } from '@atelier/models';
 
 /**
  * Where an OpenAI-compatible engine's calls go: its server and its fallbacks, each parsed once per
@@ -10,7 +10,7 @@ export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 4_000;
 
 export interface Endpoint {
   baseUrl: string;
-  /** Where `${baseUrl}/chat/completions` is, worked out once. */
+  /** Where `${baseUrl}/chat/completions` (an anthropic engine's: `/messages`) is, worked out once. */
   target: { origin: string; path: string; basicAuth?: string };
   upstreamModel: string;
   apiKeyEnv?: string;
@@ -42,9 +42,9 @@ export function routeTarget(endpoint: Endpoint, route: string): Endpoint['target
 }
 
 /** Per engine definition (catalog entries are immutable once loaded), so a call parses no URLs. */
-const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig, Endpoint[]>();
+const endpointCache = new WeakMap<OpenAiCompatibleEngineConfig | AnthropicEngineConfig, Endpoint[]>();
 
-export function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
+export function endpointsOf(engine: OpenAiCompatibleEngineConfig | AnthropicEngineConfig): Endpoint[] {
   const cached = endpointCache.get(engine);
   if (cached) return cached;
   const all = [engine, ...(engine.fallbacks ?? [])];
@@ -52,12 +52,12 @@ export function endpointsOf(engine: OpenAiCompatibleEngineConfig): Endpoint[] {
     const baseUrl = e.base_url.replace(/\/+$/, '');
     return {
       baseUrl,
-      target: requestTarget(new URL(`${baseUrl}/chat/completions`)),
+      target: requestTarget(new URL(`${baseUrl}${engine.type === 'anthropic' ? '/messages' : '/chat/completions'}`)),
       upstreamModel: e.upstream_model,
       apiKeyEnv: e.api_key_env,
       timeoutMs: e.timeout_ms ?? engine.timeout_ms ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
       keepAliveMs: e.keep_alive_ms ?? engine.keep_alive_ms ?? DEFAULT_UPSTREAM_KEEP_ALIVE_MS,
-      label: `openai-compatible:${e.upstream_model}@${new URL(baseUrl).host}`,
+      label: `${engine.type}:${e.upstream_model}@${new URL(baseUrl).host}`,
     };
   });
   endpointCache.set(engine, endpoints);
