@@ -33,7 +33,8 @@ const SCOPE_CONSTRAINTS = [
   { sourceTag: 'scope:events', onlyDependOnLibsWithTags: ['scope:shared', 'scope:events'] },
   { sourceTag: 'scope:repos', onlyDependOnLibsWithTags: ['scope:shared', 'scope:repos'] },
   { sourceTag: 'scope:fine-tune', onlyDependOnLibsWithTags: ['scope:shared', 'scope:fine-tune', 'scope:repos'] },
-  { sourceTag: 'scope:edge', onlyDependOnLibsWithTags: ['scope:shared', 'scope:edge', 'scope:chat', 'scope:media', 'scope:queue', 'scope:events', 'scope:repos', 'scope:fine-tune'] },
+  { sourceTag: 'scope:batch', onlyDependOnLibsWithTags: ['scope:shared', 'scope:batch'] },
+  { sourceTag: 'scope:edge', onlyDependOnLibsWithTags: ['scope:shared', 'scope:edge', 'scope:chat', 'scope:media', 'scope:queue', 'scope:events', 'scope:repos', 'scope:fine-tune', 'scope:batch'] },
 ];
 
 export default [

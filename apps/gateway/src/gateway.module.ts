@@ -2,6 +2,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { AccountsModule, AccountsRoutesModule } from '@atelier/accounts';
 import { AuthModule } from '@atelier/auth';
 import { BillingModule, BillingRoutesModule } from '@atelier/billing';
+import { BatchRoutesModule } from '@atelier/batch';
 import { ChatRoutesModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
 import { EventsServiceModule } from '@atelier/events';
@@ -45,6 +46,7 @@ export class GatewayModule {
         QueueRoutesModule,
         ReposRoutesModule,
         FineTuneRoutesModule,
+        BatchRoutesModule,
       ],
       controllers: [FilesController, ConsoleController],
     };

@@ -1,8 +1,8 @@
 import { SetMetadata } from '@nestjs/common';
 
-/** What a self-service key may be limited to; a key without scopes may use everything. */
-export const API_SCOPES = ['chat', 'images', 'videos', 'queue', 'events', 'models', 'repos', 'fine_tunes'] as const;
-export type ApiScope = (typeof API_SCOPES)[number];
+import { API_SCOPES, type ApiScope } from '@atelier/contracts';
+
+export { API_SCOPES, type ApiScope };
 
 export const SCOPE_METADATA = 'atelier:api-scope';
 /** Key management: only a key without scope limits may make, list or revoke keys. */

@@ -76,6 +76,10 @@ const schema = z.object({
   OTEL_BSP_MAX_QUEUE_SIZE: positiveInt.max(1_000_000).default(2048),
   /** How long a stored Responses API answer (store: true) stays for previous_response_id and GET /api/ai/responses/{id}. */
   RESPONSES_TTL_DAYS: positiveInt.max(3650).default(30),
+  /** Most bytes one uploaded file (POST /api/ai/files) may hold; OpenAI's batch input limit. */
+  FILES_MAX_BYTES: positiveInt.default(200 * 1024 * 1024),
+  /** Days an uploaded file is kept when its upload sets no expires_after. */
+  FILES_TTL_DAYS: positiveInt.max(3650).default(30),
   /** Most bytes one stored conversation (a chain of previous_response_id) may hold; a turn past it is a 400. */
   RESPONSES_MAX_CHAIN_BYTES: positiveInt.default(64 * 1024 * 1024),
   /** How often a trainer must call in (events) on a lease; 3 times this without one and the lease is lost. */

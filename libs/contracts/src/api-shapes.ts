@@ -21,6 +21,9 @@ export const USAGE_GROUPS = ['model', 'api_key', 'day', 'endpoint'] as const;
 /** The operator's report may also group by namespace. */
 export const ADMIN_USAGE_GROUPS = [...USAGE_GROUPS, 'namespace'] as const;
 export type UsageGroup = (typeof ADMIN_USAGE_GROUPS)[number];
+/** What a self-service key may be limited to (its `scopes`); a key without scopes may use everything. */
+export const API_SCOPES = ['chat', 'images', 'videos', 'queue', 'events', 'models', 'repos', 'fine_tunes', 'batches'] as const;
+export type ApiScope = (typeof API_SCOPES)[number];
 /** How a queued generation is ordered among its namespace's own (never against another namespace's). */
 export const GENERATION_PRIORITIES = ['high', 'normal', 'low'] as const;
 
@@ -393,6 +396,23 @@ export const AnthropicErrorShape = z.object({
 export type AnthropicErrorBody = z.infer<typeof AnthropicErrorShape>;
 export const AnthropicTokenCountShape = z.object({ input_tokens: int });
 
+/** OpenAI's Files API (/api/ai/files), for batches: what a file may be for. */
+export const FILE_PURPOSES = ['batch', 'user_data'] as const;
+export const FileObjectShape = z.object({
+  id: z.string().regex(/^file-/),
+  object: z.literal('file'),
+  bytes: int,
+  created_at: int,
+  filename: z.string(),
+  purpose: z.enum(FILE_PURPOSES),
+  expires_at: int.nullable(),
+  status: z.literal('processed').describe("Deprecated by OpenAI; always 'processed'"),
+  status_details: z.null(),
+});
+export type FileObject = z.infer<typeof FileObjectShape>;
+export const FileListShape = z.object({ object: z.literal('list'), data: z.array(FileObjectShape), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
+export const FileDeletedShape = z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) });
+
 /** Every documented answer by its OpenAPI component name (`#/components/schemas/<name>`). */
 export const API_SHAPES = {
   Error: ErrorShape,
@@ -461,6 +481,9 @@ export const API_SHAPES = {
   AnthropicModelList: AnthropicModelListShape,
   AnthropicError: AnthropicErrorShape,
   AnthropicTokenCount: AnthropicTokenCountShape,
+  FileObject: FileObjectShape,
+  FileList: FileListShape,
+  FileDeleted: FileDeletedShape,
 } as const;
 
 export type ErrorBody = z.infer<typeof ErrorShape>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -229,6 +229,52 @@ function operations(catalog: ModelCatalog): Operation[] {
       ],
       responses: { 200: ['A page of items', 'ResponseInputItems'] },
     },
+    {
+      method: 'post',
+      route: '/api/ai/files',
+      tag: 'Batches',
+      summary: "Upload a file (OpenAI's Files API, `client.files.create`)",
+      access: 'key',
+      description:
+        "Streamed into the blob store, at most FILES_MAX_BYTES (200 MB). The caller's namespace's own: another namespace's file is a 404. " +
+        'Kept FILES_TTL_DAYS, or `expires_after[seconds]` (1 hour to 30 days) from its creation.',
+      bodyType: 'multipart/form-data',
+      body: {
+        type: 'object',
+        required: ['file', 'purpose'],
+        properties: {
+          file: { type: 'string', contentMediaType: 'application/octet-stream' },
+          purpose: { type: 'string', enum: [...FILE_PURPOSES] },
+          'expires_after[anchor]': { type: 'string', enum: ['created_at'] },
+          'expires_after[seconds]': { type: 'integer', minimum: 3600, maximum: 2592000 },
+        },
+      },
+      responses: { 200: ['The file', 'FileObject'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/files',
+      tag: 'Batches',
+      summary: "The namespace's files",
+      access: 'key',
+      query: [
+        { name: 'purpose', schema: { type: 'string', enum: [...FILE_PURPOSES] } },
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 10000, default: 10000 } },
+        { name: 'order', schema: { type: 'string', enum: ['asc', 'desc'], default: 'desc' } },
+        { name: 'after', schema: { type: 'string' }, description: 'A file id: the page after it' },
+      ],
+      responses: { 200: ['A page of files', 'FileList'] },
+    },
+    { method: 'get', route: '/api/ai/files/:id', tag: 'Batches', summary: 'A file', access: 'key', responses: { 200: ['The file', 'FileObject'] } },
+    {
+      method: 'get',
+      route: '/api/ai/files/:id/content',
+      tag: 'Batches',
+      summary: "A file's bytes",
+      access: 'key',
+      responses: { 200: ['The bytes', { type: 'string', contentMediaType: 'application/octet-stream' }, 'application/octet-stream'] },
+    },
+    { method: 'delete', route: '/api/ai/files/:id', tag: 'Batches', summary: 'Delete a file (its record, then its bytes)', access: 'key', responses: { 200: ['Deleted', 'FileDeleted'] } },
     {
       method: 'post',
       route: '/api/ai/embeddings',
@@ -939,7 +985,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     },
     ...(opts.serverUrl && { servers: [{ url: opts.serverUrl }] }),
     security: [{ apiKey: [] }],
-    tags: ['Chat', 'Media', 'Queue', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Console', 'Operator', 'Operations'].map((name) => ({ name })),
+    tags: ['Chat', 'Media', 'Queue', 'Batches', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Console', 'Operator', 'Operations'].map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {

@@ -9,10 +9,13 @@ import type { UploadItem } from '@atelier/contracts';
  * The parts of a multipart request as upload items, in arrival order, with the plugin's limit
  * and parse errors turned into 413/400 envelopes.
  */
-export async function* multipartUploadItems(req: FastifyRequest, config: AppConfig): AsyncGenerator<UploadItem> {
+export async function* multipartUploadItems(req: FastifyRequest, config: AppConfig, limit?: { maxFileBytes: number; name: string }): AsyncGenerator<UploadItem> {
   if (!req.isMultipart()) throw new ApiError('unsupported_media_type', 'Uploads must be sent as multipart/form-data');
+  const fileTooLarge = limit ? `A file may be at most ${limit.maxFileBytes} bytes (${limit.name})` : `A file is larger than the upload limit of ${config.REPO_UPLOAD_MAX_FILE_BYTES} bytes`;
+  const toError = (err: unknown, inPart = false) =>
+    (err as { code?: string }).code === 'FST_REQ_FILE_TOO_LARGE' ? new ApiError('payload_too_large', fileTooLarge) : toUploadError(err, config, inPart);
   try {
-    for await (const part of req.parts()) {
+    for await (const part of req.parts(limit ? { limits: { fileSize: limit.maxFileBytes } } : undefined)) {
       if (part.type === 'field') {
         yield { kind: 'field', name: part.fieldname, value: typeof part.value === 'string' ? part.value : JSON.stringify(part.value) };
       } else {
@@ -25,14 +28,14 @@ export async function* multipartUploadItems(req: FastifyRequest, config: AppConf
         stream.on('error', () => undefined);
         // `finished` also reports a stream that failed before this point.
         finished(file, (err) => {
-          if (err) stream.destroy(toUploadError(err, config, true) as Error);
+          if (err) stream.destroy(toError(err, true) as Error);
         });
         file.pipe(stream);
         yield { kind: 'file', fieldname: part.fieldname, filename: part.filename, mimetype: part.mimetype, stream, truncated: () => file.truncated };
       }
     }
   } catch (err) {
-    throw toUploadError(err, config);
+    throw toError(err);
   }
 }
 
@@ -41,8 +44,6 @@ function toUploadError(err: unknown, config: AppConfig, inPart = false): unknown
   if (err instanceof ApiError) return err;
   const e = err as { code?: string; statusCode?: number; message?: string };
   switch (e.code) {
-    case 'FST_REQ_FILE_TOO_LARGE':
-      return new ApiError('payload_too_large', `A file is larger than the upload limit of ${config.REPO_UPLOAD_MAX_FILE_BYTES} bytes`);
     case 'FST_FILES_LIMIT':
       return new ApiError('payload_too_large', `An upload may carry at most ${config.REPO_UPLOAD_MAX_FILES} files`);
     case 'FST_PARTS_LIMIT':

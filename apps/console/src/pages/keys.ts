@@ -1,3 +1,4 @@
+import { API_SCOPES } from '@atelier/contracts';
 import { useMutation, useQueryClient } from '@tanstack/preact-query';
 import { useState } from 'preact/hooks';
 import { api } from '../api';
@@ -6,7 +7,7 @@ import { html } from '../html';
 import { useApiKeys, type ApiKey, type Session } from '../queries';
 import { ErrorNote, Loading } from './parts';
 
-const SCOPES = ['chat', 'images', 'videos', 'queue', 'events', 'models', 'repos', 'fine_tunes'];
+const SCOPES = API_SCOPES;
 
 function CreateKey(props: { onCreated: (key: ApiKey & { api_key: string }) => void }) {
   const [name, setName] = useState('');

@@ -1,0 +1,96 @@
+import OpenAI, { toFile } from 'openai';
+import { createTenant, type Tenant } from '@atelier/testing';
+import { startGateway, type GatewayHarness } from './gateway.harness';
+
+const LINES = [
+  { custom_id: 'a', method: 'POST', url: '/v1/chat/completions', body: { model: 'local-chat', messages: [{ role: 'user', content: 'hi' }] } },
+  { custom_id: 'b', method: 'POST', url: '/v1/chat/completions', body: { model: 'local-chat', messages: [{ role: 'user', content: 'there' }] } },
+];
+const JSONL = LINES.map((l) => JSON.stringify(l)).join('\n') + '\n';
+
+async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
+    throw err;
+  }
+  throw new Error('expected the request to fail');
+}
+
+/** OpenAI's Files API (batch input) through the official SDK, against a listening gateway and its blob store. */
+describe('files (POST/GET/DELETE /api/ai/files)', () => {
+  let gw: GatewayHarness;
+  let base: string;
+  let owner: Tenant;
+  let other: Tenant;
+  const client = (t: Tenant) => new OpenAI({ apiKey: t.apiKey, baseURL: `${base}/api/ai`, maxRetries: 0, timeout: 20_000 });
+
+  beforeAll(async () => {
+    gw = await startGateway({ FILES_MAX_BYTES: '4096' });
+    await gw.app.listen({ port: 0, host: '127.0.0.1' });
+    base = `http://127.0.0.1:${(gw.app.getHttpServer().address() as { port: number }).port}`;
+    owner = await createTenant(gw.http, gw.adminToken, '1');
+    other = await createTenant(gw.http, gw.adminToken, '1');
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('uploads a JSONL file, reads it back byte for byte, lists it newest first with a cursor, and deletes it', async () => {
+    const files = client(owner);
+    const made = await files.files.create({ file: await toFile(Buffer.from(JSONL), 'batch.jsonl'), purpose: 'batch' });
+    expect(made).toMatchObject({ id: expect.stringMatching(/^file-[0-9a-f]{32}$/), object: 'file', bytes: Buffer.byteLength(JSONL), filename: 'batch.jsonl', purpose: 'batch', status: 'processed' });
+    // Kept FILES_TTL_DAYS (30) by default.
+    expect(made.expires_at! - made.created_at).toBe(30 * 86_400);
+    expect(await files.files.retrieve(made.id)).toEqual(made);
+    expect(await (await files.files.content(made.id)).text()).toBe(JSONL);
+
+    const second = await files.files.create({ file: await toFile(Buffer.from('{}\n'), 'second.jsonl'), purpose: 'user_data', expires_after: { anchor: 'created_at', seconds: 3600 } });
+    expect(second.expires_at! - second.created_at).toBe(3600);
+    const listed = await files.files.list();
+    expect(listed.data.map((f) => f.id)).toEqual([second.id, made.id]);
+    const page = await files.files.list({ limit: 1 });
+    expect(page.data.map((f) => f.id)).toEqual([second.id]);
+    expect(page.hasNextPage()).toBe(true);
+    expect((await page.getNextPage()).data.map((f) => f.id)).toEqual([made.id]);
+    expect((await files.files.list({ purpose: 'batch' })).data.map((f) => f.id)).toEqual([made.id]);
+
+    expect(await files.files.delete(made.id)).toEqual({ id: made.id, object: 'file', deleted: true });
+    expect(await apiError(files.files.retrieve(made.id))).toEqual({ status: 404, message: `No such File object: ${made.id}` });
+    expect(await apiError(files.files.content(made.id))).toMatchObject({ status: 404 });
+    expect(await apiError(files.files.delete(made.id))).toMatchObject({ status: 404 });
+  });
+
+  it("keeps each namespace's files its own: another cannot read, download, list, delete or collide with one by name", async () => {
+    const mine = await client(owner).files.create({ file: await toFile(Buffer.from(JSONL), 'shared-name.jsonl'), purpose: 'batch' });
+    const stranger = client(other);
+    expect(await apiError(stranger.files.retrieve(mine.id))).toEqual({ status: 404, message: `No such File object: ${mine.id}` });
+    expect(await apiError(stranger.files.content(mine.id))).toMatchObject({ status: 404 });
+    expect(await apiError(stranger.files.delete(mine.id))).toMatchObject({ status: 404 });
+    expect((await stranger.files.list()).data.map((f) => f.id)).not.toContain(mine.id);
+    // The same file name in another namespace is another file; neither touches the other's bytes.
+    const theirs = await stranger.files.create({ file: await toFile(Buffer.from('{"theirs": true}\n'), 'shared-name.jsonl'), purpose: 'batch' });
+    expect(theirs.id).not.toBe(mine.id);
+    expect(await (await client(owner).files.content(mine.id)).text()).toBe(JSONL);
+    expect(await (await stranger.files.content(theirs.id)).text()).toBe('{"theirs": true}\n');
+    // A key limited to other scopes cannot use files at all.
+    const scoped = await gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat only', scopes: ['chat'] } });
+    expect(await apiError(new OpenAI({ apiKey: scoped.body.api_key, baseURL: `${base}/api/ai`, maxRetries: 0 }).files.retrieve(mine.id))).toMatchObject({ status: 403 });
+  });
+
+  it('refuses a bad upload with a 400 or 413 that says why, and keeps nothing of it', async () => {
+    const files = client(owner);
+    const before = (await files.files.list()).data.length;
+    expect(await apiError(files.files.create({ file: await toFile(Buffer.from(JSONL), 'x.jsonl'), purpose: 'fine-tune' as 'batch' }))).toEqual({ status: 400, message: "purpose must be one of batch, user_data (got 'fine-tune')" });
+    expect(await apiError(files.files.create({ file: await toFile(Buffer.alloc(5000, 'x'), 'big.jsonl'), purpose: 'batch' }))).toEqual({ status: 413, message: 'A file may be at most 4096 bytes (FILES_MAX_BYTES)' });
+    expect(
+      await apiError(files.files.create({ file: await toFile(Buffer.from('{}'), 'x.jsonl'), purpose: 'batch', expires_after: { anchor: 'created_at', seconds: 60 } })),
+    ).toMatchObject({ status: 400, message: expect.stringContaining('expires_after[seconds]') });
+    const noFile = await fetch(`${base}/api/ai/files`, { method: 'POST', headers: { authorization: `Bearer ${owner.apiKey}` }, body: (() => { const f = new FormData(); f.set('purpose', 'batch'); return f; })() });
+    expect(noFile.status).toBe(400);
+    expect(((await noFile.json()) as { error: { message: string } }).error.message).toMatch(/^file is required/);
+    expect((await files.files.list()).data.length).toBe(before);
+    expect(await apiError(files.files.retrieve('file-nope'))).toMatchObject({ status: 404 });
+  });
+});
