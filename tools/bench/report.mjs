@@ -112,6 +112,7 @@ const lines = [
   row("... the media service's handler beyond the engine (storage, the reply sent), mean", '', 'media', 'sync.split.handlerBeyondEngine', { direct: 'sync.split.pickUp', directLabel: 'its wait to pick the job up, mean' }),
   row('Responses API (non-streamed, not stored), one at a time, added p50 over the same upstream', '–', 'chat', 'responses.addedP50', { direct: 'responses.chatAddedP50', directLabel: "chat completions' own added p50" }),
   row('... stored (store: true, the default)', '–', 'chat', 'responses.storedAddedP50', { direct: 'responses.direct', directLabel: 'upstream p50' }),
+  row("Messages API (/api/anthropic/v1/messages, streamed), one at a time, added p50 over streamed chat completions' in the same run", '<= 0.3 ms', 'chat', 'messages.overChatP50', { met: (v) => v <= 0.3, direct: 'messages.chatAddedP50', directLabel: "streamed chat completions' own added p50" }),
   row('embeddings, 256 short strings per request (base64), 8 connections', '–', 'chat', 'embeddings.gateway', { unit: 'inputs/s', digits: 0, direct: 'embeddings.direct', directLabel: 'upstream', unitBeside: 'inputs/s' }),
   row('chat with an Idempotency-Key (new key each request), added p50 over the same request without one', '–', 'chat', 'idempotency.addedOverPlainP50'),
   row('chat replayed from its Idempotency-Key, p50 (nothing runs)', '–', 'chat', 'idempotency.replayP50', { direct: 'sequential.gateway', directLabel: 'the request run, p50' }),
