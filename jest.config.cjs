@@ -16,4 +16,7 @@ projects.push(path.join(__dirname, 'tools/bench/jest.config.cjs'));
 projects.push(path.join(__dirname, 'examples/jest.config.cjs'));
 
 // testTimeout is a global option: Jest ignores it in a project's config (the preset's), so it is set here.
-module.exports = { projects, testTimeout: 30000 };
+// workerIdleMemoryLimit too: under --experimental-vm-modules a worker keeps some of every test file's module graph,
+// and one worker that ran a long share of the suites reached V8's 4 GB heap limit in a clean-clone CI run
+// (2026-12-07). Past the limit, the worker is replaced between files.
+module.exports = { projects, testTimeout: 30000, workerIdleMemoryLimit: '1536MB' };

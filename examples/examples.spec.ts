@@ -99,6 +99,16 @@ describe('examples/', () => {
     expect(out).toMatch(/^conversation: message > function_call > function_call_output$/m);
   });
 
+  it("anthropic.mjs: an answer, a stream, a tool round trip and a token count through Anthropic's SDK", async () => {
+    const out = await run('anthropic.mjs');
+    expect(out).toMatch(/^message: msg_\S+ (end_turn|max_tokens)$/m);
+    expect(out).toMatch(/^text: \S/m);
+    expect(out).toMatch(/^stream: \S/m);
+    expect(out).toMatch(/^tool use: get_weather \{.*"city"/m);
+    expect(out).toMatch(/^after the tool: \S/m);
+    expect(out).toMatch(/^tokens: [1-9]\d*$/m);
+  });
+
   it('embeddings.mjs: vectors through the SDK, and the nearest document', async () => {
     const out = await run('embeddings.mjs');
     expect(out).toMatch(/^vectors: 4 of 256 dimensions$/m);
