@@ -1,4 +1,7 @@
 import OpenAI, { toFile } from 'openai';
+import { FilesSweeper, fileUuid } from '@atelier/batch';
+import { PrismaService } from '@atelier/db';
+import { BlobStore } from '@atelier/storage';
 import { createTenant, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -77,6 +80,24 @@ describe('files (POST/GET/DELETE /api/ai/files)', () => {
     // A key limited to other scopes cannot use files at all.
     const scoped = await gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat only', scopes: ['chat'] } });
     expect(await apiError(new OpenAI({ apiKey: scoped.body.api_key, baseURL: `${base}/api/ai`, maxRetries: 0 }).files.retrieve(mine.id))).toMatchObject({ status: 403 });
+  });
+
+  it('answers 404 for a file past its expiry at once, and the sweep then deletes its record and its bytes, only its', async () => {
+    const files = client(owner);
+    const old = await files.files.create({ file: await toFile(Buffer.from(JSONL), 'old.jsonl'), purpose: 'batch' });
+    const fresh = await files.files.create({ file: await toFile(Buffer.from(JSONL), 'fresh.jsonl'), purpose: 'batch' });
+    const prisma = gw.app.get(PrismaService);
+    const { blobKey } = await prisma.storedFile.update({ where: { id: fileUuid(old.id)! }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    expect(await apiError(files.files.retrieve(old.id))).toMatchObject({ status: 404 });
+    expect((await files.files.list()).data.map((f) => f.id)).not.toContain(old.id);
+    const blobs = gw.app.get(BlobStore);
+    expect(await blobs.head(blobKey)).toBeDefined();
+    // Two replicas sweeping at once: each expired file is deleted once.
+    const swept = await Promise.all([gw.app.get(FilesSweeper).sweep(), gw.app.get(FilesSweeper).sweep()]);
+    expect(swept.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(await prisma.storedFile.findUnique({ where: { id: fileUuid(old.id)! } })).toBeNull();
+    expect(await blobs.head(blobKey)).toBeUndefined();
+    expect(await (await files.files.content(fresh.id)).text()).toBe(JSONL);
   });
 
   it('refuses a bad upload with a 400 or 413 that says why, and keeps nothing of it', async () => {

@@ -39,6 +39,17 @@ export class FilesRepository {
     });
   }
 
+  /**
+   * Deletes up to `limit` expired files' records and returns their blob keys. DELETE ... RETURNING: of
+   * replicas sweeping at once, each record's bytes are one sweeper's to delete.
+   */
+  async deleteExpired(limit: number, now = new Date()): Promise<string[]> {
+    const rows = await this.prisma.$queryRaw<{ blob_key: string }[]>`
+      DELETE FROM files WHERE id IN (SELECT id FROM files WHERE expires_at <= ${now} ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+      RETURNING blob_key`;
+    return rows.map((r) => r.blob_key);
+  }
+
   /** Deletes the namespace's file; the deleted record (its blob is the caller's to remove), or undefined. */
   async delete(namespaceId: string, id: string): Promise<StoredFileModel | undefined> {
     const rows = await this.prisma.storedFile.findMany({ where: { id, namespaceId }, take: 1 });

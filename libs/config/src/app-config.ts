@@ -80,6 +80,8 @@ const schema = z.object({
   FILES_MAX_BYTES: positiveInt.default(200 * 1024 * 1024),
   /** Days an uploaded file is kept when its upload sets no expires_after. */
   FILES_TTL_DAYS: positiveInt.max(3650).default(30),
+  /** How often each gateway deletes expired files (their records, then their bytes), at most 500 a time. */
+  FILES_SWEEP_INTERVAL_MS: positiveInt.default(600_000),
   /** Most bytes one stored conversation (a chain of previous_response_id) may hold; a turn past it is a 400. */
   RESPONSES_MAX_CHAIN_BYTES: positiveInt.default(64 * 1024 * 1024),
   /** How often a trainer must call in (events) on a lease; 3 times this without one and the lease is lost. */
