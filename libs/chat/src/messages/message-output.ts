@@ -1,4 +1,5 @@
 import type { AnthropicMessage } from '@atelier/contracts';
+import { toolInput } from '../tool-arguments';
 import type { ChatCompletion, ChatCompletionChunk, ChatUsage } from '../chat-types';
 
 type StopReason = AnthropicMessage['stop_reason'];
@@ -31,16 +32,6 @@ export function anthropicUsage(usage: (ChatUsage & { prompt_tokens_details?: { c
   const cached = usage?.prompt_tokens_details?.cached_tokens ?? 0;
   const prompt = usage?.prompt_tokens ?? fallbackInput;
   return { input_tokens: Math.max(prompt - cached, 0), output_tokens: usage?.completion_tokens ?? 0, cache_creation_input_tokens: 0, cache_read_input_tokens: cached };
-}
-
-/** A tool call's arguments as tool_use input: an object, whatever the upstream sent. */
-function toolInput(args: string): Record<string, unknown> {
-  try {
-    const parsed = JSON.parse(args === '' ? '{}' : args) as unknown;
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : { input: parsed };
-  } catch {
-    return { input: args };
-  }
 }
 
 /** A whole chat completion as a Message. */

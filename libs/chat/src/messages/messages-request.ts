@@ -4,7 +4,7 @@ import type { ZodType } from 'zod';
 import type { ChatContentPart, ChatMessage, ChatTool, ChatToolCall, ToolChoice } from '../chat-types';
 
 /** A 400 naming its field, in the envelope's `fields` (Anthropic's envelope carries the message). */
-const fieldError = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
+export const fieldError = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
 
 /** Validates against a contract schema; every issue as `<field>: <message>`, the way Anthropic names them. */
 function parse<S extends ZodType>(schema: S, body: unknown): ReturnType<S['parse']> {

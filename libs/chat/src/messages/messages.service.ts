@@ -8,7 +8,7 @@ import { ChatCompletionsService } from '../chat-completions.service';
 import type { ChatCompletion } from '../chat-types';
 import { countPromptTokens } from '../token-count';
 import { MessageEventStream, messageFromCompletion, type MessageStreamEvent } from './message-output';
-import { messagesTarget, requestedModel, translateCountTokensRequest, translateMessagesRequest } from './messages-request';
+import { fieldError, messagesTarget, requestedModel, translateCountTokensRequest, translateMessagesRequest } from './messages-request';
 
 /** The route Messages usage is reported under (GET /api/usage?group_by=endpoint). */
 export const MESSAGES_ENDPOINT = '/api/anthropic/v1/messages';
@@ -25,7 +25,6 @@ export interface MessagesDelivery {
   json(message: AnthropicMessage): Promise<void>;
 }
 
-const fieldError = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
 
 /**
  * Anthropic's Messages API on the chat lifecycle: the request becomes a chat completions body

@@ -1,4 +1,5 @@
 import type { ChatCompletion, ChatCompletionChunk, ChatContentPart, ChatMessage, ChatRequest, ChatTool, ChatToolCall, ChatUsage, ToolChoice } from '../chat-types';
+import { toolInput } from '../tool-arguments';
 
 /**
  * Chat completions to Anthropic's Messages API and back, for an `anthropic` engine: the
@@ -34,15 +35,6 @@ const textOf = (content: ChatMessage['content']): string =>
     .filter((b) => b.type === 'text')
     .map((b) => b.text as string)
     .join('\n\n');
-
-function toolInput(args: string): Record<string, unknown> {
-  try {
-    const parsed = JSON.parse(args === '' ? '{}' : args) as unknown;
-    return parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : { input: parsed };
-  } catch {
-    return { input: args };
-  }
-}
 
 /**
  * The conversation in Anthropic's terms: leading system messages become `system`; later ones stay
