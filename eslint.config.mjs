@@ -23,7 +23,8 @@ const DATA_LAYER = ['**/*.repository.ts', 'libs/db/**', 'libs/testing/**', 'libs
  * One scope per feature (route, controller, lib, app and queue share its word) plus `shared`
  * (platform libs) and `edge` (the gateway and its API docs). A feature reaches only the shared
  * libs and, where it really builds on one, another feature's public API: the queue renders
- * through media's MediaRenderer, fine-tune reads datasets from repos.
+ * through media's MediaRenderer, fine-tune reads datasets from repos, batch runs its lines through
+ * chat's request checks and the queue's fair order. The queue-worker app runs queue and batch.
  */
 const SCOPE_CONSTRAINTS = [
   { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
@@ -33,7 +34,8 @@ const SCOPE_CONSTRAINTS = [
   { sourceTag: 'scope:events', onlyDependOnLibsWithTags: ['scope:shared', 'scope:events'] },
   { sourceTag: 'scope:repos', onlyDependOnLibsWithTags: ['scope:shared', 'scope:repos'] },
   { sourceTag: 'scope:fine-tune', onlyDependOnLibsWithTags: ['scope:shared', 'scope:fine-tune', 'scope:repos'] },
-  { sourceTag: 'scope:batch', onlyDependOnLibsWithTags: ['scope:shared', 'scope:batch'] },
+  { sourceTag: 'scope:batch', onlyDependOnLibsWithTags: ['scope:shared', 'scope:batch', 'scope:chat', 'scope:queue', 'scope:media'] },
+  { sourceTag: 'scope:queue-worker', onlyDependOnLibsWithTags: ['scope:shared', 'scope:queue', 'scope:batch'] },
   { sourceTag: 'scope:edge', onlyDependOnLibsWithTags: ['scope:shared', 'scope:edge', 'scope:chat', 'scope:media', 'scope:queue', 'scope:events', 'scope:repos', 'scope:fine-tune', 'scope:batch'] },
 ];
 

@@ -101,7 +101,7 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
         expect({ name, port: Number(env[launcher.APPS.find((a) => a.name === app)!.portVar]) }).toEqual({ name, port: port.containerPort });
         // Kubernetes waits longer than the app's own drain before it kills the pod.
         expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(Number(env.SHUTDOWN_TIMEOUT_MS));
-        if (app === 'queue-worker') expect(env.QUEUE_WORKER_POOLS).toBe(name.endsWith('-image') ? 'image' : 'video');
+        if (app === 'queue-worker') expect(env.QUEUE_WORKER_POOLS).toBe(name.endsWith('-image') ? 'image,batch' : 'video');
 
         const labels = d.spec.selector.matchLabels;
         const selects = (o: K8s, selector: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v) && !!o;

@@ -38,6 +38,8 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-cut': { upstream_model: 'cut' },
   'remote-error-stream': { upstream_model: 'error-mid-stream' },
   'remote-slow': { upstream_model: 'slow' },
+  // Unstreamed answers that take 300 ms (batch lines still running when a batch is cancelled).
+  'remote-delay': { upstream_model: 'delay-300' },
   // Room for an agent's whole prompt (the Codex CLI sends some 10,000 tokens of instructions and tools).
   'remote-echo-wide': { upstream_model: 'echo', context_window: 200_000 },
   // Servers that speak the Responses API themselves.

@@ -187,6 +187,7 @@ describe('Idempotency-Key', () => {
     );
     expect(withKey.sort()).toEqual(
       [
+        'post /api/ai/batches',
         'post /api/ai/chat/completions',
         'post /api/ai/embeddings',
         'post /api/ai/images/edit',

@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
-import { batchEndpoint, checkBatchInput, MAX_BATCH_LINES } from './batch-input';
+import { batchEndpoint } from '@atelier/contracts';
+import { checkBatchInput, MAX_BATCH_LINES } from './batch-input';
 
 const line = (customId: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body: { model: 'local-chat', messages: [{ role: 'user', content: 'hi' }] }, ...extra });

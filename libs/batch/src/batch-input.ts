@@ -1,9 +1,6 @@
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-
-/** The routes a batch may run, as OpenAI names them; a line may name them with or without `/v1`. */
-export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/responses', '/v1/embeddings', '/v1/images/generations'] as const;
-export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
+import { batchEndpoint, type BatchEndpoint } from '@atelier/contracts';
 
 /** Most lines one batch input may hold (OpenAI's limit). */
 export const MAX_BATCH_LINES = 50_000;
@@ -11,13 +8,6 @@ export const MAX_BATCH_LINES = 50_000;
 const MAX_CUSTOM_ID = 512;
 /** A bad file lists at most this many of its problems. */
 const MAX_LISTED_ERRORS = 100;
-
-/** `/chat/completions` and `/v1/chat/completions` alike; undefined for a route no batch runs. */
-export function batchEndpoint(url: unknown): BatchEndpoint | undefined {
-  if (typeof url !== 'string') return undefined;
-  const path = url.startsWith('/v1/') ? url : `/v1${url.startsWith('/') ? '' : '/'}${url}`;
-  return (BATCH_ENDPOINTS as readonly string[]).includes(path) ? (path as BatchEndpoint) : undefined;
-}
 
 /** One problem of a batch's input file, as the batch object's `errors.data` lists it. */
 export interface BatchInputError {

@@ -1,13 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { PrismaService, type StoredFileModel } from '@atelier/db';
+import { Prisma, PrismaService, type StoredFileModel } from '@atelier/db';
 
 /** The files table: uploaded files' records (their bytes are in the blob store), one namespace's own. */
 @Injectable()
 export class FilesRepository {
   constructor(private readonly prisma: PrismaService) {}
 
-  create(file: { id: string; namespaceId: string; userId: string; filename: string; purpose: string; bytes: number; sha256: string; blobKey: string; expiresAt: Date | null }): Promise<StoredFileModel> {
-    return this.prisma.storedFile.create({ data: { ...file, bytes: BigInt(file.bytes) } });
+  /** In the caller's transaction when given one (a batch's output files and its end are written together). */
+  create(file: { id: string; namespaceId: string; userId: string; filename: string; purpose: string; bytes: number; sha256: string; blobKey: string; expiresAt: Date | null }, tx: Prisma.TransactionClient = this.prisma): Promise<StoredFileModel> {
+    return tx.storedFile.create({ data: { ...file, bytes: BigInt(file.bytes) } });
   }
 
   /** The namespace's file with this id, unless it expired. */

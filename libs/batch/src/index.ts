@@ -1,5 +1,11 @@
 export { BatchRoutesModule } from './batch-routes.module';
+export { BatchServiceModule } from './batch-service.module';
 export { FilesService, fileId, fileObject, fileUuid } from './files.service';
 export { FilesRepository } from './files.repository';
 export { FilesSweeper } from './files-sweeper.service';
-export { BATCH_ENDPOINTS, MAX_BATCH_LINES, batchEndpoint, checkBatchInput, type BatchEndpoint, type BatchInputCheck, type BatchInputError } from './batch-input';
+export { BatchesRepository } from './batches.repository';
+export { BatchSweeper } from './batch-sweeper.service';
+export { batchId, batchUuid } from './batch-object';
+export { BATCH_USAGE_ENDPOINT } from './batch-validation.use-case';
+export { MAX_BATCH_LINES, checkBatchInput, type BatchInputCheck, type BatchInputError } from './batch-input';
+export { BATCH_ENDPOINTS, batchEndpoint, type BatchEndpoint } from '@atelier/contracts';

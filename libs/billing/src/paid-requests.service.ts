@@ -10,7 +10,7 @@ import type { ChargeTags, DeliveredUsage, NamedConcurrencyLimit, Reservation } f
  * Every kind of paid request and the prefix of its reservations' references. The stale sweep of
  * a kind is keyed by its prefix, so a reference must start with one of these.
  */
-export const PAID_REQUEST_KINDS = { chat: 'chat:', media: 'media:', generation: 'generation:', fineTune: 'fine-tune:' } as const;
+export const PAID_REQUEST_KINDS = { chat: 'chat:', media: 'media:', generation: 'generation:', fineTune: 'fine-tune:', batch: 'batch:' } as const;
 export type PaidRequestKind = keyof typeof PAID_REQUEST_KINDS;
 
 export function reservationReference(kind: PaidRequestKind, ...parts: string[]): string {

@@ -44,12 +44,21 @@ const schema = z.object({
   /** HMAC key for temporary result links; every replica must share it. Required in production. */
   URL_SIGNING_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   RESULT_URL_TTL_SECONDS: positiveInt.default(3600),
-  /** Which generation pools a queue-worker process runs: image, video, or both. */
+  /** Which pools a queue-worker process runs: image and video generations, batch lines (any of them). */
   QUEUE_WORKER_POOLS: z
     .string()
-    .default('image,video')
+    .default('image,video,batch')
     .transform((v) => v.split(',').map((p) => p.trim()).filter(Boolean))
-    .pipe(z.array(z.enum(['image', 'video'])).min(1, 'name at least one of image, video')),
+    .pipe(z.array(z.enum(['image', 'video', 'batch'])).min(1, 'name at least one of image, video, batch')),
+  /**
+   * Batch lines one queue-worker runs at once (the batch pool): with R replicas running `batch`,
+   * batches hold at most R times this many of the model servers' slots, whatever their backlog.
+   */
+  BATCH_WORKER_CONCURRENCY: positiveInt.max(256).default(8),
+  /** The share taken off a batch line's price when its model's catalog entry sets no batch_discount (OpenAI's: 0.5, half price). */
+  BATCH_DISCOUNT: z.coerce.number().min(0).max(1).default(0.5),
+  /** How often a queue-worker expires batches past their window and re-queues lost batch work. */
+  BATCH_SWEEP_INTERVAL_MS: positiveInt.default(5_000),
   /**
    * The most of a queue worker's generation slots (percent) one namespace may hold while other
    * namespaces' generations wait; 100 lets a burst take every idle slot until others arrive.

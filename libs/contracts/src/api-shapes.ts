@@ -404,7 +404,7 @@ export const FileObjectShape = z.object({
   bytes: int,
   created_at: int,
   filename: z.string(),
-  purpose: z.enum(FILE_PURPOSES),
+  purpose: z.enum([...FILE_PURPOSES, 'batch_output']).describe("batch_output: a batch's output or error file, written by atelier"),
   expires_at: int.nullable(),
   status: z.literal('processed').describe("Deprecated by OpenAI; always 'processed'"),
   status_details: z.null(),
@@ -412,6 +412,44 @@ export const FileObjectShape = z.object({
 export type FileObject = z.infer<typeof FileObjectShape>;
 export const FileListShape = z.object({ object: z.literal('list'), data: z.array(FileObjectShape), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
 export const FileDeletedShape = z.object({ id: z.string(), object: z.literal('file'), deleted: z.literal(true) });
+
+/** OpenAI's Batch API (/api/ai/batches): a batch's states, in OpenAI's words. */
+export const BATCH_STATUSES = ['validating', 'failed', 'in_progress', 'finalizing', 'completed', 'expired', 'cancelling', 'cancelled'] as const;
+export type BatchStatus = (typeof BATCH_STATUSES)[number];
+export const BatchErrorShape = z.object({ code: z.string(), message: z.string(), line: int.nullable(), param: z.string().nullable() });
+export const BatchObjectShape = z.object({
+  id: z.string().regex(/^batch_/),
+  object: z.literal('batch'),
+  endpoint: z.string(),
+  model: z.string().nullable().describe('The model the lines name, when they all name one'),
+  errors: z.object({ object: z.literal('list'), data: z.array(BatchErrorShape) }).nullable(),
+  input_file_id: z.string(),
+  completion_window: z.string(),
+  status: z.enum(BATCH_STATUSES),
+  output_file_id: z.string().nullable(),
+  error_file_id: z.string().nullable(),
+  created_at: int,
+  in_progress_at: int.nullable(),
+  expires_at: int.nullable(),
+  finalizing_at: int.nullable(),
+  completed_at: int.nullable(),
+  failed_at: int.nullable(),
+  expired_at: int.nullable(),
+  cancelling_at: int.nullable(),
+  cancelled_at: int.nullable(),
+  request_counts: z.object({ total: int, completed: int, failed: int }).describe('Live while the batch runs'),
+  usage: z.object({
+    input_tokens: int,
+    input_tokens_details: z.object({ cached_tokens: int }),
+    output_tokens: int,
+    output_tokens_details: z.object({ reasoning_tokens: int }),
+    total_tokens: int,
+  }),
+  metadata: z.record(z.string(), z.string()).nullable(),
+});
+export type BatchObject = z.infer<typeof BatchObjectShape>;
+export const BatchListShape = z.object({ object: z.literal('list'), data: z.array(BatchObjectShape), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
+export type BatchList = z.infer<typeof BatchListShape>;
 
 /** Every documented answer by its OpenAPI component name (`#/components/schemas/<name>`). */
 export const API_SHAPES = {
@@ -484,6 +522,8 @@ export const API_SHAPES = {
   FileObject: FileObjectShape,
   FileList: FileListShape,
   FileDeleted: FileDeletedShape,
+  BatchObject: BatchObjectShape,
+  BatchList: BatchListShape,
 } as const;
 
 export type ErrorBody = z.infer<typeof ErrorShape>;

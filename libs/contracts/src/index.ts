@@ -10,3 +10,4 @@ export { IMAGE_STYLE_FORMAT, parseImageStyle, type ImageStyle } from './image-st
 export * from './api-shapes';
 export * from './anthropic-messages';
 export * from './anthropic-errors';
+export * from './batch-requests';

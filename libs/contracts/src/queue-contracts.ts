@@ -319,6 +319,52 @@ export const FINE_TUNE_INSPECT_QUEUE = defineQueue<DatasetInspectJob, DatasetIns
   lockDurationMs: 30_000,
 });
 
+/** A batch's own steps: reading and checking its input file (then reserving and queueing its lines), and writing its output files. */
+export interface BatchStepJob {
+  batchId: string;
+  step: 'validate' | 'finalize';
+  requestId: string;
+}
+
+/** One line of a batch, run in its namespace's fair share of the batch pool. */
+export interface BatchLineJob {
+  batchId: string;
+  lineId: string;
+  namespaceId: string;
+  requestId: string;
+}
+
+/**
+ * A batch's steps. Attempts 3: a worker that dies mid-step has the step re-run, and each step
+ * is safe to repeat (the batch's status guards it).
+ */
+export const BATCH_STEP_QUEUE = defineQueue<BatchStepJob>()('batch-step', {
+  kind: 'work',
+  attempts: 3,
+  backoff: { type: 'exponential', delay: 2_000 },
+  concurrency: 2,
+  removeOnComplete: { count: 1000, age: DAY },
+  removeOnFail: { count: 5000, age: 14 * DAY },
+  // A 50,000-line file is read and reserved in one step.
+  lockDurationMs: 120_000,
+});
+
+/**
+ * Batch lines: the batch pool, below interactive work. Its concurrency (BATCH_WORKER_CONCURRENCY
+ * per queue-worker) bounds how many of the model servers' slots batches take; lines wait in the
+ * fair order across namespaces (QueuePositions' `batch` pool). Attempts 3 cover a dead worker; a
+ * line's own failure is its answer, not retried.
+ */
+export const BATCH_LINE_QUEUE = defineQueue<BatchLineJob>()('batch-line', {
+  kind: 'work',
+  attempts: 3,
+  backoff: { type: 'exponential', delay: 1_000 },
+  concurrency: 8,
+  removeOnComplete: { count: 1000, age: 3600 },
+  removeOnFail: { count: 5000, age: 14 * DAY },
+  lockDurationMs: 60_000,
+});
+
 export const QUEUES = [
   CHAT_COMPLETION_QUEUE,
   EMBEDDINGS_QUEUE,
@@ -329,6 +375,8 @@ export const QUEUES = [
   FINE_TUNE_TOKENIZE_QUEUE,
   FINE_TUNE_INSPECT_QUEUE,
   WEBHOOK_DELIVERY_QUEUE,
+  BATCH_STEP_QUEUE,
+  BATCH_LINE_QUEUE,
 ] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];
 

@@ -128,6 +128,7 @@ const DEFINITION_SCHEMA: JsonSchemaObject = {
     id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,127}$' },
     // Other names clients call the model by (Claude Code's default model names, say): the same rules as ids.
     aliases: { type: 'array', maxItems: 32, uniqueItems: true, items: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,127}$' } },
+    batch_discount: { type: 'number', minimum: 0, maximum: 1 },
     created: { type: 'integer', minimum: 0 },
     owned_by: nonEmptyString,
     display_name: nonEmptyString,

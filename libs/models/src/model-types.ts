@@ -221,6 +221,8 @@ interface ModelDefinitionBase {
   id: string;
   /** Other names the model answers to (ModelCatalog.get); never another model's id or alias. */
   aliases?: string[];
+  /** The share taken off its price for a batch line (OpenAI's Batch API: 0.5, half price); absent: BATCH_DISCOUNT. */
+  batch_discount?: number;
   /** Unix timestamp (seconds); fixed in the catalog so the public object is stable. */
   created: number;
   owned_by: string;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -275,6 +275,41 @@ function operations(catalog: ModelCatalog): Operation[] {
       responses: { 200: ['The bytes', { type: 'string', contentMediaType: 'application/octet-stream' }, 'application/octet-stream'] },
     },
     { method: 'delete', route: '/api/ai/files/:id', tag: 'Batches', summary: 'Delete a file (its record, then its bytes)', access: 'key', responses: { 200: ['Deleted', 'FileDeleted'] } },
+    {
+      method: 'post',
+      route: '/api/ai/batches',
+      idempotent: true,
+      tag: 'Batches',
+      summary: "Create a batch (OpenAI's Batch API, `client.batches.create`)",
+      access: 'key',
+      description:
+        'Answers at once with status `validating`; the queue-worker reads the input file (JSONL lines `{custom_id, method, url, body}`, at most 50,000), ' +
+        "reserves the batch's estimate (each line's prompt plus max_tokens at the batch price: the model's batch_discount off) against credits and the key's budget, " +
+        'and runs the lines in the namespace\'s fair share of the batch pool. A bad file ends `failed` with `errors.data`; a bad body fails its own line. docs/batches.md.',
+      body: fromZod(CreateBatchRequest),
+      responses: { 200: ['The batch', 'BatchObject'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/batches',
+      tag: 'Batches',
+      summary: "The namespace's batches, newest first",
+      access: 'key',
+      query: [
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+        { name: 'after', schema: { type: 'string' }, description: 'A batch id: the page after it' },
+      ],
+      responses: { 200: ['A page of batches', 'BatchList'] },
+    },
+    { method: 'get', route: '/api/ai/batches/:id', tag: 'Batches', summary: 'A batch, with its live request_counts and usage', access: 'key', responses: { 200: ['The batch', 'BatchObject'] } },
+    {
+      method: 'post',
+      route: '/api/ai/batches/:id/cancel',
+      tag: 'Batches',
+      summary: 'Cancel a batch: `cancelling`, then `cancelled` once its running lines end (lines not started are dropped, uncharged)',
+      access: 'key',
+      responses: { 200: ['The batch', 'BatchObject'], 409: ['The batch already ended', 'Error'] },
+    },
     {
       method: 'post',
       route: '/api/ai/embeddings',

@@ -2,7 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { GENERATION_PRIORITIES, QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
 import { loadLuaScript, luaCommand, luaDirectory, RedisService } from '@atelier/runtime';
 
-type Pool = 'image' | 'video';
+/** A pool of the fair order: the generation queues, and batch lines (libs/batch). */
+export type QueuePool = 'image' | 'video' | 'batch';
+type Pool = QueuePool;
 
 export const QUEUE_PRIORITIES = GENERATION_PRIORITIES;
 export type QueuePriority = (typeof QUEUE_PRIORITIES)[number];

@@ -2,7 +2,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { QueueWeights } from '@atelier/accounts';
 import { StaleReservationsModule } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
+import { BATCH_LINE_QUEUE, BATCH_STEP_QUEUE, IMAGE_GENERATION_QUEUE, VIDEO_GENERATION_QUEUE, WEBHOOK_DELIVERY_QUEUE } from '@atelier/contracts';
 import { EnginesModule } from '@atelier/media';
 import { ModelCatalogModule } from '@atelier/models';
 import { ServiceRuntimeModule } from '@atelier/runtime';
@@ -19,7 +19,7 @@ import { WebhookDeliveryProcessor } from './webhook-delivery.processor';
  * Everything the queue worker runs: the generation pools, the sweeper that repairs what a crash
  * leaves behind, and the release of reservations no generation row owns. Image and video pools
  * are separate queues: deploy the app twice with QUEUE_WORKER_POOLS=image or =video to scale
- * them independently (default: both). Every queue-worker also delivers webhooks.
+ * them independently (default: image, video and batch). Every queue-worker also delivers webhooks.
  */
 @Module({})
 export class QueueServiceModule {
@@ -28,13 +28,15 @@ export class QueueServiceModule {
     const consumes = [
       ...(pools.includes('image') ? [IMAGE_GENERATION_QUEUE] : []),
       ...(pools.includes('video') ? [VIDEO_GENERATION_QUEUE] : []),
+      // The batch pool's handlers are libs/batch's BatchServiceModule, which the app adds with it.
+      ...(pools.includes('batch') ? [BATCH_STEP_QUEUE, BATCH_LINE_QUEUE] : []),
       // Every queue-worker delivers webhooks, whichever pools it runs.
       WEBHOOK_DELIVERY_QUEUE,
     ];
     return {
       module: QueueServiceModule,
       imports: [
-        ServiceRuntimeModule.forRoot({ service: 'queue-worker', config, consumes }),
+        ServiceRuntimeModule.forRoot({ service: 'queue-worker', config, consumes, concurrency: { [BATCH_LINE_QUEUE.name]: config.BATCH_WORKER_CONCURRENCY } }),
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
         StorageModule,
         QueueGatewayModule,

@@ -188,8 +188,13 @@ export function createFastifyAdapter(config: AppConfig): FastifyAdapter {
     // Errors Fastify raises before routing (a URL whose percent-encoding is not UTF-8, a bad
     // content-type header) otherwise answer in Fastify's own body, not the envelope.
     frameworkErrors: (error: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
-      const { status, body } = toErrorResponse(error);
-      // Raised before the onRequest hooks, which set it on every other answer.
+      const plain = toErrorResponse(error);
+      // Raised before the onRequest hooks (which set the ids on every other answer) and answered
+      // past the onSend hook: under /api/anthropic/ the dialect is applied here (a 414 for a
+      // path segment past the router's limit, say).
+      const anthropic = req.url.startsWith(ANTHROPIC_ROUTE_PREFIX) ? anthropicError(plain.status, plain.body, req.id) : undefined;
+      if (anthropic) reply.header('request-id', req.id);
+      const { status, body } = anthropic ?? plain;
       void reply.code(status).header('content-type', 'application/json; charset=utf-8').header('x-request-id', req.id).send(body);
     },
   });

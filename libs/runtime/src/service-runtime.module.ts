@@ -19,6 +19,8 @@ export interface ServiceRuntimeOptions {
   config: AppConfig;
   /** Queues this app consumes; each needs exactly one @HandlesQueue provider somewhere in the app. */
   consumes?: readonly QueueContract[];
+  /** Per-queue concurrency set by the app's config, over the contracts' (WorkerHostOptions.concurrency). */
+  concurrency?: Readonly<Record<string, number>>;
 }
 
 /** What every atelier app shares: config, Postgres, Redis, queues, broadcasts, workers, health, metrics. */
@@ -36,6 +38,7 @@ export class ServiceRuntimeModule {
           consumes: options.consumes ?? [],
           shutdownTimeoutMs: options.config.SHUTDOWN_TIMEOUT_MS,
           lockDurationMs: options.config.JOB_LOCK_DURATION_MS,
+          concurrency: options.concurrency,
         }),
       ],
       controllers: [HealthController, LivenessController, MetricsController],

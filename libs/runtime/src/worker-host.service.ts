@@ -20,6 +20,8 @@ export interface WorkerHostOptions {
   shutdownTimeoutMs: number;
   /** Overrides each contract's lock duration (and the stalled-job check with it). */
   lockDurationMs?: number;
+  /** Jobs of a queue one process runs at once, by queue name, where a setting overrides the contract's (BATCH_WORKER_CONCURRENCY). */
+  concurrency?: Readonly<Record<string, number>>;
 }
 
 export class HandlerWiringError extends Error {}
@@ -114,7 +116,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       {
         connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
         prefix: this.redis.names.bullPrefix,
-        concurrency: contract.settings.concurrency,
+        concurrency: this.options.concurrency?.[contract.name] ?? contract.settings.concurrency,
         lockDuration: this.options.lockDurationMs ?? contract.settings.lockDurationMs,
         ...(this.options.lockDurationMs ? { stalledInterval: this.options.lockDurationMs } : {}),
       },

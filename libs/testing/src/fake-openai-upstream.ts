@@ -16,6 +16,7 @@ import type { AddressInfo } from 'node:net';
  * - `cut`: streams two chunks, then destroys the connection.
  * - `error-mid-stream`: streams two chunks, then an error event.
  * - `slow`: streams a chunk every 50 ms for a minute (for client disconnects).
+ * - `delay-<ms>`: answers as echo after that many milliseconds (work that takes time, unstreamed).
  * - `fixed`: a fixed short answer with usage 10/5 (benchmarks).
  * - `writer`: an agent's turn, scripted: a sentence, then a call of the declared `Write` tool with
  *   `{"file_path": "<the Primary working directory the prompt names>/<the file the user asks for>", "content":
@@ -169,6 +170,12 @@ export async function startFakeOpenAiUpstream(opts: FakeUpstreamOptions = {}): P
       return;
     }
     const body = JSON.parse(raw) as Record<string, unknown>;
+    const delayed = /^delay-(\d+)$/.exec(String(body.model));
+    if (delayed) {
+      const timer = setTimeout(() => handle(req, res, JSON.stringify({ ...body, model: 'echo' })), Number(delayed[1]));
+      res.on('close', () => clearTimeout(timer));
+      return;
+    }
     const model = String(body.model);
     if (!accepted(req, res, model, body)) return;
     const stream = body.stream === true;

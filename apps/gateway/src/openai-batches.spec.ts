@@ -1,0 +1,234 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import OpenAI, { toFile } from 'openai';
+import { BatchServiceModule } from '@atelier/batch';
+import type { AppConfig } from '@atelier/config';
+import { Prisma } from '@atelier/db';
+import { QueueServiceModule } from '@atelier/queue';
+import { createService } from '@atelier/runtime';
+import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { startChatStack, type ChatStack } from './chat.harness';
+
+/** The queue-worker as apps/queue-worker composes it, running the batch pool only. */
+@Module({})
+class BatchWorkerModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return { module: BatchWorkerModule, imports: [QueueServiceModule.forRoot(config), BatchServiceModule.forRoot(config)] };
+  }
+}
+
+type Line = { custom_id: string; method?: string; url?: string; body: Record<string, unknown> };
+const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}, model = 'remote-echo'): Line => ({
+  custom_id: customId,
+  method: 'POST',
+  url: '/v1/chat/completions',
+  body: { model, messages: [{ role: 'user', content }], max_tokens: 20, ...extra },
+});
+const jsonl = (lines: unknown[]) => lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+
+interface CompletionBody {
+  usage: { prompt_tokens: number; completion_tokens: number };
+  [field: string]: unknown;
+}
+interface OutputLine {
+  id: string;
+  custom_id: string;
+  response: { status_code: number; request_id: string; body: CompletionBody } | null;
+  error: { code: string; message: string } | null;
+}
+
+async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
+    throw err;
+  }
+  throw new Error('expected the request to fail');
+}
+
+/** A line's price at the batch rate: remote-echo's token prices (0.00001 in, 0.00003 out), half off, rounded up to six places. */
+const batchPrice = (input: number, output: number) => new Prisma.Decimal(input).times('0.00001').plus(new Prisma.Decimal(output).times('0.00003')).times(0.5).toDecimalPlaces(6, Prisma.Decimal.ROUND_UP);
+
+/**
+ * OpenAI's Batch API through the official SDK: a listening gateway, the chat service and a
+ * queue-worker running the batch pool, in-process on one database and Redis prefix, against the
+ * fake upstream.
+ */
+describe('batches (POST/GET /api/ai/batches, cancel)', () => {
+  let stack: ChatStack;
+  let worker: NestFastifyApplication;
+  let owner: Tenant;
+  let other: Tenant;
+  const client = (t: Tenant | string) => stack.client(typeof t === 'string' ? t : t.apiKey);
+  const balance = async (t: Tenant) => (await stack.gw.http.request<{ credits: string; reserved: string; available: string }>('GET', '/api/credits', { token: t.apiKey })).body;
+
+  const upload = async (t: Tenant | string, lines: unknown[]) => (await client(t).files.create({ file: await toFile(Buffer.from(jsonl(lines)), 'input.jsonl'), purpose: 'batch' })).id;
+  const settled = (t: Tenant | string, id: string, statuses = ['completed', 'failed', 'expired', 'cancelled'], timeoutMs = 30_000) =>
+    waitFor(
+      async () => {
+        const b = await client(t).batches.retrieve(id);
+        return statuses.includes(b.status) ? b : undefined;
+      },
+      { timeoutMs, intervalMs: 100, description: `batch ${id} to reach ${statuses.join('/')}` },
+    );
+  const outputLines = async (t: Tenant, fileId: string | null | undefined): Promise<OutputLine[]> => {
+    if (!fileId) return [];
+    const text = await (await client(t).files.content(fileId)).text();
+    return text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as OutputLine);
+  };
+
+  beforeAll(async () => {
+    stack = await startChatStack({ BATCH_WORKER_CONCURRENCY: '2', BATCH_SWEEP_INTERVAL_MS: '200' });
+    const config = { ...stack.gw.env.config, QUEUE_WORKER_POOLS: ['batch'] } as AppConfig;
+    worker = await createService(BatchWorkerModule.forRoot(config), config, { service: 'queue-worker' });
+    owner = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    other = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+  }, 60_000);
+  afterAll(async () => {
+    await worker?.close();
+    await stack?.close();
+  });
+
+  it('runs a batch to completed: the output matched by custom_id, counts and usage live, each line charged once at half price', async () => {
+    const before = await balance(owner);
+    const lines = Array.from({ length: 6 }, (_, i) => chatLine(`req-${i}`, `question number ${i}`));
+    const input = await upload(owner, lines);
+    const made = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { run: 'nightly' } });
+    expect(made).toMatchObject({ id: expect.stringMatching(/^batch_[0-9a-f]{32}$/), object: 'batch', status: 'validating', input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { run: 'nightly' } });
+    expect(made.expires_at! - made.created_at).toBe(24 * 3600);
+
+    const done = await settled(owner, made.id);
+    expect(done).toMatchObject({ status: 'completed', request_counts: { total: 6, completed: 6, failed: 0 }, error_file_id: null });
+    expect(done.in_progress_at).toEqual(expect.any(Number));
+    expect(done.finalizing_at).toEqual(expect.any(Number));
+    expect(done.completed_at).toEqual(expect.any(Number));
+
+    const out = await outputLines(owner, done.output_file_id);
+    expect(out.map((l) => l.custom_id).sort()).toEqual(lines.map((l) => l.custom_id).sort());
+    for (const line of out) {
+      const i = Number(line.custom_id.slice(4));
+      expect(line).toMatchObject({ id: expect.stringMatching(/^batch_req_/), error: null, response: { status_code: 200, request_id: expect.any(String) } });
+      expect(line.response!.body).toMatchObject({ object: 'chat.completion', model: 'remote-echo', choices: [{ message: { role: 'assistant', content: `Echo: question number ${i}` } }] });
+    }
+    // The output file is the namespace's own file, kept like an upload.
+    expect(await client(owner).files.retrieve(done.output_file_id!)).toMatchObject({ purpose: 'batch_output', filename: `${made.id}_output.jsonl` });
+
+    // Usage is the lines' own, and the money is each line's tokens at half price, nothing held back.
+    const input_tokens = out.reduce((n, l) => n + l.response!.body.usage.prompt_tokens, 0);
+    const output_tokens = out.reduce((n, l) => n + l.response!.body.usage.completion_tokens, 0);
+    expect(done.usage).toMatchObject({ input_tokens, output_tokens, total_tokens: input_tokens + output_tokens });
+    const expected = out.reduce((sum, l) => sum.plus(batchPrice(l.response!.body.usage.prompt_tokens, l.response!.body.usage.completion_tokens)), new Prisma.Decimal(0));
+    const after = await balance(owner);
+    expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe(expected.toFixed());
+    expect(after.reserved).toBe(before.reserved);
+    // The usage rows say batch.
+    const usage = await stack.gw.http.request<{ rows: { group: string; requests: number; cost: string }[] }>('GET', '/api/usage?group_by=endpoint', { token: owner.apiKey });
+    expect(usage.body.rows.find((r) => r.group === '/api/ai/batches')).toMatchObject({ requests: 6, cost: expected.toFixed() });
+
+    // Listed newest first with a cursor.
+    const second = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const page = await client(owner).batches.list({ limit: 1 });
+    expect(page.data.map((b) => b.id)).toEqual([second.id]);
+    expect(page.hasNextPage()).toBe(true);
+    expect((await page.getNextPage()).data.map((b) => b.id)).toEqual([made.id]);
+    await settled(owner, second.id);
+  });
+
+  it("fails a bad line on its own (the error file has the route's 400) and a bad file as a whole (errors.data by line)", async () => {
+    const input = await upload(owner, [chatLine('good', 'fine'), chatLine('bad', 'too long', { max_tokens: 10_000_000 }), chatLine('also-good', 'fine too')]);
+    const batch = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const done = await settled(owner, batch.id);
+    expect(done).toMatchObject({ status: 'completed', request_counts: { total: 3, completed: 2, failed: 1 } });
+    expect((await outputLines(owner, done.output_file_id)).map((l) => l.custom_id).sort()).toEqual(['also-good', 'good']);
+    const errors = await outputLines(owner, done.error_file_id);
+    expect(errors).toEqual([expect.objectContaining({ custom_id: 'bad', response: expect.objectContaining({ status_code: 400, body: expect.objectContaining({ error: expect.objectContaining({ type: 'invalid_request' }) }) }) })]);
+
+    const badFile = await upload(owner, [chatLine('x', 'a'), chatLine('x', 'b'), { ...chatLine('y', 'c'), url: '/v1/embeddings' }, chatLine('z', 'd', {}, 'no-such-model')]);
+    const failed = await settled(owner, (await client(owner).batches.create({ input_file_id: badFile, endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+    expect(failed.status).toBe('failed');
+    expect(failed.failed_at).toEqual(expect.any(Number));
+    expect(failed.errors!.data!.map((e) => [e.line, e.code])).toEqual([
+      [2, 'duplicate_custom_id'],
+      [3, 'mismatched_endpoint'],
+      [4, 'model_not_found'],
+    ]);
+    expect(failed.request_counts).toEqual({ total: 0, completed: 0, failed: 0 });
+  });
+
+  it("fails a batch whose estimate is more than the key's budget, reserving and charging nothing", async () => {
+    const made = await stack.gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'small-budget', budget: { max_spend: '0.001', period: 'total' } } });
+    expect(made.status).toBe(201);
+    const before = await balance(owner);
+    // 40 lines of up to 20 completion tokens: some 0.014 credits at the batch price, past the key's 0.001.
+    const input = await upload(made.body.api_key, Array.from({ length: 40 }, (_, i) => chatLine(`b${i}`, 'a question of some length')));
+    const batch = await settled(made.body.api_key, (await client(made.body.api_key).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+    expect(batch.status).toBe('failed');
+    expect(batch.errors!.data![0]).toMatchObject({ code: 'budget_exceeded', message: expect.stringContaining('Budget exceeded for key') });
+    expect(await balance(owner)).toEqual(before);
+  });
+
+  it('cancels mid-run: lines not started are dropped uncharged, running ones finish and are kept and charged', async () => {
+    const before = await balance(owner);
+    const lines = Array.from({ length: 12 }, (_, i) => chatLine(`slow-${i}`, `line ${i}`, {}, 'remote-delay'));
+    const batch = await client(owner).batches.create({ input_file_id: await upload(owner, lines), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await waitFor(async () => (await client(owner).batches.retrieve(batch.id)).request_counts!.completed >= 2, { timeoutMs: 20_000, description: 'two lines done' });
+    const cancelling = await client(owner).batches.cancel(batch.id);
+    expect(['cancelling', 'cancelled']).toContain(cancelling.status);
+    expect(cancelling.cancelling_at).toEqual(expect.any(Number));
+    const done = await settled(owner, batch.id, ['cancelled']);
+    const out = await outputLines(owner, done.output_file_id);
+    const errors = await outputLines(owner, done.error_file_id);
+    expect(done.request_counts).toEqual({ total: 12, completed: out.length, failed: errors.length });
+    expect(out.length).toBeGreaterThanOrEqual(2);
+    expect(out.length).toBeLessThan(12);
+    expect(new Set([...out, ...errors].map((l) => l.custom_id)).size).toBe(12);
+    for (const e of errors) expect(e).toMatchObject({ response: null, error: { code: 'batch_cancelled' } });
+    // Charged for what ran, and nothing is left reserved.
+    const expected = out.reduce((sum, l) => sum.plus(batchPrice(l.response!.body.usage.prompt_tokens, l.response!.body.usage.completion_tokens)), new Prisma.Decimal(0));
+    const after = await balance(owner);
+    expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe(expected.toFixed());
+    expect(after.reserved).toBe(before.reserved);
+    // An ended batch cannot be cancelled again; a second cancel of a cancelled one answers as it is.
+    expect((await client(owner).batches.cancel(batch.id)).status).toBe('cancelled');
+    const completed = await settled(owner, (await client(owner).batches.create({ input_file_id: await upload(owner, [chatLine('one', 'x')]), endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+    expect(await apiError(client(owner).batches.cancel(completed.id))).toEqual({ status: 409, message: `Batch ${completed.id} cannot be cancelled: it is completed` });
+  });
+
+  it("keeps each namespace's batches its own: another cannot read, list, cancel, or run one from the owner's file", async () => {
+    const input = await upload(owner, [chatLine('mine', 'hello')]);
+    const mine = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { name: 'shared-name' } });
+    const stranger = client(other);
+    expect(await apiError(stranger.batches.retrieve(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
+    expect(await apiError(stranger.batches.cancel(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
+    expect((await stranger.batches.list()).data.map((b) => b.id)).not.toContain(mine.id);
+    expect(await apiError(stranger.batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' }))).toEqual({ status: 400, message: `input_file_id: no file '${input}'` });
+    // The same metadata in another namespace is another batch; the owner's runs untouched.
+    const theirs = await stranger.batches.create({ input_file_id: await upload(other, [chatLine('theirs', 'hi')]), endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { name: 'shared-name' } });
+    expect(theirs.id).not.toBe(mine.id);
+    expect((await settled(owner, mine.id)).status).toBe('completed');
+    expect(await apiError(stranger.files.content((await client(owner).batches.retrieve(mine.id)).output_file_id!))).toMatchObject({ status: 404 });
+    expect((await settled(other, theirs.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+    // A key without the batches scope cannot use batches at all.
+    const scoped = await stack.gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat-only', scopes: ['chat'] } });
+    expect(await apiError(client(scoped.body.api_key).batches.list())).toMatchObject({ status: 403 });
+  });
+
+  it('refuses bad requests with clear 400s and unknown ids with 404s', async () => {
+    const input = await upload(owner, [chatLine('a', 'b')]);
+    const create = (body: Record<string, unknown>) => apiError(client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', ...body } as never));
+    expect(await create({ completion_window: '1h' })).toEqual({ status: 400, message: "completion_window must be '24h'" });
+    expect(await create({ endpoint: '/v1/moderations' })).toMatchObject({ status: 400, message: expect.stringContaining('endpoint must be one of /v1/chat/completions') });
+    expect(await create({ endpoint: '/v1/images/generations' })).toMatchObject({ status: 400, message: expect.stringContaining('does not run in batches yet') });
+    expect(await create({ input_file_id: 'file-nope' })).toEqual({ status: 400, message: "input_file_id: no file 'file-nope'" });
+    expect(await create({ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) })).toEqual({ status: 400, message: 'metadata may hold at most 16 pairs' });
+    const userData = (await client(owner).files.create({ file: await toFile(Buffer.from(jsonl([chatLine('a', 'b')])), 'data.jsonl'), purpose: 'user_data' })).id;
+    expect(await create({ input_file_id: userData })).toMatchObject({ status: 400, message: expect.stringContaining("must be uploaded with purpose 'batch'") });
+    expect(await apiError(client(owner).batches.retrieve('batch_0123'))).toEqual({ status: 404, message: 'No such Batch object: batch_0123' });
+    expect(await apiError(client(owner).batches.list({ limit: 0 }))).toMatchObject({ status: 400 });
+  });
+});
+

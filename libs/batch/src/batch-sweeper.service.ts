@@ -1,0 +1,65 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { CreditLedger } from '@atelier/billing';
+import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { BATCH_STEP_QUEUE } from '@atelier/contracts';
+import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
+import { batchId } from './batch-object';
+import { stepJob } from './batch-steps';
+import { BatchesRepository } from './batches.repository';
+
+/** A batch in a step this long without moving on lost its step's job (Redis lost it, or it failed for good). */
+const STEP_LOST_AFTER_MS = 60_000;
+
+/**
+ * Every BATCH_SWEEP_INTERVAL_MS on each queue-worker running the batch pool: batches past their
+ * 24 h window expire (lines not yet started end `batch_expired` and give their reservations back
+ * in the same transaction; running ones finish, and are kept and charged), and batches whose
+ * step was lost get it again. Each change is guarded by the batch's or the line's state, so
+ * replicas sweeping at once do each thing once.
+ */
+@Injectable()
+export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(BatchSweeper.name);
+  private periodic?: { stop(): Promise<void> };
+
+  constructor(
+    private readonly batches: BatchesRepository,
+    private readonly ledger: CreditLedger,
+    private readonly queues: JobQueues,
+    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'BATCH_SWEEP_INTERVAL_MS'>,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    this.periodic = runPeriodically(this.config.BATCH_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Batch sweep failed: ${errorSummary(err)}`));
+  }
+
+  async sweep(now = new Date()): Promise<void> {
+    for (const batch of await this.batches.expired(now)) await this.expire(batch.id, batch.requestId);
+    for (const batch of await this.batches.stuck(['validating'], STEP_LOST_AFTER_MS)) await stepJob(this.queues, batch.id, 'validate', batch.requestId);
+    for (const batch of await this.batches.stuck(['in_progress', 'cancelling', 'finalizing'], STEP_LOST_AFTER_MS)) {
+      if ((await this.batches.tally(batch.id)).open > 0) continue;
+      // A kept job of the same id (one that found nothing to do, or failed for good) would swallow the add.
+      const job = await this.queues.queue(BATCH_STEP_QUEUE).getJob(`finalize-${batch.id}`);
+      if (job && ((await job.isActive()) || (await job.isWaiting()) || (await job.isDelayed()))) continue;
+      await job?.remove().catch(() => undefined);
+      await stepJob(this.queues, batch.id, 'finalize', batch.requestId);
+    }
+  }
+
+  /** The window passed: unstarted lines end `batch_expired`, uncharged; the batch ends once its running lines do. */
+  private async expire(id: string, requestId: string): Promise<void> {
+    const expiredValidating = await this.batches.transition(id, ['validating'], 'expired', { expiredAt: new Date() });
+    if (expiredValidating) return;
+    const dropped = await this.batches.inTransaction(async (tx) => {
+      const reservations = await this.batches.dropPending(id, 'expired', { code: 'batch_expired', message: 'This request was not run before the batch expired' }, tx);
+      for (const r of reservations) await this.ledger.release(r, tx);
+      return reservations.length;
+    });
+    if (dropped > 0) this.logger.log(`Batch ${batchId(id)} expired with ${dropped} request(s) not run`);
+    if ((await this.batches.tally(id)).running === 0) await stepJob(this.queues, id, 'finalize', requestId).catch(() => undefined);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.periodic?.stop();
+  }
+}
