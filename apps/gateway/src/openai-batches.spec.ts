@@ -4,6 +4,7 @@ import OpenAI, { toFile } from 'openai';
 import { BatchServiceModule } from '@atelier/batch';
 import type { AppConfig } from '@atelier/config';
 import { Prisma } from '@atelier/db';
+import { MediaServiceModule } from '@atelier/media';
 import { QueueServiceModule } from '@atelier/queue';
 import { createService } from '@atelier/runtime';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
@@ -58,6 +59,7 @@ const batchPrice = (input: number, output: number) => new Prisma.Decimal(input).
 describe('batches (POST/GET /api/ai/batches, cancel)', () => {
   let stack: ChatStack;
   let worker: NestFastifyApplication;
+  let media: NestFastifyApplication;
   let owner: Tenant;
   let other: Tenant;
   const client = (t: Tenant | string) => stack.client(typeof t === 'string' ? t : t.apiKey);
@@ -85,11 +87,13 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     stack = await startChatStack({ BATCH_WORKER_CONCURRENCY: '2', BATCH_SWEEP_INTERVAL_MS: '200' });
     const config = { ...stack.gw.env.config, QUEUE_WORKER_POOLS: ['batch'] } as AppConfig;
     worker = await createService(BatchWorkerModule.forRoot(config), config, { service: 'queue-worker' });
+    media = await createService(MediaServiceModule.forRoot(stack.gw.env.config), stack.gw.env.config, { service: 'media' });
     owner = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
     other = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
   }, 60_000);
   afterAll(async () => {
     await worker?.close();
+    await media?.close();
     await stack?.close();
   });
 
@@ -136,6 +140,39 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     expect(page.hasNextPage()).toBe(true);
     expect((await page.getNextPage()).data.map((b) => b.id)).toEqual([made.id]);
     await settled(owner, second.id);
+  });
+
+  it('runs embeddings, Responses and image lines, each answered as its route answers and charged at half price', async () => {
+    const run = async (endpoint: '/v1/embeddings' | '/v1/responses' | '/v1/images/generations', lines: Line[]) => {
+      const batch = await client(owner).batches.create({ input_file_id: await upload(owner, lines), endpoint, completion_window: '24h' });
+      const done = await settled(owner, batch.id);
+      expect(done).toMatchObject({ status: 'completed', request_counts: { total: lines.length, completed: lines.length, failed: 0 } });
+      return new Map((await outputLines(owner, done.output_file_id)).map((l) => [l.custom_id, l.response!.body as Record<string, unknown>]));
+    };
+
+    const embedded = await run('/v1/embeddings', [
+      { custom_id: 'e1', method: 'POST', url: '/v1/embeddings', body: { model: 'remote-embed', input: ['first text', 'second text'] } },
+      { custom_id: 'e2', method: 'POST', url: '/embeddings', body: { model: 'remote-embed', input: 'first text' } },
+    ]);
+    const e1 = embedded.get('e1') as { object: string; data: { index: number; embedding: number[] }[]; usage: { prompt_tokens: number } };
+    expect(e1).toMatchObject({ object: 'list', model: 'remote-embed' });
+    expect(e1.data.map((d) => d.embedding.length)).toEqual([8, 8]);
+    // The same text, the same vector: the lines ran the model, not a placeholder.
+    expect((embedded.get('e2') as typeof e1).data[0].embedding).toEqual(e1.data[0].embedding);
+
+    const responded = await run('/v1/responses', [{ custom_id: 'r1', method: 'POST', url: '/v1/responses', body: { model: 'remote-echo', input: 'say something', max_output_tokens: 30 } }]);
+    expect(responded.get('r1')).toMatchObject({ object: 'response', status: 'completed', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Echo: say something' }] }] });
+
+    const before = await balance(owner);
+    const drawn = await run('/v1/images/generations', [{ custom_id: 'i1', method: 'POST', url: '/v1/images/generations', body: { model: 'local-image', prompt: 'a lighthouse', size: '64x64' } }]);
+    const image = (drawn.get('i1') as { data: { b64_json: string }[] }).data[0];
+    // A real PNG of the asked size, made by the media service.
+    const png = Buffer.from(image.b64_json, 'base64');
+    expect(png.subarray(1, 4).toString()).toBe('PNG');
+    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([64, 64]);
+    // local-image is 0.01 an image: half of it.
+    const after = await balance(owner);
+    expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe('0.005');
   });
 
   it("fails a bad line on its own (the error file has the route's 400) and a bad file as a whole (errors.data by line)", async () => {
@@ -222,7 +259,6 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     const create = (body: Record<string, unknown>) => apiError(client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', ...body } as never));
     expect(await create({ completion_window: '1h' })).toEqual({ status: 400, message: "completion_window must be '24h'" });
     expect(await create({ endpoint: '/v1/moderations' })).toMatchObject({ status: 400, message: expect.stringContaining('endpoint must be one of /v1/chat/completions') });
-    expect(await create({ endpoint: '/v1/images/generations' })).toMatchObject({ status: 400, message: expect.stringContaining('does not run in batches yet') });
     expect(await create({ input_file_id: 'file-nope' })).toEqual({ status: 400, message: "input_file_id: no file 'file-nope'" });
     expect(await create({ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) })).toEqual({ status: 400, message: 'metadata may hold at most 16 pairs' });
     const userData = (await client(owner).files.create({ file: await toFile(Buffer.from(jsonl([chatLine('a', 'b')])), 'data.jsonl'), purpose: 'user_data' })).id;

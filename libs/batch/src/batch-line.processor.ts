@@ -1,20 +1,18 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { CreditLedger } from '@atelier/billing';
-import { parseChatRequest, tokenCost } from '@atelier/chat';
-import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { ApiError, BATCH_LINE_QUEUE, CHAT_COMPLETION_QUEUE, type BatchLineJob, type ChatCompletionOutcome } from '@atelier/contracts';
-import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import { ApiError, BATCH_LINE_QUEUE, type BatchLineJob } from '@atelier/contracts';
 import { QueuePositions } from '@atelier/queue';
 import { randomToken } from '@atelier/random';
-import { errorSummary, HandlesQueue, JobQueues, RpcClient, type JobHandler } from '@atelier/runtime';
-import { discounted } from './batch-pricing';
+import { errorSummary, HandlesQueue, JobQueues, type JobHandler } from '@atelier/runtime';
 import { stepJob } from './batch-steps';
 import { BatchesRepository, type ClaimedLine, type LineEnding } from './batches.repository';
+import type { LineAnswer } from './line-runners/batch-line-runner';
+import { BatchLineRunners } from './line-runners/batch-line-runners';
 
 /**
  * Runs one line of a batch in the batch pool: claims it (a line runs while its batch does; one
- * whose worker died is claimed again when its job comes back), calls the model service as the
- * chat route does, and ends it with its answer and its charge in one transaction: the line's
+ * whose worker died is claimed again when its job comes back), calls the model service as its
+ * route does (BatchLineRunners), and ends it with its answer and its charge in one transaction: the line's
  * reservation settles at the batch price, once, whichever attempt ends it. The last line to end
  * queues the batch's final step.
  */
@@ -25,12 +23,10 @@ export class BatchLineProcessor implements JobHandler<typeof BATCH_LINE_QUEUE> {
 
   constructor(
     private readonly batches: BatchesRepository,
-    private readonly catalog: ModelCatalog,
-    private readonly rpc: RpcClient,
+    private readonly runners: BatchLineRunners,
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
     private readonly positions: QueuePositions,
-    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'BATCH_DISCOUNT'>,
   ) {}
 
   async handle(job: BatchLineJob): Promise<void> {
@@ -39,12 +35,26 @@ export class BatchLineProcessor implements JobHandler<typeof BATCH_LINE_QUEUE> {
     await this.positions.started('batch', job.lineId, job.namespaceId).catch((err: unknown) => this.logger.debug(`positions: ${errorSummary(err)}`));
     if (!line) return;
     const startedAt = performance.now();
-    const model = this.catalog.get(line.model) as ChatModelDefinition | undefined;
-    const { ending, cost, provider } = model ? await this.runChat(line, model) : { ending: lostModel(line), cost: null, provider: null };
+    const runner = this.runners.for(line.batch.endpoint);
+    const model = runner.model(line.model);
+    const requestId = `batch_req_${randomToken(16)}`;
+    let ending: LineEnding;
+    let answer: LineAnswer | undefined;
+    if (!model) ending = lostModel(line);
+    else
+      try {
+        const caller = { userId: line.batch.userId, namespaceId: line.batch.namespaceId, namespace: line.batch.namespace.name };
+        answer = await runner.run(model, line.body as Record<string, unknown>, caller, { requestId, reservationId: line.reservationId });
+        ending = { status: 'succeeded', response: { status_code: 200, request_id: requestId, body: answer.body }, error: null, inputTokens: answer.inputTokens, outputTokens: answer.outputTokens };
+      } catch (err) {
+        const apiError = err instanceof ApiError ? err : new ApiError('internal_error', 'The request failed in the model service');
+        if (!(err instanceof ApiError)) this.logger.warn(`Batch line ${line.id} failed: ${errorSummary(err)}`);
+        ending = { status: 'failed', response: { status_code: apiError.status, request_id: requestId, body: apiError.toEnvelope() }, error: null, inputTokens: 0, outputTokens: 0 };
+      }
     const record = {
       outcome: ending.status === 'succeeded' ? ('succeeded' as const) : ('failed' as const),
       userId: line.batch.userId,
-      provider,
+      provider: answer?.provider ?? null,
       stream: false,
       requestId: line.batch.requestId,
       errorMessage: ending.status === 'failed' ? errorMessageOf(ending) : null,
@@ -52,47 +62,10 @@ export class BatchLineProcessor implements JobHandler<typeof BATCH_LINE_QUEUE> {
     };
     await this.batches.inTransaction(async (tx) => {
       if (!(await this.batches.finish(line.id, ending, tx))) return;
-      if (cost === null) await this.ledger.release(line.reservationId, tx, record);
-      else await this.ledger.settle(line.reservationId, cost, tx, { inputTokens: ending.inputTokens, outputTokens: ending.outputTokens, request: record });
+      if (!answer) await this.ledger.release(line.reservationId, tx, record);
+      else await this.ledger.settle(line.reservationId, answer.cost, tx, { inputTokens: answer.inputTokens, outputTokens: answer.outputTokens, ...(answer.images !== undefined && { images: answer.images }), request: record });
     });
     if ((await this.batches.tally(line.batchId)).open === 0) await stepJob(this.queues, line.batchId, 'finalize', line.batch.requestId);
-  }
-
-  /** The chat route's call, unstreamed, on the line's own reservation; a refusal or failure is the line's answer. */
-  private async runChat(line: ClaimedLine, model: ChatModelDefinition): Promise<{ ending: LineEnding; cost: string | null; provider: string | null }> {
-    const requestId = `batch_req_${randomToken(16)}`;
-    try {
-      const { request, body, promptTokens } = parseChatRequest(model, structuredClone(line.body) as Record<string, unknown>);
-      const completionId = `chatcmpl-${randomToken(18)}`;
-      const outcome: ChatCompletionOutcome = await this.rpc.call(CHAT_COMPLETION_QUEUE, {
-        caller: { userId: line.batch.userId, username: '', namespaceId: line.batch.namespaceId, namespace: line.batch.namespace.name, requestId },
-        model: model.id,
-        body,
-        limits: { promptTokens, maxTokens: request.maxTokens, maxTokensExplicit: request.maxTokensExplicit },
-        reservationId: line.reservationId,
-        completionId,
-      });
-      const usage = outcome.usage;
-      return {
-        ending: {
-          status: 'succeeded',
-          response: { status_code: 200, request_id: requestId, body: outcome.completion },
-          error: null,
-          inputTokens: usage.prompt_tokens,
-          outputTokens: usage.completion_tokens,
-        },
-        cost: discounted(tokenCost(model.pricing, usage.prompt_tokens, usage.completion_tokens), model, this.config.BATCH_DISCOUNT),
-        provider: outcome.provider,
-      };
-    } catch (err) {
-      const apiError = err instanceof ApiError ? err : new ApiError('internal_error', 'The request failed in the model service');
-      if (!(err instanceof ApiError)) this.logger.warn(`Batch line ${line.id} failed: ${errorSummary(err)}`);
-      return {
-        ending: { status: 'failed', response: { status_code: apiError.status, request_id: requestId, body: apiError.toEnvelope() }, error: null, inputTokens: 0, outputTokens: 0 },
-        cost: null,
-        provider: null,
-      };
-    }
   }
 }
 

@@ -10,6 +10,7 @@ import { BatchStepProcessor } from './batch-step.processor';
 import { BatchSweeper } from './batch-sweeper.service';
 import { BatchValidation } from './batch-validation.use-case';
 import { BatchesRepository } from './batches.repository';
+import { BATCH_LINE_RUNNERS } from './line-runners/batch-line-runners';
 import { FilesRepository } from './files.repository';
 
 /** Longest a batch line's reservation can rightly stay open: the 24 h window, and a day more for a line that ran into it. */
@@ -40,7 +41,7 @@ export class BatchServiceModule {
           useFactory: (batches: BatchesRepository) => [{ prefix: PAID_REQUEST_KINDS.batch, maxAgeMs: BATCH_RESERVATION_MAX_AGE_MS, inUse: (ids: string[]) => batches.reservationsInUse(ids) }],
         }),
       ],
-      providers: [FilesRepository, BatchValidation, BatchFinalize, BatchLineProcessor, BatchStepProcessor, BatchSweeper],
+      providers: [FilesRepository, BatchValidation, BatchFinalize, BatchLineProcessor, BatchStepProcessor, BatchSweeper, ...BATCH_LINE_RUNNERS],
     };
   }
 }

@@ -1,11 +1,9 @@
 import { createInterface } from 'node:readline';
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { chargeTags, CreditLedger, reservationReference } from '@atelier/billing';
-import { parseChatRequest, tokenCost } from '@atelier/chat';
-import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, BATCH_LINE_QUEUE, type BatchEndpoint } from '@atelier/contracts';
 import type { BatchModel, Prisma } from '@atelier/db';
-import { ModelCatalog, type ChatModelDefinition } from '@atelier/models';
+import type { ModelDefinition } from '@atelier/models';
 import { QueuePositions } from '@atelier/queue';
 import { uuidV7 } from '@atelier/random';
 import { JobQueues } from '@atelier/runtime';
@@ -14,7 +12,7 @@ import { checkBatchInput, type BatchInputError } from './batch-input';
 import { batchId } from './batch-object';
 import { BatchesRepository, type NewLine } from './batches.repository';
 import { stepJob } from './batch-steps';
-import { discounted } from './batch-pricing';
+import { BatchLineRunners } from './line-runners/batch-line-runners';
 import { FilesRepository } from './files.repository';
 
 /** Usage rows of batch lines name this endpoint (GET /api/usage?group_by=endpoint): batch spending apart from interactive. */
@@ -26,25 +24,6 @@ const DISPATCH_SLICE = 1000;
 interface InputLine {
   custom_id: string;
   body: Record<string, unknown>;
-}
-
-/** What one line asks of its model: the body it runs with and the most it can cost, or its model's refusal. */
-export type LinePlan = { body: Record<string, unknown>; estimate: string } | { refused: ApiError };
-
-/**
- * The endpoint's check of one line's body and its price bound: for chat, the chat route's own
- * validation (the model's schema, the context window), prompt plus max_tokens at the model's
- * token prices, less the batch discount. Lines always run unstreamed.
- */
-export function planChatLine(model: ChatModelDefinition, raw: Record<string, unknown>, defaultDiscount: number): LinePlan {
-  const { stream: _stream, stream_options: _options, ...rest } = raw;
-  try {
-    const { request, body, promptTokens } = parseChatRequest(model, rest);
-    return { body, estimate: discounted(tokenCost(model.pricing, promptTokens, request.maxTokens), model, defaultDiscount) };
-  } catch (err) {
-    if (err instanceof ApiError) return { refused: err };
-    throw err;
-  }
 }
 
 /**
@@ -63,17 +42,11 @@ export class BatchValidation {
     private readonly batches: BatchesRepository,
     private readonly files: FilesRepository,
     private readonly blobs: BlobStore,
-    private readonly catalog: ModelCatalog,
+    private readonly runners: BatchLineRunners,
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
     private readonly positions: QueuePositions,
-    @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'BATCH_DISCOUNT'>,
   ) {}
-
-  private chatModel(name: string): ChatModelDefinition | undefined {
-    const model = this.catalog.get(name);
-    return model?.endpoint === '/chat/completions' ? model : undefined;
-  }
 
   async validate(id: string, requestId: string): Promise<void> {
     const batch = await this.batches.byId(id);
@@ -83,7 +56,8 @@ export class BatchValidation {
     if (!file) return this.fail(batch, [{ code: 'missing_file', message: 'The input file no longer exists (deleted or expired)', line: null, param: 'input_file_id' }]);
     const first = await this.blobs.get(file.blobKey);
     if (!first) throw new Error(`The input file of ${batchId(id)} cannot be read now`);
-    const check = await checkBatchInput(first.body, batch.endpoint as BatchEndpoint, (m) => this.chatModel(m) !== undefined);
+    const runner = this.runners.for(batch.endpoint);
+    const check = await checkBatchInput(first.body, batch.endpoint as BatchEndpoint, (m) => runner.model(m) !== undefined);
     if (check.errors.length > 0) return this.fail(batch, check.errors);
 
     const second = await this.blobs.get(file.blobKey);
@@ -100,8 +74,8 @@ export class BatchValidation {
           if (text.trim() === '') continue;
           const line = JSON.parse(text) as InputLine;
           const modelName = line.body.model as string;
-          const model = this.chatModel(modelName) as ChatModelDefinition;
-          const plan = planChatLine(model, line.body, this.config.BATCH_DISCOUNT);
+          const model = runner.model(modelName) as ModelDefinition;
+          const plan = runner.plan(model, line.body);
           const reservationId = uuidV7();
           if ('refused' in plan) {
             slice.push({ id: uuidV7(), lineNo: n, customId: line.custom_id, model: model.id, body: line.body, reservationId, ending: refusedEnding(plan.refused, requestId) });

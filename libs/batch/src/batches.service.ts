@@ -14,8 +14,6 @@ import { fileUuid } from './files.service';
 const fieldError = (field: string, message: string) => ApiError.badRequest(message, { fields: [{ field, message }] });
 /** OpenAI's only window. */
 const WINDOW_MS = 24 * 3600_000;
-/** The endpoints whose lines the batch pool runs today (the others are in OpenAI's list, and refused with a clear 400). */
-export const RUNNABLE_ENDPOINTS = ['/v1/chat/completions'] as const;
 /** A batch not yet ended: what cancel may act on. */
 const CANCELLABLE = ['validating', 'in_progress'] as const;
 
@@ -39,8 +37,6 @@ export class BatchesService {
 
   async create(caller: Caller, raw: unknown): Promise<BatchObject> {
     const body = parseBody(CreateBatchRequest, raw);
-    if (!(RUNNABLE_ENDPOINTS as readonly string[]).includes(body.endpoint))
-      throw fieldError('endpoint', `endpoint ${body.endpoint} does not run in batches yet; this version runs ${RUNNABLE_ENDPOINTS.join(', ')}`);
     const fileUuidOf = fileUuid(body.input_file_id);
     const file = fileUuidOf ? await this.files.find(caller.namespaceId, fileUuidOf) : null;
     if (!file) throw fieldError('input_file_id', `input_file_id: no file '${body.input_file_id}'`);

@@ -27,3 +27,7 @@ export { ChatCompletionsService, type ChatDelivery, type ChatOptions } from './c
 export { ChatGatewayModule } from './chat-gateway.module';
 export { ChatServiceModule } from './chat-service.module';
 export { ChatRoutesModule } from './chat-routes.module';
+export { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings/embeddings-request';
+export { base64ToVector } from './embeddings/embedding-vectors';
+export { translateResponsesRequest } from './responses/responses-request';
+export { completionOutput, finishResponse, responseShell } from './responses/response-output';
