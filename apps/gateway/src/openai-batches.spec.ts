@@ -1,3 +1,5 @@
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
 import { Module, type DynamicModule } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import OpenAI, { toFile } from 'openai';
@@ -173,6 +175,59 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     // local-image is 0.01 an image: half of it.
     const after = await balance(owner);
     expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe('0.005');
+  });
+
+  it("tells every status change to the owner's event stream as batch.status and to the batch's webhook, signed", async () => {
+    const received: { headers: http.IncomingHttpHeaders; body: string }[] = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const events = new AbortController();
+    let text = '';
+    const res = await fetch(`${stack.base}/api/events`, { headers: { authorization: `Bearer ${owner.apiKey}` }, signal: events.signal });
+    const stream = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+    })().catch(() => undefined);
+    try {
+      const webhook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+      const batch = await client(owner).batches.create({ input_file_id: await upload(owner, [chatLine('a', 'x'), chatLine('b', 'y')]), endpoint: '/v1/chat/completions', completion_window: '24h', webhook } as never);
+      await settled(owner, batch.id);
+      const statuses = () =>
+        [...text.matchAll(/event: batch\.status\ndata: (.*)\nid: \S+\n/g)].map((m) => JSON.parse(m[1]) as { id: string; status: string; request_counts: { total: number } }).filter((d) => d.id === batch.id);
+      await waitFor(() => statuses().some((d) => d.status === 'completed'), { timeoutMs: 10_000, description: 'the completed event' });
+      expect(statuses().map((d) => d.status)).toEqual(['in_progress', 'finalizing', 'completed']);
+      // Written with the lines: the in_progress event already counts them.
+      expect(statuses()[0].request_counts.total).toBe(2);
+
+      const secret = (await stack.gw.http.request<{ key: string }>('GET', '/api/webhooks/default/secret', { token: owner.apiKey })).body.key;
+      const messages = await waitFor(() => (received.length >= 3 ? received : undefined), { timeoutMs: 20_000, description: 'three webhook messages' });
+      const parsed = messages.map((m) => JSON.parse(m.body) as { type: string; data: { id: string; status: string } });
+      expect(parsed.map((m) => [m.type, m.data.id, m.data.status]).sort()).toEqual([
+        ['batch.status', batch.id, 'completed'],
+        ['batch.status', batch.id, 'finalizing'],
+        ['batch.status', batch.id, 'in_progress'],
+      ]);
+      for (const m of messages) {
+        const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+        const expected = `v1,${createHmac('sha256', key).update(`${m.headers['webhook-id']}.${m.headers['webhook-timestamp']}.${m.body}`).digest('base64')}`;
+        expect(m.headers['webhook-signature']).toBe(expected);
+      }
+      expect(await apiError(client(owner).batches.create({ input_file_id: batch.input_file_id, endpoint: '/v1/chat/completions', completion_window: '24h', webhook: 'ftp://example.com/x' } as never))).toEqual({
+        status: 400,
+        message: 'webhook must be an absolute http(s) URL',
+      });
+    } finally {
+      events.abort();
+      await stream;
+      await new Promise((r) => receiver.close(r));
+    }
   });
 
   it("fails a bad line on its own (the error file has the route's 400) and a bad file as a whole (errors.data by line)", async () => {

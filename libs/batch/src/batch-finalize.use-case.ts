@@ -3,6 +3,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { uuidV7 } from '@atelier/random';
 import { BlobStore } from '@atelier/storage';
+import { BatchEvents } from './batch-events.service';
 import { batchId } from './batch-object';
 import { BatchesRepository } from './batches.repository';
 import { FilesRepository } from './files.repository';
@@ -29,6 +30,7 @@ export class BatchFinalize {
     private readonly batches: BatchesRepository,
     private readonly files: FilesRepository,
     private readonly blobs: BlobStore,
+    private readonly events: BatchEvents,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'FILES_TTL_DAYS'>,
   ) {}
 
@@ -37,7 +39,7 @@ export class BatchFinalize {
     if (!batch || !(FINALIZABLE as readonly string[]).includes(batch.status)) return;
     if ((await this.batches.tally(id)).open > 0) return;
     const cancelling = batch.status === 'cancelling';
-    if (batch.status === 'in_progress') await this.batches.transition(id, ['in_progress'], 'finalizing', { finalizingAt: new Date() });
+    if (batch.status === 'in_progress') await this.events.transition(id, ['in_progress'], 'finalizing', { finalizingAt: new Date() });
     const namespace = await this.batches.namespaceName(batch.namespaceId);
     const expiresAt = new Date(Date.now() + (batch.outputExpiresAfter ? batch.outputExpiresAfter * 1000 : this.config.FILES_TTL_DAYS * 86_400_000));
     const written: { id: string; key: string; bytes: number; sha256: string; kind: 'output' | 'error' }[] = [];
@@ -60,11 +62,14 @@ export class BatchFinalize {
             { id: w.id, namespaceId: batch.namespaceId, userId: batch.userId, filename: `${batchId(id)}_${w.kind}.jsonl`, purpose: 'batch_output', bytes: w.bytes, sha256: w.sha256, blobKey: w.key, expiresAt },
             tx,
           );
-        const moved = await this.batches.transition(id, ['finalizing', 'cancelling'], end, { ...stamp, outputFileId: output?.id ?? null, errorFileId: errors?.id ?? null }, tx);
+        const moved = await this.events.transition(id, ['finalizing', 'cancelling'], end, { ...stamp, outputFileId: output?.id ?? null, errorFileId: errors?.id ?? null }, tx);
         if (!moved) throw new AlreadyEnded();
         return true;
       });
-      if (ended) this.logger.log(`Batch ${batchId(id)} ${end}`);
+      if (ended) {
+        this.logger.log(`Batch ${batchId(id)} ${end}`);
+        await this.events.announce(id);
+      }
     } catch (err) {
       await Promise.all(written.map((w) => this.blobs.delete(w.key).catch(() => undefined)));
       if (err instanceof AlreadyEnded) return;

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { BatchesController } from './batches.controller';
+import { BatchEvents } from './batch-events.service';
 import { BatchesRepository } from './batches.repository';
 import { BatchesService } from './batches.service';
 import { BatchFilesController } from './files.controller';
@@ -13,6 +14,6 @@ import { FilesSweeper } from './files-sweeper.service';
 @Module({
   imports: [AuthModule, BillingModule],
   controllers: [BatchFilesController, BatchesController],
-  providers: [FilesService, FilesRepository, FilesSweeper, BatchesService, BatchesRepository],
+  providers: [FilesService, FilesRepository, FilesSweeper, BatchesService, BatchesRepository, BatchEvents],
 })
 export class BatchRoutesModule {}

@@ -9,6 +9,7 @@ import { BatchLineProcessor } from './batch-line.processor';
 import { BatchStepProcessor } from './batch-step.processor';
 import { BatchSweeper } from './batch-sweeper.service';
 import { BatchValidation } from './batch-validation.use-case';
+import { BatchEvents } from './batch-events.service';
 import { BatchesRepository } from './batches.repository';
 import { BATCH_LINE_RUNNERS } from './line-runners/batch-line-runners';
 import { FilesRepository } from './files.repository';
@@ -41,7 +42,7 @@ export class BatchServiceModule {
           useFactory: (batches: BatchesRepository) => [{ prefix: PAID_REQUEST_KINDS.batch, maxAgeMs: BATCH_RESERVATION_MAX_AGE_MS, inUse: (ids: string[]) => batches.reservationsInUse(ids) }],
         }),
       ],
-      providers: [FilesRepository, BatchValidation, BatchFinalize, BatchLineProcessor, BatchStepProcessor, BatchSweeper, ...BATCH_LINE_RUNNERS],
+      providers: [FilesRepository, BatchEvents, BatchValidation, BatchFinalize, BatchLineProcessor, BatchStepProcessor, BatchSweeper, ...BATCH_LINE_RUNNERS],
     };
   }
 }

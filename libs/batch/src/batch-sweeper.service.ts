@@ -3,6 +3,7 @@ import { CreditLedger } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { BATCH_STEP_QUEUE } from '@atelier/contracts';
 import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
+import { BatchEvents } from './batch-events.service';
 import { batchId } from './batch-object';
 import { stepJob } from './batch-steps';
 import { BatchesRepository } from './batches.repository';
@@ -13,8 +14,8 @@ const STEP_LOST_AFTER_MS = 60_000;
 /**
  * Every BATCH_SWEEP_INTERVAL_MS on each queue-worker running the batch pool: batches past their
  * 24 h window expire (lines not yet started end `batch_expired` and give their reservations back
- * in the same transaction; running ones finish, and are kept and charged), and batches whose
- * step was lost get it again. Each change is guarded by the batch's or the line's state, so
+ * in the same transaction; running ones finish, and are kept and charged), batches whose
+ * step was lost get it again, and batch.status events whose publication was lost are published. Each change is guarded by the batch's or the line's state, so
  * replicas sweeping at once do each thing once.
  */
 @Injectable()
@@ -26,6 +27,7 @@ export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly batches: BatchesRepository,
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
+    private readonly events: BatchEvents,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'BATCH_SWEEP_INTERVAL_MS'>,
   ) {}
 
@@ -34,6 +36,7 @@ export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   async sweep(now = new Date()): Promise<void> {
+    await this.events.publishStranded(STEP_LOST_AFTER_MS / 4);
     for (const batch of await this.batches.expired(now)) await this.expire(batch.id, batch.requestId);
     for (const batch of await this.batches.stuck(['validating'], STEP_LOST_AFTER_MS)) await stepJob(this.queues, batch.id, 'validate', batch.requestId);
     for (const batch of await this.batches.stuck(['in_progress', 'cancelling', 'finalizing'], STEP_LOST_AFTER_MS)) {
@@ -48,7 +51,7 @@ export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** The window passed: unstarted lines end `batch_expired`, uncharged; the batch ends once its running lines do. */
   private async expire(id: string, requestId: string): Promise<void> {
-    const expiredValidating = await this.batches.transition(id, ['validating'], 'expired', { expiredAt: new Date() });
+    const expiredValidating = await this.events.transition(id, ['validating'], 'expired', { expiredAt: new Date() });
     if (expiredValidating) return;
     const dropped = await this.batches.inTransaction(async (tx) => {
       const reservations = await this.batches.dropPending(id, 'expired', { code: 'batch_expired', message: 'This request was not run before the batch expired' }, tx);

@@ -9,6 +9,7 @@ import { uuidV7 } from '@atelier/random';
 import { JobQueues } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
 import { checkBatchInput, type BatchInputError } from './batch-input';
+import { BatchEvents } from './batch-events.service';
 import { batchId } from './batch-object';
 import { BatchesRepository, type NewLine } from './batches.repository';
 import { stepJob } from './batch-steps';
@@ -46,6 +47,7 @@ export class BatchValidation {
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
     private readonly positions: QueuePositions,
+    private readonly events: BatchEvents,
   ) {}
 
   async validate(id: string, requestId: string): Promise<void> {
@@ -93,9 +95,11 @@ export class BatchValidation {
         await this.batches.insertLines(id, slice, tx);
         // Last, right before the commit: the namespace's row (and the key's) stay locked briefly.
         for (const [model, items] of byModel) await this.ledger.reserveBatch(batch.namespaceId, items, tx, chargeTags(payer, model, BATCH_USAGE_ENDPOINT));
+        await this.events.recordIn(tx, id);
         return true;
       });
       if (!started) return;
+      await this.events.announce(id);
     } catch (err) {
       // The estimate is not there (credits, or the key's budget): the batch fails and nothing was reserved.
       if (err instanceof ApiError && (err.type === 'insufficient_credits' || err.type === 'budget_exceeded'))
@@ -122,7 +126,7 @@ export class BatchValidation {
   }
 
   private async fail(batch: BatchModel, errors: BatchInputError[] | { code: string; message: string; line: null; param: string | null }[]): Promise<void> {
-    const moved = await this.batches.transition(batch.id, ['validating'], 'failed', { failedAt: new Date(), errors: { object: 'list', data: errors } as unknown as Prisma.InputJsonObject });
+    const moved = await this.events.transition(batch.id, ['validating'], 'failed', { failedAt: new Date(), errors: { object: 'list', data: errors } as unknown as Prisma.InputJsonObject });
     if (moved) this.logger.log(`Batch ${batchId(batch.id)} failed validation: ${errors[0]?.message ?? ''}`);
   }
 }

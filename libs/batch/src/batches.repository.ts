@@ -37,6 +37,16 @@ export interface BatchTally {
 
 const EMPTY_TALLY: BatchTally = { total: 0, completed: 0, failed: 0, open: 0, running: 0, inputTokens: 0, outputTokens: 0 };
 
+/** An unpublished batch.status event of the outbox. */
+export interface BatchEventRow {
+  id: bigint;
+  user_id: string;
+  data: Record<string, unknown>;
+  webhook_url: string | null;
+  webhook_id: string | null;
+  namespace_id: string;
+}
+
 /** A line claimed to run, with what its batch says about who pays and where. */
 export type ClaimedLine = BatchLineModel & { batch: Pick<BatchModel, 'id' | 'namespaceId' | 'userId' | 'endpoint' | 'keyPrefix' | 'apiKeyId' | 'hasBudget' | 'status' | 'requestId'> & { namespace: { name: string } } };
 
@@ -214,6 +224,36 @@ export class BatchesRepository {
 
   async hasLineIn(batchId: string, status: string): Promise<boolean> {
     return (await this.prisma.batchLine.findFirst({ where: { batchId, status }, select: { id: true } })) !== null;
+  }
+
+  /** A status change's event, written in the transition's transaction (the outbox). */
+  async recordEvent(tx: BatchTx, event: { batchId: string; userId: string; data: Prisma.InputJsonValue; webhookUrl: string | null; webhookId: string | null }): Promise<void> {
+    await tx.batchEvent.create({ data: event });
+  }
+
+  /**
+   * Hands the batch's unpublished events to `publish` in order, each marked published once
+   * `publish` returns; rows are claimed with SKIP LOCKED, so two publishers never take the same one.
+   */
+  async publishEvents(batchId: string, publish: (row: BatchEventRow) => Promise<void>): Promise<void> {
+    await this.prisma.$transaction(async (tx) => {
+      const rows = await tx.$queryRaw<BatchEventRow[]>`
+        SELECT e.id, e.user_id::text, e.data, e.webhook_url, e.webhook_id, b.namespace_id::text
+        FROM batch_events e JOIN batches b ON b.id = e.batch_id
+        WHERE e.batch_id = ${batchId}::uuid AND e.published_at IS NULL ORDER BY e.id FOR UPDATE OF e SKIP LOCKED`;
+      for (const row of rows) {
+        await publish(row);
+        await tx.$executeRaw`UPDATE batch_events SET published_at = now() WHERE id = ${row.id}`;
+      }
+    });
+  }
+
+  /** Batches with events unpublished for longer than `olderThanMs`. */
+  async withStrandedEvents(olderThanMs: number, limit = 100): Promise<string[]> {
+    const rows = await this.prisma.$queryRaw<{ batch_id: string }[]>`
+      SELECT DISTINCT batch_id::text FROM batch_events
+      WHERE published_at IS NULL AND created_at < now() - (${olderThanMs}::int * interval '1 millisecond') LIMIT ${limit}`;
+    return rows.map((r) => r.batch_id);
   }
 
   /** Running batches whose window has passed. */

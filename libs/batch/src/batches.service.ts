@@ -5,6 +5,7 @@ import { ApiError, CreateBatchRequest, type BatchList, type BatchObject } from '
 import { requestContext } from '@atelier/observability';
 import { uuidV7 } from '@atelier/random';
 import { errorSummary, JobQueues, parseBody } from '@atelier/runtime';
+import { BatchEvents } from './batch-events.service';
 import { batchId, batchObject, batchUuid } from './batch-object';
 import { BatchesRepository } from './batches.repository';
 import { stepJob } from './batch-steps';
@@ -33,6 +34,7 @@ export class BatchesService {
     private readonly files: FilesRepository,
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
+    private readonly events: BatchEvents,
   ) {}
 
   async create(caller: Caller, raw: unknown): Promise<BatchObject> {
@@ -55,6 +57,7 @@ export class BatchesService {
       status: 'validating',
       metadata: body.metadata ?? undefined,
       outputExpiresAfter: body.output_expires_after?.seconds ?? null,
+      webhookUrl: body.webhook ?? null,
       requestId,
       expiresAt: new Date(Date.now() + WINDOW_MS),
     });
@@ -104,8 +107,10 @@ export class BatchesService {
       if (!(await this.batches.transition(row.id, CANCELLABLE, 'cancelling', { cancellingAt: new Date() }, tx))) return false;
       const reservations = await this.batches.dropPending(row.id, 'cancelled', { code: 'batch_cancelled', message: 'The batch was cancelled before this request ran' }, tx);
       for (const r of reservations) await this.ledger.release(r, tx);
+      await this.events.recordIn(tx, row.id);
       return true;
     });
+    if (moved) await this.events.announce(row.id);
     if (!moved) {
       const now = await this.row(caller.namespaceId, id);
       if (now.status === 'cancelling' || now.status === 'cancelled') return this.get(caller, id);

@@ -33,5 +33,11 @@ export const CreateBatchRequest = z.strictObject({
       seconds: z.int({ error: 'output_expires_after.seconds must be an integer' }).min(3600, 'output_expires_after.seconds must be at least 3600 (1 hour)').max(2_592_000, 'output_expires_after.seconds must be at most 2592000 (30 days)'),
     })
     .optional(),
+  webhook: z
+    .url({ protocol: /^https?$/, error: 'webhook must be an absolute http(s) URL' })
+    .max(2048, 'webhook must be at most 2048 characters')
+    .refine((u) => !/^https?:\/\/[^/]*@/.test(u), 'webhook must not carry credentials in the URL')
+    .optional()
+    .describe("atelier's: every status change of the batch is POSTed there as `{type: \"batch.status\", timestamp, data: <batch>}`, signed like the other webhooks"),
 });
 export type CreateBatchRequest = z.infer<typeof CreateBatchRequest>;

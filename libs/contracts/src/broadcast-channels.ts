@@ -52,11 +52,11 @@ export interface NamespaceLimitsChangedEvent {
 
 /**
  * Any other event of a user's stream, by its SSE event type (`fine_tune.status`, with the
- * fine-tune record as data). Retained in the user's event log like completions.
+ * fine-tune record as data; `batch.status`, with the batch object). Retained in the user's event log like completions.
  */
 export interface UserStreamEvent {
   userId: string;
-  type: 'fine_tune.status';
+  type: 'fine_tune.status' | 'batch.status';
   data: Record<string, unknown>;
   event_id?: string;
 }

@@ -174,9 +174,11 @@ export interface WebhookDeliveryJob {
   /** What the message is about: a generation, or a fine-tune (fineTuneId, type fine_tune.status). */
   generationId?: string;
   fineTuneId?: string;
+  /** ... or a batch (type batch.status). */
+  batchId?: string;
   /** Whose webhook secret signs it. */
   namespaceId: string;
-  type: 'generation.processing' | 'generation.completed' | 'fine_tune.status';
+  type: 'generation.processing' | 'generation.completed' | 'fine_tune.status' | 'batch.status';
   url: string;
   /** The message body's `timestamp` (ISO 8601), when the transition happened. */
   timestamp: string;

@@ -72,7 +72,7 @@ export class WebhookDeliveryProcessor implements JobHandler<typeof WEBHOOK_DELIV
       { maxWaitMs: RECORD_WAIT_MS, onWait: (service) => this.logger.warn(`Recording attempt ${job.attempt} of webhook ${job.webhookId} waits for ${service}`) },
     ).catch((err: Error) => this.logger.warn(`Attempt ${job.attempt} of webhook ${job.webhookId} was made but not recorded: ${err.message}`));
     if (final) {
-      if (error !== null) this.logger.warn(`Webhook ${job.webhookId} for ${job.fineTuneId ? `fine-tune ${job.fineTuneId}` : `generation ${job.generationId}`} not delivered: ${error}`);
+      if (error !== null) this.logger.warn(`Webhook ${job.webhookId} for ${job.fineTuneId ? `fine-tune ${job.fineTuneId}` : job.batchId ? `batch ${job.batchId}` : `generation ${job.generationId}`} not delivered: ${error}`);
       return;
     }
     const next = job.attempt + 1;
