@@ -5,6 +5,7 @@ import { BillingModule, BillingRoutesModule } from '@atelier/billing';
 import { BatchRoutesModule } from '@atelier/batch';
 import { ChatRoutesModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
+import { RESPONSE_BACKGROUND_QUEUE } from '@atelier/contracts';
 import { EventsServiceModule } from '@atelier/events';
 import { FineTuneRoutesModule } from '@atelier/fine-tune';
 import { IdempotencyModule } from '@atelier/idempotency';
@@ -29,7 +30,8 @@ export class GatewayModule {
     return {
       module: GatewayModule,
       imports: [
-        ServiceRuntimeModule.forRoot({ service: 'gateway', config }),
+        // Background responses run where the Responses API's code is: on the gateways, off the request.
+        ServiceRuntimeModule.forRoot({ service: 'gateway', config, consumes: [RESPONSE_BACKGROUND_QUEUE] }),
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
         AuthModule,
         AccountsModule,

@@ -199,7 +199,7 @@ describe('the Responses API through the gateway (POST /api/ai/responses)', () =>
 
   it('refuses what it cannot honour with a 400 naming the parameter, and an unknown previous_response_id with 404', async () => {
     const cases: [Record<string, unknown>, number, RegExp][] = [
-      [{ model: 'local-chat', input: 'x', background: true }, 400, /^background is not supported/],
+      [{ model: 'local-chat', input: 'x', background: true, store: false }, 400, /^background responses are stored/],
       [{ model: 'local-chat', input: 'x', conversation: 'conv_1' }, 400, /^conversation is not supported/],
       [{ model: 'local-chat', input: 'x', tools: [{ type: 'web_search' }], tool_choice: { type: 'web_search' } }, 400, /^tool_choice forces the hosted tool 'web_search'/],
       [{ model: 'local-chat', input: 'x', tools: [{ type: 'web_search' }], tool_choice: 'required' }, 400, /^tool_choice 'required' needs a function tool/],

@@ -6,12 +6,15 @@ import { EmbeddingsController } from './embeddings/embeddings.controller';
 import { ResponsesRepository } from './responses/responses.repository';
 import { ResponsesController } from './responses/responses.controller';
 import { ResponsesService } from './responses/responses.service';
+import { BackgroundResponses } from './responses/background-responses.service';
+import { KeptResponseEvents } from './responses/kept-response-events';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
 
 /**
  * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses and Anthropic
- * Messages APIs that run on the same lifecycle, and embeddings), beside the services they call.
+ * Messages APIs that run on the same lifecycle, and embeddings), beside the services they call;
+ * and the gateway's one queue: background responses (BackgroundResponses).
  */
-@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, MessagesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository, MessagesService] })
+@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, MessagesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents] })
 export class ChatRoutesModule {}

@@ -100,7 +100,7 @@ export const ResponseShape = z.looseObject({
   id: z.string().regex(/^resp_/),
   object: z.literal('response'),
   created_at: int,
-  status: z.enum(['completed', 'incomplete', 'failed', 'in_progress']),
+  status: z.enum(['completed', 'incomplete', 'failed', 'in_progress', 'queued', 'cancelled']).describe('queued and cancelled: background responses only'),
   model: z.string(),
   output: z
     .array(ItemShape)

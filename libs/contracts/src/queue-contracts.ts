@@ -367,6 +367,36 @@ export const BATCH_LINE_QUEUE = defineQueue<BatchLineJob>()('batch-line', {
   lockDurationMs: 60_000,
 });
 
+/**
+ * A Responses API request sent with `background: true`: run off the request that made it, by
+ * whichever gateway takes the job. `caller` is the authenticated caller as the gateway saw it
+ * (libs/auth's Caller: its limits, budget and scopes), so the run is billed and limited exactly as
+ * the request would have been.
+ */
+export interface BackgroundResponseJob {
+  responseId: string;
+  caller: Readonly<Record<string, unknown>>;
+  /** The request body, without `background`. */
+  body: Record<string, unknown>;
+  requestId: string;
+}
+
+/**
+ * Background responses, run by the gateways (the Responses API's code lives there). Attempts 3:
+ * a gateway that dies mid-run has the response run again by another (its stream goes on after
+ * what it kept); a response's own failure is its answer, not retried.
+ */
+export const RESPONSE_BACKGROUND_QUEUE = defineQueue<BackgroundResponseJob>()('response-background', {
+  kind: 'work',
+  attempts: 3,
+  backoff: { type: 'fixed', delay: 1_000 },
+  // They wait on the chat service, not on the gateway's CPU.
+  concurrency: 32,
+  removeOnComplete: { count: 1000, age: DAY },
+  removeOnFail: { count: 5000, age: 14 * DAY },
+  lockDurationMs: 60_000,
+});
+
 export const QUEUES = [
   CHAT_COMPLETION_QUEUE,
   EMBEDDINGS_QUEUE,
@@ -379,6 +409,7 @@ export const QUEUES = [
   WEBHOOK_DELIVERY_QUEUE,
   BATCH_STEP_QUEUE,
   BATCH_LINE_QUEUE,
+  RESPONSE_BACKGROUND_QUEUE,
 ] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];
 

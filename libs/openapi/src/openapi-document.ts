@@ -141,7 +141,8 @@ function operations(catalog: ModelCatalog): Operation[] {
         'With `stream: true`, a `text/event-stream` of `event: <type>` / `data: <event>` pairs with increasing `sequence_number`, ending with ' +
         '`response.completed` (or `response.incomplete`), or `response.failed` if the upstream breaks off. ' +
         '`store` (default true) keeps the answer RESPONSES_TTL_DAYS for `previous_response_id`, which atelier continues for every upstream by rebuilding the history. ' +
-        'Hosted tools (web_search, file_search, mcp, ...) are left out and named in `x-atelier-dropped-tools`; forcing one with tool_choice, `conversation` and `background: true` are 400. ' +
+        'Hosted tools (web_search, file_search, mcp, ...) are left out and named in `x-atelier-dropped-tools`; forcing one with tool_choice and `conversation` are 400. ' +
+        '`background: true` (with `store`) answers at once with `status: "queued"` and runs on the gateways\' response-background queue; with `stream: true` too, the events are kept while it runs (`response.queued` first) and resumable with GET `?stream=true&starting_after=`. ' +
         'See docs/responses.md.',
       body: {
         type: 'object',
@@ -168,7 +169,26 @@ function operations(catalog: ModelCatalog): Operation[] {
       },
       responses: { 200: ['The Response (or an event stream when `stream` is true)', 'Response'] },
     },
-    { method: 'get', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'A stored response', access: 'key', responses: { 200: ['The Response as it was answered', 'Response'] } },
+    {
+      method: 'get',
+      route: '/api/ai/responses/:id',
+      tag: 'Chat',
+      summary: 'A stored response; with `stream=true`, a background response\'s events',
+      access: 'key',
+      query: [
+        { name: 'stream', schema: { type: 'string', enum: ['true', 'false'] }, description: 'A background response made with stream: true: its kept events, then the rest as they come' },
+        { name: 'starting_after', schema: { type: 'integer', minimum: -1 }, description: 'The sequence_number of the last event received: the stream resumes after it' },
+      ],
+      responses: { 200: ['The Response as it was answered (or, with stream=true, an event stream)', 'Response'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/responses/:id/cancel',
+      tag: 'Chat',
+      summary: 'Cancel a background response (charged only for what ran)',
+      access: 'key',
+      responses: { 200: ['The response, cancelled', 'Response'], 409: ['It already ended', 'Error'] },
+    },
     { method: 'delete', route: '/api/ai/responses/:id', tag: 'Chat', summary: 'Delete a stored response', access: 'key', responses: { 200: ['Deleted', 'ResponseDeleted'] } },
     {
       method: 'post',

@@ -349,7 +349,6 @@ const SAME_FIELDS = ['model', 'temperature', 'top_p', 'user', 'target_namespace'
  * (its input items, then its output), already loaded by the caller.
  */
 export function translateResponsesRequest(body: Record<string, unknown>, history: readonly ResponseItem[]): ResponsesTranslation {
-  if (body.background === true) throw fieldError('background', 'background is not supported yet: send the request without it (or use POST /api/ai/queue for queued work)');
   if (body.conversation !== undefined && body.conversation !== null)
     throw fieldError('conversation', 'conversation is not supported: continue a conversation with previous_response_id');
   if (body.input === undefined || body.input === null) throw fieldError('input', 'input is required');

@@ -5,7 +5,24 @@ import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelie
 import { IDEMPOTENT } from '@atelier/idempotency';
 import { abortWhenGone, openEventStream, sseFrame } from '@atelier/runtime';
 import { fieldError } from './responses-request';
-import { ResponsesService } from './responses.service';
+import { BackgroundResponses, type FollowDelivery } from './background-responses.service';
+import type { ResponseObject } from './response-output';
+import { ResponsesService, type ResponsesDelivery } from './responses.service';
+
+/** A background response's kept events, as server-sent events on this reply. */
+function followDelivery(req: FastifyRequest, reply: FastifyReply, signal: AbortSignal): FollowDelivery {
+  return {
+    signal,
+    event: (event) => {
+      if (signal.aborted) return;
+      openEventStream(req, reply, {});
+      reply.raw.write(sseFrame(JSON.stringify(event), event.type));
+    },
+    end: () => {
+      if (reply.sent) reply.raw.end();
+    },
+  };
+}
 
 function listQuery(query: Record<string, unknown>): { after?: string; limit: number; order: 'asc' | 'desc' } {
   const limit = query.limit === undefined ? 20 : Number(query.limit);
@@ -23,7 +40,10 @@ function listQuery(query: Record<string, unknown>): { after?: string; limit: num
 @Controller('api/ai/responses')
 @RequiresScope('chat')
 export class ResponsesController {
-  constructor(private readonly responses: ResponsesService) {}
+  constructor(
+    private readonly responses: ResponsesService,
+    private readonly background: BackgroundResponses,
+  ) {}
 
   /**
    * A stream opens with its first event, so a refusal before it is an ordinary HTTP error; after
@@ -37,7 +57,7 @@ export class ResponsesController {
     const gone = abortWhenGone(req, reply);
     const extra: Record<string, string> = {};
     try {
-      await this.responses.create(caller, body, req.id, {
+      const delivery = {
         signal: gone.signal,
         // An empty value takes back a header set earlier (a native upstream runs tools the translation would drop).
         header: (name, value) => {
@@ -57,18 +77,38 @@ export class ResponsesController {
         end: () => {
           if (reply.sent) reply.raw.end();
         },
-        json: async (response) => {
+        json: async (response: ResponseObject) => {
           await reply.status(200).header('content-type', 'application/json; charset=utf-8').send(response);
         },
-      });
+      } satisfies ResponsesDelivery;
+      if ((body as { background?: unknown } | null)?.background === true)
+        await this.background.start(caller, body, req.id, { ...delivery, follow: followDelivery(req, reply, gone.signal) });
+      else await this.responses.create(caller, body, req.id, delivery);
     } finally {
       gone.release();
     }
   }
 
+  /** Cancels a background response: charged only for what ran. */
+  @Post(':id/cancel')
+  @HttpCode(200)
+  cancel(@CurrentCaller() caller: Caller, @Param('id') id: string) {
+    return this.background.cancel(caller, id);
+  }
+
+  /** A stored response; with `stream=true` a background response's events, resumed after `starting_after`. */
   @Get(':id')
-  get(@CurrentCaller() caller: Caller, @Param('id') id: string) {
-    return this.responses.get(caller, id);
+  async get(@CurrentCaller() caller: Caller, @Param('id') id: string, @Query() query: Record<string, unknown>, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+    if (query.stream !== 'true') return this.responses.get(caller, id);
+    const after = query.starting_after === undefined ? -1 : Number(query.starting_after);
+    if (!Number.isInteger(after) || after < -1) throw fieldError('starting_after', 'starting_after must be an event sequence_number (an integer, 0 or more)');
+    const gone = abortWhenGone(req, reply);
+    try {
+      await this.background.follow(caller, id, after, followDelivery(req, reply, gone.signal));
+    } finally {
+      gone.release();
+    }
+    return undefined;
   }
 
   @Delete(':id')

@@ -90,6 +90,20 @@ export class ResponsesRepository implements OnApplicationBootstrap, OnModuleDest
   }
 
   /**
+   * A stored response's new state (a background response's status, then its answer), only while its
+   * status is one of `from`: false when it has moved on (cancelled, or ended by another run).
+   */
+  async update(id: string, response: ResponseObject, from: readonly string[]): Promise<boolean> {
+    // jsonb stores no NUL, and an upstream's error text (a failed run's answer) is the one field no input check has seen.
+    const responseJson = JSON.stringify(response).replace(/\\u0000/g, '\\ufffd');
+    const count = await this.prisma.$executeRaw`
+      UPDATE responses SET response = ${responseJson}::jsonb,
+        chain_bytes = chain_bytes - octet_length(response::text) + octet_length(${responseJson})
+      WHERE id = ${id} AND response->>'status' = ANY(${[...from]}::text[])`;
+    return count === 1;
+  }
+
+  /**
    * Refuses a turn that would take its chain past RESPONSES_MAX_CHAIN_BYTES (the new input counted
    * now; the answer is bounded by its tokens), before any model runs.
    */

@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { NamespaceAccess, type Caller } from '@atelier/auth';
+import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
 import { ApiError } from '@atelier/contracts';
 import { randomToken } from '@atelier/random';
 import { errorSummary, toErrorResponse } from '@atelier/runtime';
@@ -25,6 +25,22 @@ export interface ResponsesDelivery {
   json(response: ResponseObject): Promise<void>;
 }
 
+/** A request checked by ResponsesService.prepare, ready to run. */
+export interface PreparedResponse {
+  body: Record<string, unknown>;
+  scope: NamespaceScope;
+  history: ResponseItem[];
+  chainBytes: number;
+  translated: ReturnType<typeof translateResponsesRequest>;
+  newItemsJson: string;
+}
+
+/** A background response's run: its stored shell, and where its answer goes. */
+export interface BackgroundRun {
+  shell: ResponseObject;
+  keep(response: ResponseObject): Promise<ResponseObject>;
+}
+
 /** Chat's field names in a refusal, as the Responses request names them. */
 const RESPONSES_NAMES: [RegExp, string][] = [
   [/\bmax_completion_tokens\b/g, 'max_output_tokens'],
@@ -33,7 +49,7 @@ const RESPONSES_NAMES: [RegExp, string][] = [
   [/\bmessages\b/g, 'input'],
 ];
 
-function inResponsesTerms(err: unknown): unknown {
+export function inResponsesTerms(err: unknown): unknown {
   if (!(err instanceof ApiError) || err.type !== 'invalid_request') return err;
   const rename = (text: string) => RESPONSES_NAMES.reduce((t, [from, to]) => t.replace(from, to), text);
   const detail = err.detail as { fields?: { field: string; message: string }[] } | undefined;
@@ -102,7 +118,11 @@ export class ResponsesService {
     private readonly access: NamespaceAccess,
   ) {}
 
-  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ResponsesDelivery): Promise<void> {
+  /**
+   * The request checked as far as it can be without running it: its namespace, the conversation
+   * of previous_response_id (the same namespace's), the translation, the chain's room.
+   */
+  async prepare(caller: Caller, rawBody: unknown): Promise<PreparedResponse> {
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
     const scope = await this.access.resolve(caller, body.target_namespace);
@@ -120,9 +140,19 @@ export class ResponsesService {
     // Serialized once: counted against the chain's room now, stored as they are after the answer.
     const newItemsJson = translated.store ? JSON.stringify(translated.inputItems) : '';
     if (translated.store) this.store.checkChainRoom(chainBytes, newItemsJson);
+    return { body, scope, history, chainBytes, translated, newItemsJson };
+  }
+
+  /**
+   * Runs a Responses request. `background`: a background response's run (BackgroundResponses),
+   * whose row already exists: it keeps its id and stores its answer (or failure) there.
+   */
+  async create(caller: Caller, rawBody: unknown, requestId: string, delivery: ResponsesDelivery, background?: BackgroundRun): Promise<void> {
+    const { body, scope, history, chainBytes, translated, newItemsJson } = await this.prepare(caller, rawBody);
     if (translated.droppedTools.length > 0) delivery.header('x-atelier-dropped-tools', translated.droppedTools.join(', '));
-    const shell = responseShell(`resp_${randomToken(24)}`, body, translated.store);
+    const shell = background?.shell ?? responseShell(`resp_${randomToken(24)}`, body, translated.store);
     const keep = async (response: ResponseObject): Promise<ResponseObject> => {
+      if (background) return background.keep(response);
       if (!translated.store) return response;
       try {
         await this.store.save(scope.id, caller.userId, response, newItemsJson, chainBytes);
@@ -214,6 +244,8 @@ export class ResponsesService {
         events.fail(toErrorResponse(err).body.error);
       }
       if (!ended) delivery.end();
+      // A background run's failure is also its stored answer.
+      if (background) throw inResponsesTerms(err);
     }
   }
 
