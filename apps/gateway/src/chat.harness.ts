@@ -66,7 +66,7 @@ function fakeUpstreamEngine(upstreamUrl: string, settings: Record<string, unknow
   };
 }
 
-function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
+export function remoteDefinition(id: string, upstreamUrl: string, settings: Record<string, unknown>): Record<string, unknown> {
   const { fallbacks, context_window: contextWindow, aliases, ...engine } = settings;
   return {
     id,
