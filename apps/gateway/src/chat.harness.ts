@@ -40,6 +40,8 @@ const REMOTE_MODELS: Record<string, Record<string, unknown>> = {
   'remote-slow': { upstream_model: 'slow' },
   // Unstreamed answers that take 300 ms (batch lines still running when a batch is cancelled).
   'remote-delay': { upstream_model: 'delay-300' },
+  // ... and 20 ms (a 2,000-line batch that runs for seconds).
+  'remote-quick': { upstream_model: 'delay-20' },
   // Room for an agent's whole prompt (the Codex CLI sends some 10,000 tokens of instructions and tools).
   'remote-echo-wide': { upstream_model: 'echo', context_window: 200_000 },
   // Servers that speak the Responses API themselves.

@@ -1,24 +1,13 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
-import { Module, type DynamicModule } from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import OpenAI, { toFile } from 'openai';
-import { BatchServiceModule } from '@atelier/batch';
-import type { AppConfig } from '@atelier/config';
 import { Prisma } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/media';
-import { QueueServiceModule } from '@atelier/queue';
 import { createService } from '@atelier/runtime';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { startBatchWorker } from './batch.harness';
 import { startChatStack, type ChatStack } from './chat.harness';
-
-/** The queue-worker as apps/queue-worker composes it, running the batch pool only. */
-@Module({})
-class BatchWorkerModule {
-  static forRoot(config: AppConfig): DynamicModule {
-    return { module: BatchWorkerModule, imports: [QueueServiceModule.forRoot(config), BatchServiceModule.forRoot(config)] };
-  }
-}
 
 type Line = { custom_id: string; method?: string; url?: string; body: Record<string, unknown> };
 const chatLine = (customId: string, content: string, extra: Record<string, unknown> = {}, model = 'remote-echo'): Line => ({
@@ -87,8 +76,7 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
 
   beforeAll(async () => {
     stack = await startChatStack({ BATCH_WORKER_CONCURRENCY: '2', BATCH_SWEEP_INTERVAL_MS: '200' });
-    const config = { ...stack.gw.env.config, QUEUE_WORKER_POOLS: ['batch'] } as AppConfig;
-    worker = await createService(BatchWorkerModule.forRoot(config), config, { service: 'queue-worker' });
+    worker = await startBatchWorker(stack);
     media = await createService(MediaServiceModule.forRoot(stack.gw.env.config), stack.gw.env.config, { service: 'media' });
     owner = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
     other = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
