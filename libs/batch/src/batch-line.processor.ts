@@ -65,7 +65,7 @@ export class BatchLineProcessor implements JobHandler<typeof BATCH_LINE_QUEUE> {
       if (!answer) await this.ledger.release(line.reservationId, tx, record);
       else await this.ledger.settle(line.reservationId, answer.cost, tx, { inputTokens: answer.inputTokens, outputTokens: answer.outputTokens, ...(answer.images !== undefined && { images: answer.images }), request: record });
     });
-    if ((await this.batches.tally(line.batchId)).open === 0) await stepJob(this.queues, line.batchId, 'finalize', line.batch.requestId);
+    if (!(await this.batches.hasOpenLines(line.batchId))) await stepJob(this.queues, line.batchId, 'finalize', line.batch.requestId);
   }
 }
 

@@ -222,6 +222,12 @@ export class BatchesRepository {
     return ns.name;
   }
 
+  /** Whether any line still waits or runs (one index probe, where a tally counts every line: this runs after each line). */
+  async hasOpenLines(batchId: string): Promise<boolean> {
+    const rows = await this.prisma.$queryRaw<unknown[]>`SELECT 1 FROM batch_lines WHERE batch_id = ${batchId}::uuid AND status IN ('pending', 'running') LIMIT 1`;
+    return rows.length > 0;
+  }
+
   async hasLineIn(batchId: string, status: string): Promise<boolean> {
     return (await this.prisma.batchLine.findFirst({ where: { batchId, status }, select: { id: true } })) !== null;
   }

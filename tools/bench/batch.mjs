@@ -1,0 +1,218 @@
+#!/usr/bin/env node
+// npm run bench:batch — what a running batch does to interactive traffic, and how fast a batch runs.
+//
+// One go, on this machine: a fake OpenAI-compatible upstream (answers after BENCH_UPSTREAM_MS, default 20 ms,
+// as a model server takes time), the gateway, the chat service and a queue-worker running the batch pool
+// (BATCH_WORKER_CONCURRENCY, default 8) as separate processes (compiled code, production settings) on a fresh
+// database and Redis prefix. Each round (BENCH_ROUNDS, default 3):
+//   1. interactive alone: BENCH_CONNECTIONS (default 8) clients send chat completions through the gateway for
+//      BENCH_SECONDS (default 8): p50/p99 and requests/s;
+//   2. the same while a BENCH_LINES-line batch (default 2,000) of the same model runs, half the clients in
+//      the batch's namespace and half in another: p50/p99 and requests/s beside round 1's;
+//   3. the batch's own pace: lines/s from in_progress to completed, beside the direct path: the same lines
+//      sent straight to the upstream by BATCH_WORKER_CONCURRENCY clients (the pool's width).
+// It prints every round and the medians.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { root } from '../bootstrap.mjs';
+import { BENCH_METRICS_TOKEN, benchDatabase, benchRedisUrl, benchTempDir, buildAll, closedLoop, dieWithBench, freePort, machine, percentile } from './bench-env.mjs';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const LINES = Number(process.env.BENCH_LINES ?? 2000);
+const POOL = Number(process.env.BATCH_WORKER_CONCURRENCY ?? 8);
+const UPSTREAM_MS = Number(process.env.BENCH_UPSTREAM_MS ?? 20);
+const API_KEY = 'sk-bench-upstream';
+const API_KEY_ENV = 'ATELIER_BENCH_UPSTREAM_KEY';
+const ADMIN_TOKEN = randomBytes(32).toString('hex');
+
+buildAll();
+const db = await benchDatabase();
+const children = [];
+process.once('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+
+function startNode(name, args, env, ready) {
+  const child = spawn(process.execPath, [...dieWithBench, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  children.push(child);
+  let out = '';
+  child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
+  child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
+  return new Promise((resolve, reject) => {
+    const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
+    child.once('exit', onExit);
+    const poll = async () => {
+      if (await ready().catch(() => false)) {
+        child.off('exit', onExit);
+        return resolve(child);
+      }
+      setTimeout(poll, 100);
+    };
+    void poll();
+  });
+}
+const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok;
+
+const upstreamPort = await freePort();
+await startNode(
+  'fake upstream',
+  ['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false })`],
+  {},
+  async () => (await fetch(`http://127.0.0.1:${upstreamPort}/v1/models`)).status === 404,
+);
+const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
+const upstreamModel = `delay-${UPSTREAM_MS}`;
+
+const catalogDir = benchTempDir('catalog');
+for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
+fs.writeFileSync(
+  path.join(catalogDir, 'bench-remote.json'),
+  JSON.stringify({
+    id: 'bench-remote',
+    created: 1767225600,
+    owned_by: 'bench',
+    display_name: 'Bench remote',
+    description: `The fake upstream, answering after ${UPSTREAM_MS} ms`,
+    endpoint: '/chat/completions',
+    capabilities: { input: ['text'], output: ['text'] },
+    pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
+    context_window: 8192,
+    default_max_tokens: 256,
+    features: { tools: true, json_mode: true, streaming: true },
+    engine: { type: 'openai-compatible', base_url: upstreamUrl, upstream_model: upstreamModel, api_key_env: API_KEY_ENV },
+    parameters: { type: 'object', properties: {} },
+  }),
+);
+
+const [gatewayPort, chatPort, workerPort] = [await freePort(), await freePort(), await freePort()];
+const serviceEnv = {
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'error',
+  HOST: '127.0.0.1',
+  DATABASE_URL: db.databaseUrl,
+  REDIS_URL: benchRedisUrl,
+  REDIS_PREFIX: db.prefix,
+  ADMIN_TOKEN,
+  URL_SIGNING_SECRET: randomBytes(32).toString('hex'),
+  METRICS_TOKEN: BENCH_METRICS_TOKEN,
+  STORAGE_DIR: benchTempDir('storage'),
+  MODEL_CATALOG_DIR: catalogDir,
+  [API_KEY_ENV]: API_KEY,
+  BATCH_WORKER_CONCURRENCY: String(POOL),
+};
+await Promise.all([
+  startNode('gateway', ['dist/local/apps/gateway/src/main.js'], { ...serviceEnv, PORT: String(gatewayPort) }, healthy(gatewayPort)),
+  startNode('chat', ['dist/local/apps/chat/src/main.js'], { ...serviceEnv, CHAT_PORT: String(chatPort) }, healthy(chatPort)),
+  startNode('queue-worker', ['dist/local/apps/queue-worker/src/main.js'], { ...serviceEnv, QUEUE_WORKER_PORT: String(workerPort), QUEUE_WORKER_POOLS: 'batch' }, healthy(workerPort)),
+]);
+const base = `http://127.0.0.1:${gatewayPort}`;
+const sql = new pg.Client({ connectionString: db.databaseUrl });
+await sql.connect();
+const newUser = async (name) =>
+  (await (await fetch(`${base}/api/admin/users`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ username: name, credits: '1000000' }) })).json()).api_key;
+const batchKey = await newUser('bench-batch');
+const otherKey = await newUser('bench-other');
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+function post(url, auth, body) {
+  return new Promise((resolve, reject) => {
+    const text = JSON.stringify(body);
+    const req = http.request(url, { method: 'POST', agent, timeout: 30_000, headers: { authorization: auth, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } }, (res) => {
+      let out = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (out += d));
+      res.on('end', () => (res.statusCode === 200 ? resolve(out) : reject(new Error(`HTTP ${res.statusCode}: ${out.slice(0, 200)}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+    req.end(text);
+  });
+}
+const chatBody = (content) => ({ model: 'bench-remote', messages: [{ role: 'user', content }], max_tokens: 16 });
+const interactive = (key) => () => post(`${base}/api/ai/chat/completions`, `Bearer ${key}`, chatBody('Say hello in one short sentence.'));
+const direct = () => post(`${upstreamUrl}/chat/completions`, `Bearer ${API_KEY}`, { ...chatBody('Say hello in one short sentence.'), model: upstreamModel });
+
+/** Half the clients in the batch's namespace, half in another, for SECONDS. */
+async function interactiveLoad() {
+  const [own, other] = await Promise.all([closedLoop(interactive(batchKey), Math.ceil(CONNECTIONS / 2), SECONDS), closedLoop(interactive(otherKey), Math.floor(CONNECTIONS / 2), SECONDS)]);
+  const latencies = [...own.latencies, ...other.latencies];
+  if (own.errors + other.errors > 0) throw new Error(`interactive requests failed: ${own.lastError ?? other.lastError}`);
+  return { rps: own.rps + other.rps, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
+}
+
+async function startBatch() {
+  const jsonl = Array.from({ length: LINES }, (_, i) => JSON.stringify({ custom_id: `l${i}`, method: 'POST', url: '/v1/chat/completions', body: chatBody(`line ${i}`) })).join('\n');
+  const form = new FormData();
+  form.append('purpose', 'batch');
+  form.append('file', new Blob([jsonl]), 'bench.jsonl');
+  const file = await (await fetch(`${base}/api/ai/files`, { method: 'POST', headers: { authorization: `Bearer ${batchKey}` }, body: form })).json();
+  const batch = JSON.parse(await post(`${base}/api/ai/batches`, `Bearer ${batchKey}`, { input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' }));
+  const get = async () => (await fetch(`${base}/api/ai/batches/${batch.id}`, { headers: { authorization: `Bearer ${batchKey}` } })).json();
+  for (;;) {
+    const b = await get();
+    if (b.status === 'in_progress') return { id: b.id, get };
+    if (b.status !== 'validating') throw new Error(`the batch is ${b.status}: ${JSON.stringify(b.errors)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+async function finished(batch) {
+  for (;;) {
+    const b = await batch.get();
+    if (b.status === 'completed') {
+      if (b.request_counts.completed !== LINES) throw new Error(`the batch answered ${b.request_counts.completed} of ${LINES}`);
+      return b;
+    }
+    if (['failed', 'expired', 'cancelled'].includes(b.status)) throw new Error(`the batch ended ${b.status}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The direct path: LINES requests straight to the upstream by POOL clients; lines per second. */
+async function directPace() {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: POOL }, async () => {
+      while (next++ < LINES) await direct();
+    }),
+  );
+  return LINES / ((performance.now() - started) / 1000);
+}
+
+console.log(`atelier batch benchmark — ${machine()}; upstream ${UPSTREAM_MS} ms per answer, ${LINES} lines, pool ${POOL}, ${CONNECTIONS} interactive clients, ${SECONDS} s per phase`);
+// Warm-up: the paths compiled and the connections open.
+await closedLoop(interactive(batchKey), 2, 2);
+const rounds = [];
+for (let round = 1; round <= ROUNDS; round++) {
+  const alone = await interactiveLoad();
+  const batch = await startBatch();
+  const during = await interactiveLoad();
+  await finished(batch);
+  // From the first line's start to the last one's end, as the lines recorded them (ms precision).
+  const uuid = batch.id.slice(6).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+  const { rows } = await sql.query('SELECT extract(epoch from max(ended_at) - min(started_at))::float AS s FROM batch_lines WHERE batch_id = $1', [uuid]);
+  const pace = LINES / rows[0].s;
+  const directLinesPerSecond = await directPace();
+  const r = { alone, during, pace, direct: directLinesPerSecond };
+  rounds.push(r);
+  console.log(
+    `round ${round}: interactive alone p50 ${alone.p50.toFixed(1)} ms, p99 ${alone.p99.toFixed(1)} ms, ${alone.rps.toFixed(0)} req/s; ` +
+      `during the batch p50 ${during.p50.toFixed(1)} ms (+${(during.p50 - alone.p50).toFixed(1)}), p99 ${during.p99.toFixed(1)} ms (+${(during.p99 - alone.p99).toFixed(1)}), ${during.rps.toFixed(0)} req/s; ` +
+      `batch ${pace.toFixed(0)} lines/s (first line's start to last line's end) beside direct ${directLinesPerSecond.toFixed(0)} lines/s with ${POOL} clients`,
+  );
+}
+const med = (f) => percentile(rounds.map(f), 0.5);
+console.log(
+  `median of ${ROUNDS}: interactive p50 ${med((r) => r.alone.p50).toFixed(1)} -> ${med((r) => r.during.p50).toFixed(1)} ms (added ${med((r) => r.during.p50 - r.alone.p50).toFixed(1)} ms), ` +
+    `p99 ${med((r) => r.alone.p99).toFixed(1)} -> ${med((r) => r.during.p99).toFixed(1)} ms; ` +
+    `batch pace ${med((r) => r.pace).toFixed(0)} lines/s = ${(100 * med((r) => r.pace / r.direct)).toFixed(0)} % of direct`,
+);
+await sql.end();
+children.forEach((c) => c.kill('SIGKILL'));
+await db.drop();
+process.exit(0);
