@@ -109,6 +109,13 @@ describe('examples/', () => {
     expect(out).toMatch(/^tokens: [1-9]\d*$/m);
   });
 
+  it('batch.mjs: a batch uploaded, run, polled and its answers matched by custom_id; a background response polled', async () => {
+    const out = await run('batch.mjs', { deadlineMs: 30_000 });
+    expect(out).toMatch(/^batch: completed 3\/3 answered, \d+ tokens$/m);
+    for (const id of ['q1', 'q2', 'q3']) expect(out).toMatch(new RegExp(`^${id}: Tell me about [\\w ]+\\. -> .+`, 'm'));
+    expect(out).toMatch(/^background response: (completed|incomplete) -> .+/m);
+  });
+
   it('embeddings.mjs: vectors through the SDK, and the nearest document', async () => {
     const out = await run('embeddings.mjs');
     expect(out).toMatch(/^vectors: 4 of 256 dimensions$/m);
