@@ -2,7 +2,8 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import OpenAI, { toFile } from 'openai';
-import { Prisma } from '@atelier/db';
+import { batchUuid } from '@atelier/batch';
+import { Prisma, PrismaService } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/media';
 import { createService } from '@atelier/runtime';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
@@ -278,6 +279,27 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     expect(await apiError(client(owner).batches.cancel(completed.id))).toEqual({ status: 409, message: `Batch ${completed.id} cannot be cancelled: it is completed` });
   });
 
+  it('expires a batch past its window: finished lines kept and charged, the rest batch_expired and released', async () => {
+    const before = await balance(owner);
+    const lines = Array.from({ length: 12 }, (_, i) => chatLine(`late-${i}`, `line ${i}`, {}, 'remote-delay'));
+    const batch = await client(owner).batches.create({ input_file_id: await upload(owner, lines), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await waitFor(async () => (await client(owner).batches.retrieve(batch.id)).request_counts!.completed >= 2, { timeoutMs: 20_000, description: 'two lines done' });
+    // The 24 h window, passed (the sweep runs every 200 ms here).
+    await stack.gw.app.get(PrismaService).batch.update({ where: { id: batchUuid(batch.id)! }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    const done = await settled(owner, batch.id, ['expired']);
+    expect(done.expired_at).toEqual(expect.any(Number));
+    const out = await outputLines(owner, done.output_file_id);
+    const errors = await outputLines(owner, done.error_file_id);
+    expect(out.length).toBeGreaterThanOrEqual(2);
+    expect(out.length + errors.length).toBe(12);
+    expect(errors.length).toBeGreaterThan(0);
+    for (const e of errors) expect(e).toMatchObject({ response: null, error: { code: 'batch_expired' } });
+    const expected = out.reduce((sum, l) => sum.plus(batchPrice(l.response!.body.usage.prompt_tokens, l.response!.body.usage.completion_tokens)), new Prisma.Decimal(0));
+    const after = await balance(owner);
+    expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe(expected.toFixed());
+    expect(after.reserved).toBe(before.reserved);
+  });
+
   it("keeps each namespace's batches its own: another cannot read, list, cancel, or run one from the owner's file", async () => {
     const input = await upload(owner, [chatLine('mine', 'hello')]);
     const mine = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { name: 'shared-name' } });
@@ -295,6 +317,16 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     // A key without the batches scope cannot use batches at all.
     const scoped = await stack.gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat-only', scopes: ['chat'] } });
     expect(await apiError(client(scoped.body.api_key).batches.list())).toMatchObject({ status: 403 });
+  });
+
+  it('creates one batch for a retried create with the same Idempotency-Key', async () => {
+    const input = await upload(owner, [chatLine('once', 'only once')]);
+    const body = { input_file_id: input, endpoint: '/v1/chat/completions' as const, completion_window: '24h' as const };
+    const first = await client(owner).batches.create(body, { headers: { 'Idempotency-Key': 'batch-retry-1' } });
+    const again = await client(owner).batches.create(body, { headers: { 'Idempotency-Key': 'batch-retry-1' } });
+    expect(again.id).toBe(first.id);
+    expect(await apiError(client(owner).batches.create({ ...body, metadata: { other: 'body' } }, { headers: { 'Idempotency-Key': 'batch-retry-1' } }))).toMatchObject({ status: 422 });
+    expect((await settled(owner, first.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
   });
 
   it('refuses bad requests with clear 400s and unknown ids with 404s', async () => {
