@@ -31,7 +31,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [
         // Background responses run where the Responses API's code is: on the gateways, off the request.
-        ServiceRuntimeModule.forRoot({ service: 'gateway', config, consumes: [RESPONSE_BACKGROUND_QUEUE] }),
+        ServiceRuntimeModule.forRoot({ service: 'gateway', config, consumes: [RESPONSE_BACKGROUND_QUEUE], reportsAllQueues: true }),
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
         AuthModule,
         AccountsModule,

@@ -5,7 +5,8 @@ import OpenAI, { toFile } from 'openai';
 import { batchUuid } from '@atelier/batch';
 import { Prisma, PrismaService } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/media';
-import { createService } from '@atelier/runtime';
+import { createService, JobQueues } from '@atelier/runtime';
+import { BATCH_LINE_QUEUE } from '@atelier/contracts';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startBatchWorker } from './batch.harness';
 import { startChatStack, type ChatStack } from './chat.harness';
@@ -298,6 +299,17 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     const after = await balance(owner);
     expect(new Prisma.Decimal(before.credits).minus(after.credits).toFixed()).toBe(expected.toFixed());
     expect(after.reserved).toBe(before.reserved);
+  });
+
+  it('queues again the lines whose jobs Redis lost, once the batch stands still, and answers each once', async () => {
+    const lines = Array.from({ length: 10 }, (_, i) => chatLine(`lost-${i}`, `line ${i}`, {}, 'remote-delay'));
+    const batch = await client(owner).batches.create({ input_file_id: await upload(owner, lines), endpoint: '/v1/chat/completions', completion_window: '24h' });
+    await waitFor(async () => (await client(owner).batches.retrieve(batch.id)).request_counts!.completed >= 2, { timeoutMs: 20_000, description: 'two lines done' });
+    // The waiting lines' jobs vanish (a Redis that lost its data); the rows still say pending.
+    await worker.get(JobQueues).queue(BATCH_LINE_QUEUE).drain();
+    const done = await settled(owner, batch.id, ['completed'], 30_000);
+    expect(done.request_counts).toEqual({ total: 10, completed: 10, failed: 0 });
+    expect((await outputLines(owner, done.output_file_id)).map((l) => l.custom_id).sort()).toEqual(lines.map((l) => l.custom_id).sort());
   });
 
   it("keeps each namespace's batches its own: another cannot read, list, cancel, or run one from the owner's file", async () => {

@@ -52,7 +52,10 @@ export class BatchValidation {
 
   async validate(id: string, requestId: string): Promise<void> {
     const batch = await this.batches.byId(id);
-    if (batch?.status === 'in_progress') return this.dispatch(batch, requestId);
+    if (batch?.status === 'in_progress') {
+      await this.dispatch(batch, requestId);
+      return;
+    }
     if (batch?.status !== 'validating') return;
     const file = await this.files.find(batch.namespaceId, batch.inputFileId);
     if (!file) return this.fail(batch, [{ code: 'missing_file', message: 'The input file no longer exists (deleted or expired)', line: null, param: 'input_file_id' }]);
@@ -110,11 +113,20 @@ export class BatchValidation {
     if (now) await this.dispatch(now, requestId);
   }
 
-  /** Places the pending lines in the batch pool's fair order and queues them (jobId = line id: a second dispatch adds nothing). */
-  private async dispatch(batch: BatchModel, requestId: string): Promise<void> {
+  /**
+   * Places the pending lines in the batch pool's fair order and queues them (jobId = line id: a
+   * second dispatch adds nothing). `repair` (the sweep's, for a batch whose lines stopped moving):
+   * only the lines whose job is gone (Redis lost it) or kept as ended (it failed for good, say
+   * through a database outage), each removed and queued again.
+   */
+  private async dispatch(batch: BatchModel, requestId: string, repair = false): Promise<number> {
     const pending = await this.batches.pendingLines(batch.id);
+    let queued = 0;
     for (let i = 0; i < pending.length; i += DISPATCH_SLICE) {
-      const slice = pending.slice(i, i + DISPATCH_SLICE);
+      let slice = pending.slice(i, i + DISPATCH_SLICE);
+      if (repair) slice = await this.lost(slice);
+      if (slice.length === 0) continue;
+      queued += slice.length;
       const { priorities } = await this.positions.add('batch', slice.map((lineId) => ({ id: lineId, namespaceId: batch.namespaceId })));
       await this.queues.addBulk(
         BATCH_LINE_QUEUE,
@@ -122,7 +134,26 @@ export class BatchValidation {
       );
     }
     // Every line refused by its model (or none left): nothing will queue the final step but this.
-    if (pending.length === 0 && (await this.batches.tally(batch.id)).open === 0) await stepJob(this.queues, batch.id, 'finalize', requestId);
+    if (pending.length === 0 && !(await this.batches.hasOpenLines(batch.id))) await stepJob(this.queues, batch.id, 'finalize', requestId);
+    return queued;
+  }
+
+  /** Of these pending lines, those no live job will run; their ended jobs are removed so the ids can be added again. */
+  private async lost(lineIds: string[]): Promise<string[]> {
+    const queue = this.queues.queue(BATCH_LINE_QUEUE);
+    const states = await Promise.all(lineIds.map(async (id) => ({ id, state: await queue.getJobState(id) })));
+    const lost = states.filter((s) => s.state === 'unknown' || s.state === 'failed' || s.state === 'completed');
+    await Promise.all(lost.filter((s) => s.state !== 'unknown').map((s) => queue.remove(s.id).catch(() => undefined)));
+    return lost.map((s) => s.id);
+  }
+
+  /** The sweep's repair of a running batch whose lines stopped moving: how many lines it queued again. */
+  async redispatch(id: string): Promise<number> {
+    const batch = await this.batches.byId(id);
+    if (batch?.status !== 'in_progress') return 0;
+    const queued = await this.dispatch(batch, batch.requestId, true);
+    if (queued > 0) this.logger.warn(`Batch ${batchId(id)}: ${queued} line(s) had lost their job and were queued again`);
+    return queued;
   }
 
   private async fail(batch: BatchModel, errors: BatchInputError[] | { code: string; message: string; line: null; param: string | null }[]): Promise<void> {

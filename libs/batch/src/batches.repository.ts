@@ -222,6 +222,13 @@ export class BatchesRepository {
     return ns.name;
   }
 
+  /** When a line of the batch last started or ended (null: none has yet). */
+  async lastLineActivity(batchId: string): Promise<Date | null> {
+    const [row] = await this.prisma.$queryRaw<{ at: Date | null }[]>`
+      SELECT greatest(max(started_at), max(ended_at)) AS at FROM batch_lines WHERE batch_id = ${batchId}::uuid`;
+    return row?.at ?? null;
+  }
+
   /** Whether any line still waits or runs (one index probe, where a tally counts every line: this runs after each line). */
   async hasOpenLines(batchId: string): Promise<boolean> {
     const rows = await this.prisma.$queryRaw<unknown[]>`SELECT 1 FROM batch_lines WHERE batch_id = ${batchId}::uuid AND status IN ('pending', 'running') LIMIT 1`;

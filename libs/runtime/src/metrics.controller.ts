@@ -9,7 +9,7 @@ import { JobQueues } from './job-queues.service';
 import { RedisService } from './redis.module';
 import { rpcQueueDepth } from './rpc-stream-consumer';
 
-/** The queues this app consumes (ServiceRuntimeOptions.consumes). */
+/** The queues whose depth this app reports; empty for all (ServiceRuntimeOptions.consumes, reportsAllQueues). */
 export const CONSUMED_QUEUES = Symbol('CONSUMED_QUEUES');
 
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'failed'] as const;

@@ -19,6 +19,11 @@ export interface ServiceRuntimeOptions {
   config: AppConfig;
   /** Queues this app consumes; each needs exactly one @HandlesQueue provider somewhere in the app. */
   consumes?: readonly QueueContract[];
+  /**
+   * /metrics reports the depth of every queue, not only those consumed here: the scrape target
+   * that shows the whole backlog (the gateway). Apps that consume nothing do so anyway.
+   */
+  reportsAllQueues?: boolean;
   /** Per-queue concurrency set by the app's config, over the contracts' (WorkerHostOptions.concurrency). */
   concurrency?: Readonly<Record<string, number>>;
 }
@@ -44,7 +49,7 @@ export class ServiceRuntimeModule {
       controllers: [HealthController, LivenessController, MetricsController],
       providers: [
         { provide: SERVICE_NAME, useValue: options.service },
-        { provide: CONSUMED_QUEUES, useValue: options.consumes ?? [] },
+        { provide: CONSUMED_QUEUES, useValue: options.reportsAllQueues ? [] : (options.consumes ?? []) },
         // One registry per app instance, so apps sharing a process (tests) keep their own numbers.
         { provide: Metrics, useFactory: () => new Metrics(options.service) },
         QueueDepthMetrics,
