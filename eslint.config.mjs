@@ -23,12 +23,13 @@ const DATA_LAYER = ['**/*.repository.ts', 'libs/db/**', 'libs/testing/**', 'libs
  * One scope per feature (route, controller, lib, app and queue share its word) plus `shared`
  * (platform libs) and `edge` (the gateway and its API docs). A feature reaches only the shared
  * libs and, where it really builds on one, another feature's public API: the queue renders
- * through media's MediaRenderer, fine-tune reads datasets from repos, batch runs its lines through
+ * through media's MediaRenderer, fine-tune reads datasets from repos, chat exports stored completions
+ * into repos as datasets, batch runs its lines through
  * chat's request checks and the queue's fair order. The queue-worker app runs queue and batch.
  */
 const SCOPE_CONSTRAINTS = [
   { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
-  { sourceTag: 'scope:chat', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chat'] },
+  { sourceTag: 'scope:chat', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chat', 'scope:repos'] },
   { sourceTag: 'scope:media', onlyDependOnLibsWithTags: ['scope:shared', 'scope:media'] },
   { sourceTag: 'scope:queue', onlyDependOnLibsWithTags: ['scope:shared', 'scope:queue', 'scope:media'] },
   { sourceTag: 'scope:events', onlyDependOnLibsWithTags: ['scope:shared', 'scope:events'] },

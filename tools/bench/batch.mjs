@@ -11,7 +11,12 @@
 //      the batch's namespace and half in another: p50/p99 and requests/s beside round 1's;
 //   3. the batch's own pace: lines/s from in_progress to completed, beside the direct path: the same lines
 //      sent straight to the upstream by BATCH_WORKER_CONCURRENCY clients (the pool's width).
-// It prints every round and the medians.
+// It prints every round and the medians. Then memory (BENCH_MEMORY_LINES, default 50,000; 0 skips it): a batch of a
+// tenth of that and one of all of it, each process's RSS read from /proc every 500 ms while each runs: the peaks
+// should match (nothing in a process grows with the file). BENCH_PODS=1 runs the gateway, the chat service and
+// the queue-worker each in a memory cgroup of its manifest's limit (512Mi, 512Mi, and 1Gi for the image worker that
+// runs the batch pool), with the manifests' NODE_OPTIONS, so V8 sizes its heap as in the pod; it prints each
+// cgroup's peak, limit hits and OOM kills at the end. Needs root and a writable memory cgroup controller.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -19,12 +24,14 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { root } from '../bootstrap.mjs';
+import { parseMemory, podCgroup, sweepStalePods } from './pod-memory.mjs';
 import { BENCH_METRICS_TOKEN, benchDatabase, benchRedisUrl, benchTempDir, buildAll, closedLoop, dieWithBench, freePort, machine, percentile } from './bench-env.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const LINES = Number(process.env.BENCH_LINES ?? 2000);
+const MEMORY_LINES = Number(process.env.BENCH_MEMORY_LINES ?? 50_000);
 const POOL = Number(process.env.BATCH_WORKER_CONCURRENCY ?? 8);
 const UPSTREAM_MS = Number(process.env.BENCH_UPSTREAM_MS ?? 20);
 const API_KEY = 'sk-bench-upstream';
@@ -36,8 +43,29 @@ const db = await benchDatabase();
 const children = [];
 process.once('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
+/** deploy/base: each service's memory limit and NODE_OPTIONS (BENCH_PODS). */
+const POD_SHAPES = { gateway: ['512Mi', '--max-semi-space-size=32'], chat: ['512Mi', '--max-semi-space-size=32'], 'queue-worker': ['1Gi', ''] };
+const PODS = process.env.BENCH_PODS === '1';
+const pods = [];
+if (PODS) sweepStalePods();
+// The services die with the bench; a cgroup they have not left yet is swept by the next bench (sweepStalePods).
+process.once('exit', () =>
+  pods.forEach(({ pod }) => {
+    try {
+      pod.remove();
+    } catch {
+      // still holds a dying process
+    }
+  }),
+);
+
 function startNode(name, args, env, ready) {
-  const child = spawn(process.execPath, [...dieWithBench, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  const shape = PODS ? POD_SHAPES[name] : undefined;
+  const pod = shape ? podCgroup(name, parseMemory(shape[0])) : undefined;
+  const program = [process.execPath, [...dieWithBench, ...args]];
+  const [command, argv] = pod ? pod.wrap(...program) : program;
+  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env, ...(shape && { NODE_OPTIONS: shape[1] }) }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  if (pod) pods.push({ name, pod });
   children.push(child);
   let out = '';
   child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
@@ -104,7 +132,7 @@ const serviceEnv = {
   [API_KEY_ENV]: API_KEY,
   BATCH_WORKER_CONCURRENCY: String(POOL),
 };
-await Promise.all([
+const processes = await Promise.all([
   startNode('gateway', ['dist/local/apps/gateway/src/main.js'], { ...serviceEnv, PORT: String(gatewayPort) }, healthy(gatewayPort)),
   startNode('chat', ['dist/local/apps/chat/src/main.js'], { ...serviceEnv, CHAT_PORT: String(chatPort) }, healthy(chatPort)),
   startNode('queue-worker', ['dist/local/apps/queue-worker/src/main.js'], { ...serviceEnv, QUEUE_WORKER_PORT: String(workerPort), QUEUE_WORKER_POOLS: 'batch' }, healthy(workerPort)),
@@ -145,8 +173,8 @@ async function interactiveLoad() {
   return { rps: own.rps + other.rps, p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
 }
 
-async function startBatch() {
-  const jsonl = Array.from({ length: LINES }, (_, i) => JSON.stringify({ custom_id: `l${i}`, method: 'POST', url: '/v1/chat/completions', body: chatBody(`line ${i}`) })).join('\n');
+async function startBatch(lines = LINES) {
+  const jsonl = Array.from({ length: lines }, (_, i) => JSON.stringify({ custom_id: `l${i}`, method: 'POST', url: '/v1/chat/completions', body: chatBody(`line ${i}`) })).join('\n');
   const form = new FormData();
   form.append('purpose', 'batch');
   form.append('file', new Blob([jsonl]), 'bench.jsonl');
@@ -155,7 +183,7 @@ async function startBatch() {
   const get = async () => (await fetch(`${base}/api/ai/batches/${batch.id}`, { headers: { authorization: `Bearer ${batchKey}` } })).json();
   for (;;) {
     const b = await get();
-    if (b.status === 'in_progress') return { id: b.id, get };
+    if (b.status === 'in_progress') return { id: b.id, get, lines };
     if (b.status !== 'validating') throw new Error(`the batch is ${b.status}: ${JSON.stringify(b.errors)}`);
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -164,7 +192,7 @@ async function finished(batch) {
   for (;;) {
     const b = await batch.get();
     if (b.status === 'completed') {
-      if (b.request_counts.completed !== LINES) throw new Error(`the batch answered ${b.request_counts.completed} of ${LINES}`);
+      if (b.request_counts.completed !== batch.lines) throw new Error(`the batch answered ${b.request_counts.completed} of ${batch.lines}`);
       return b;
     }
     if (['failed', 'expired', 'cancelled'].includes(b.status)) throw new Error(`the batch ended ${b.status}`);
@@ -207,11 +235,60 @@ for (let round = 1; round <= ROUNDS; round++) {
   );
 }
 const med = (f) => percentile(rounds.map(f), 0.5);
-console.log(
+if (rounds.length > 0)
+  console.log(
   `median of ${ROUNDS}: interactive p50 ${med((r) => r.alone.p50).toFixed(1)} -> ${med((r) => r.during.p50).toFixed(1)} ms (added ${med((r) => r.during.p50 - r.alone.p50).toFixed(1)} ms), ` +
     `p99 ${med((r) => r.alone.p99).toFixed(1)} -> ${med((r) => r.during.p99).toFixed(1)} ms; ` +
     `batch pace ${med((r) => r.pace).toFixed(0)} lines/s = ${(100 * med((r) => r.pace / r.direct)).toFixed(0)} % of direct`,
 );
+/** Resident set size of a process, from outside (kB). */
+const rssKb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+const NAMES = ['gateway', 'chat', 'queue-worker'];
+const PORTS = [gatewayPort, chatPort, workerPort];
+/** The live JavaScript heap after the last full collection (MB), from each process's /metrics: what a leak grows. */
+async function liveHeapMb() {
+  return Promise.all(
+    PORTS.map(async (port) => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${BENCH_METRICS_TOKEN}` } })).text();
+      return Number(/^atelier_heap_live_bytes\{[^}]*\} (\S+)$/m.exec(text)?.[1] ?? NaN) / 2 ** 20;
+    }),
+  );
+}
+/** One batch of `lines` from upload to completed, each process's RSS sampled meanwhile: before, peak and at the end (MB). */
+async function memoryRun(lines) {
+  const mb = (kb) => kb / 1024;
+  const before = processes.map((c) => rssKb(c.pid));
+  const peak = [...before];
+  const timer = setInterval(() => processes.forEach((c, i) => (peak[i] = Math.max(peak[i], rssKb(c.pid)))), 500);
+  const started = performance.now();
+  let validated;
+  try {
+    const batch = await startBatch(lines);
+    // Validation reads the file, writes every line and reserves their estimate in one transaction: its
+    // transient peak is apart from what running the lines adds.
+    validated = processes.map((c) => rssKb(c.pid));
+    await finished(batch);
+  } finally {
+    clearInterval(timer);
+  }
+  const end = processes.map((c) => rssKb(c.pid));
+  const seconds = (performance.now() - started) / 1000;
+  const heap = await liveHeapMb();
+  console.log(
+    `memory, ${lines} lines in ${seconds.toFixed(0)} s: ` +
+      NAMES.map((n, i) => `${n} RSS ${mb(before[i]).toFixed(0)} MB before, ${mb(validated[i]).toFixed(0)} MB once validated, ${mb(peak[i]).toFixed(0)} MB peak, ${mb(end[i]).toFixed(0)} MB at the end, live heap ${heap[i].toFixed(0)} MB`).join('; '),
+  );
+  return peak.map(mb);
+}
+if (MEMORY_LINES > 0) {
+  const small = await memoryRun(Math.round(MEMORY_LINES / 10));
+  const large = await memoryRun(MEMORY_LINES);
+  console.log(`memory: peak RSS for ${MEMORY_LINES} lines minus the peak for ${Math.round(MEMORY_LINES / 10)}: ` + NAMES.map((n, i) => `${n} ${(large[i] - small[i]).toFixed(1)} MB`).join(', '));
+}
+for (const { name, pod } of pods) {
+  const r = pod.report();
+  console.log(`pod ${name} (${POD_SHAPES[name][0]}): cgroup peak ${(r.peakBytes / 2 ** 20).toFixed(0)} MiB over the whole run, limit hit ${r.limitHits} times, OOM kills ${r.oomKills}`);
+}
 await sql.end();
 children.forEach((c) => c.kill('SIGKILL'));
 await db.drop();

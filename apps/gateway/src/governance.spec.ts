@@ -96,7 +96,7 @@ describe('governance: max_concurrent, budgets, usage', () => {
   it("applies the namespace's max_concurrent to all its keys, and finds generations that ended without giving their slot back", async () => {
     const t = await createTenant(stack.gw.http, stack.gw.adminToken, '100');
     const set = await stack.gw.http.request('PUT', `/api/admin/namespaces/${t.namespace}/limits`, { token: stack.gw.adminToken, body: { max_concurrent: 1 } });
-    expect(set.body).toEqual({ namespace: t.namespace, limits: { rpm: null, read_rpm: null, tpm: null, max_concurrent: 1, queue_weight: 1 } });
+    expect(set.body).toEqual({ namespace: t.namespace, limits: { rpm: null, read_rpm: null, tpm: null, max_concurrent: 1, queue_weight: 1, capture_rate: 0 } });
     expect((await stack.gw.http.request('POST', '/api/api_keys', { token: t.apiKey, body: { name: 'x', limits: { max_concurrent: 2 } } })).body).toMatchObject({
       error: { message: "limits.max_concurrent must not exceed the namespace's own limit of 1" },
     });

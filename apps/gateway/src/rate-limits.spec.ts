@@ -25,7 +25,7 @@ describe('rate limits by class (rpm, read_rpm)', () => {
 
   it('admits 30 of 100 concurrent reads against a namespace read_rpm of 30, across two gateways, and tells the rest when to retry', async () => {
     const t = await createTenant(gw.http, gw.adminToken);
-    expect((await setLimits(t, { read_rpm: 30 })).body).toEqual({ namespace: t.namespace, limits: { rpm: null, read_rpm: 30, tpm: null, max_concurrent: null, queue_weight: 1 } });
+    expect((await setLimits(t, { read_rpm: 30 })).body).toEqual({ namespace: t.namespace, limits: { rpm: null, read_rpm: 30, tpm: null, max_concurrent: null, queue_weight: 1, capture_rate: 0 } });
     const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? replica.http : gw.http).request('GET', '/api/credits', { token: t.apiKey })));
     const ok = answers.filter((a) => a.status === 200);
     const limited = answers.filter((a) => a.status === 429);

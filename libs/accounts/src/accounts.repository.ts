@@ -25,6 +25,7 @@ export interface NamespaceLimitsRow {
   tpm: number | null;
   maxConcurrent: number | null;
   queueWeight: number | null;
+  captureRate: number | null;
 }
 
 /** Users, organizations, their memberships and namespaces, as the operator's account operations write them. */
@@ -111,7 +112,7 @@ export class AccountsRepository {
   }
 
   /** The namespace's own limits (undefined when it is gone). */
-  async namespaceLimits(id: string): Promise<Omit<NamespaceLimitsRow, 'queueWeight'> | undefined> {
+  async namespaceLimits(id: string): Promise<Omit<NamespaceLimitsRow, 'queueWeight' | 'captureRate'> | undefined> {
     return (await this.prisma.namespace.findUnique({ where: { id }, select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true } })) ?? undefined;
   }
 
@@ -120,7 +121,7 @@ export class AccountsRepository {
     return this.prisma.namespace.update({
       where: { id },
       data: limits,
-      select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true, queueWeight: true },
+      select: { rpm: true, readRpm: true, tpm: true, maxConcurrent: true, queueWeight: true, captureRate: true },
     });
   }
 

@@ -116,8 +116,11 @@ export class AccountsService {
   /** Sets the limits given (null removes one); the others stay. */
   async setLimits(
     namespace: string,
-    limits: { rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null; queue_weight?: number | null },
-  ): Promise<{ namespace: string; limits: { rpm: number | null; read_rpm: number | null; tpm: number | null; max_concurrent: number | null; queue_weight: number } }> {
+    limits: { rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null; queue_weight?: number | null; capture_rate?: number | null },
+  ): Promise<{
+    namespace: string;
+    limits: { rpm: number | null; read_rpm: number | null; tpm: number | null; max_concurrent: number | null; queue_weight: number; capture_rate: number };
+  }> {
     const ns = await this.findNamespace(namespace);
     const row = await this.accounts.setNamespaceLimits(ns.id, {
       rpm: limits.rpm,
@@ -125,12 +128,13 @@ export class AccountsService {
       tpm: limits.tpm,
       maxConcurrent: limits.max_concurrent,
       queueWeight: limits.queue_weight,
+      captureRate: limits.capture_rate,
     });
     // Every replica has dropped what it cached of this namespace's keys before the answer goes out.
     await this.limitChanges.announce(ns.id);
     // The weight is read where generations are placed in the fair order (Redis); the column is its durable copy.
     if (limits.queue_weight !== undefined) await this.queueWeights.set(ns.id, row.queueWeight);
-    return { namespace, limits: { rpm: row.rpm, read_rpm: row.readRpm, tpm: row.tpm, max_concurrent: row.maxConcurrent, queue_weight: row.queueWeight ?? 1 } };
+    return { namespace, limits: { rpm: row.rpm, read_rpm: row.readRpm, tpm: row.tpm, max_concurrent: row.maxConcurrent, queue_weight: row.queueWeight ?? 1, capture_rate: row.captureRate ?? 0 } };
   }
 
   async describeNamespace(namespace: string): Promise<NamespaceResponse> {

@@ -24,6 +24,8 @@ export interface ApiKeyView {
   limits: { rpm?: number; read_rpm?: number; tpm?: number; max_concurrent?: number } | null;
   /** `spent`: charged in the current period (UTC day or month, or in total). */
   budget: { max_spend: string; period: BudgetPeriod; spent: string } | null;
+  /** false: the key's requests are never stored (stored completions), whatever they or the namespace's capture_rate say. */
+  store: boolean;
   created_at: string;
   last_used_at: string | null;
 }
@@ -63,7 +65,7 @@ export class ApiKeys {
     if (rawBody === null || typeof rawBody !== 'object' || Array.isArray(rawBody)) throw ApiError.badRequest('Request body must be a JSON object');
     const body = rawBody as Record<string, unknown>;
     const problems: Problems = [];
-    const unknown = Object.keys(body).filter((k) => !['name', 'namespace', 'expires_at', 'scopes', 'limits', 'budget'].includes(k));
+    const unknown = Object.keys(body).filter((k) => !['name', 'namespace', 'expires_at', 'scopes', 'limits', 'budget', 'store'].includes(k));
     for (const k of unknown) problems.push({ field: k, message: 'is not a field of an API key' });
     const limits = keyLimits(body.limits, problems);
     const budget = keyBudget(body.budget, problems);
@@ -71,6 +73,7 @@ export class ApiKeys {
       // The operator's plain key: no name.
     } else if (typeof body.name !== 'string' || body.name.trim() === '' || body.name.length > 100) problems.push({ field: 'name', message: 'must be a string of 1 to 100 characters' });
     const expiresAt = expiry(body.expires_at, problems);
+    if (body.store !== undefined && typeof body.store !== 'boolean') problems.push({ field: 'store', message: 'must be a boolean (false: never store its requests)' });
     let scopes: string[] = [];
     if (body.scopes !== undefined && body.scopes !== null) {
       if (!Array.isArray(body.scopes) || body.scopes.length === 0 || body.scopes.some((s) => !(API_SCOPES as readonly unknown[]).includes(s)))
@@ -107,6 +110,8 @@ export class ApiKeys {
       maxConcurrent: limits.max_concurrent,
       budgetMaxSpend: budget?.max_spend ?? null,
       budgetPeriod: budget?.period ?? null,
+      // A key made by one that refuses storing refuses it too: privacy is not escaped by making a key.
+      storeRefused: body.store === false || maker?.storeRefused === true,
       ...(maker?.keyId && { parentId: maker.keyId, limitChain: limitChainOf(maker) }),
     };
     const row =
@@ -275,6 +280,7 @@ function view(row: ApiKeyModel, namespace: string): ApiKeyView {
             spent: row.budgetWindow === currentWindow(period) ? new Prisma.Decimal(row.budgetSpent).toFixed() : '0',
           }
         : null,
+    store: !row.storeRefused,
     created_at: row.createdAt.toISOString(),
     last_used_at: row.lastUsedAt?.toISOString() ?? null,
   };

@@ -244,6 +244,8 @@ function callerOf(row: KeyRow | undefined, hash: string): Caller | ApiError {
     ...(row.home_tpm !== null && { namespaceTpm: row.home_tpm }),
     ...(row.max_concurrent !== null && { maxConcurrent: row.max_concurrent }),
     ...(row.home_max_concurrent !== null && { namespaceMaxConcurrent: row.home_max_concurrent }),
+    ...(row.store_refused && { storeRefused: true }),
+    ...(row.home_capture_rate !== null && row.home_capture_rate > 0 && { captureRate: row.home_capture_rate }),
     ...(row.limit_chain?.length && {
       makerLimits: row.limit_chain.map((l) => ({
         keyPrefix: l.prefix,

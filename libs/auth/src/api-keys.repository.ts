@@ -13,6 +13,7 @@ const keyLookup = (prefixes: string[]) => Prisma.sql`
          k.expires_at, k.rpm, k.read_rpm, k.tpm, k.max_concurrent, k.budget_max_spend IS NOT NULL AS has_budget,
          u.username, own.id::text AS own_id, home.id::text AS home_id, home.name AS home_name,
          home.rpm AS home_rpm, home.read_rpm AS home_read_rpm, home.tpm AS home_tpm, home.max_concurrent AS home_max_concurrent, k.limit_chain,
+         k.store_refused, home.capture_rate AS home_capture_rate,
          home.org_id IS NULL OR EXISTS (SELECT 1 FROM memberships m WHERE m.org_id = home.org_id AND m.user_id = k.user_id) AS member
   FROM api_keys k
   JOIN users u ON u.id = k.user_id
@@ -46,6 +47,8 @@ export interface KeyRow {
   limit_chain: { prefix: string; rpm?: number | null; read_rpm?: number | null; tpm?: number | null; max_concurrent?: number | null }[] | null;
   /** The key bills to the owner's own namespace, or to an org the owner still belongs to. */
   member: boolean;
+  store_refused: boolean;
+  home_capture_rate: number | null;
 }
 
 /** The api_keys rows as authentication reads them. */

@@ -28,6 +28,10 @@ export interface Caller {
   /** Chat tokens per minute: the key's own limit and its namespace's, when there are. */
   tpm?: number;
   namespaceTpm?: number;
+  /** The key never has its requests stored (stored completions), whatever they or the namespace say. */
+  storeRefused?: boolean;
+  /** Share of chat completions billed to the key's namespace stored without store: true (its capture_rate). */
+  captureRate?: number;
   /**
    * The limits of the keys that made this one (its maker first, then the maker's maker): its
    * requests, tokens and work in flight count against each of those keys' limits too.

@@ -11,6 +11,8 @@ import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { countTextTokens, toolCallTokens } from './token-count';
 import { correctTokens, takeTokens } from './tokens-per-minute';
+import { assembleStreamedCompletion, storedMessages, storedRequest, storeDecision, type StoreDecision } from './stored-completions/completion-capture';
+import { StoredCompletions } from './stored-completions/stored-completions.service';
 
 /** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
 const CHAT_ENDPOINT = '/api/ai/chat/completions';
@@ -72,6 +74,8 @@ interface ValidatedChat {
    * awaited with them before any work starts.
    */
   tokensTaken: Promise<RateLimit[]>;
+  /** Kept as a stored completion once answered (store: true, or the namespace's capture_rate). */
+  keep?: StoreDecision;
 }
 
 /** A validated, paid-for (reserved) request. */
@@ -105,6 +109,7 @@ export class ChatCompletionsService {
     private readonly metrics: Metrics,
     private readonly limiter: RateLimiter,
     private readonly deployedModels: DeployedModels,
+    private readonly stored: StoredCompletions,
   ) {}
 
   /**
@@ -197,6 +202,8 @@ export class ChatCompletionsService {
         'atelier.namespace': prepared.scope.name,
         'atelier.provider': outcome.provider,
       });
+    // Kept before the answer (or a stream's [DONE]) goes out, so the caller's next read finds it.
+    if (prepared.keep) await this.keep(prepared, prepared.keep, outcome, sent);
     await this.metrics.timed('chat.deliver', () => delivery.deliver(outcome.completion));
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.
@@ -209,6 +216,8 @@ export class ChatCompletionsService {
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
     const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true, clampMaxTokens: options.clampMaxTokens });
     const scope = await this.access.resolve(caller, body.target_namespace);
+    // Only the chat route keeps completions (the Responses API has its own store).
+    const keep = options.endpoint === undefined ? storeDecision(caller, scope.id, body) : undefined;
     validating();
     const completionId = `chatcmpl-${randomToken(18)}`;
     // Counted for its upper bound (prompt plus completion limit, what the reservation covers), corrected when it settles.
@@ -224,7 +233,23 @@ export class ChatCompletionsService {
     const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
     const messages = deployed ? undefined : options.messages?.(model);
     options.validated?.({ promptTokens, maxTokens: request.maxTokens, model });
-    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken };
+    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken, keep };
+  }
+
+  private keep(prepared: PreparedChat, decision: StoreDecision, outcome: ChatCompletionOutcome, sent: readonly string[]): Promise<void> {
+    const completion = outcome.completion ?? assembleStreamedCompletion(sent, outcome.usage, { id: prepared.completionId, model: prepared.model.id });
+    const id = typeof completion.id === 'string' && completion.id.startsWith('chatcmpl-') ? completion.id : prepared.completionId;
+    return this.stored.keep({
+      id,
+      namespaceId: prepared.scope.id,
+      userId: prepared.caller.userId,
+      model: prepared.model.id,
+      metadata: decision.metadata,
+      messages: storedMessages(id, prepared.body.messages as Record<string, unknown>[]),
+      request: storedRequest(prepared.body),
+      completion,
+      requestId: prepared.requestId,
+    });
   }
 
   private run(prepared: ValidatedChat, reservationId: string, opts: { signal: AbortSignal; onChunk: (chunk: unknown) => void }): Promise<ChatCompletionOutcome> {

@@ -3,11 +3,14 @@ import { AuthModule } from '@atelier/auth';
 import { BillingModule } from '@atelier/billing';
 import { ChatCompletionsService } from './chat-completions.service';
 import { EmbeddingsService } from './embeddings/embeddings.service';
+import { FeedbackRepository } from './stored-completions/feedback.repository';
+import { StoredCompletionsRepository } from './stored-completions/stored-completions.repository';
+import { StoredCompletions } from './stored-completions/stored-completions.service';
 
 /** The gateway's chat wiring (needs the global ModelCatalogModule and ServiceRuntimeModule). */
 @Module({
   imports: [AuthModule, BillingModule],
-  providers: [ChatCompletionsService, EmbeddingsService],
-  exports: [ChatCompletionsService, EmbeddingsService],
+  providers: [ChatCompletionsService, EmbeddingsService, StoredCompletions, StoredCompletionsRepository, FeedbackRepository],
+  exports: [ChatCompletionsService, EmbeddingsService, StoredCompletions, StoredCompletionsRepository, FeedbackRepository],
 })
 export class ChatGatewayModule {}

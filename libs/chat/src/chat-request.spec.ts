@@ -90,7 +90,9 @@ describe('parseChatRequest', () => {
   it('never forwards atelier-only fields to a provider', () => {
     expect(providerBody({ model: 'm', target_namespace: 'acme', user: 'u' })).toEqual({ model: 'm', user: 'u' });
     // Unknown fields are accepted from clients but never forwarded.
-    expect(providerBody({ model: 'm', messages: [], pad: 'x'.repeat(1000), store: false })).toEqual({ model: 'm', messages: [], store: false });
+    expect(providerBody({ model: 'm', messages: [], pad: 'x'.repeat(1000), seed: 1 })).toEqual({ model: 'm', messages: [], seed: 1 });
+    // store and metadata are atelier's stored completions: a provider must not keep the request too.
+    expect(providerBody({ model: 'm', messages: [], store: true, metadata: { team: 'a' } })).toEqual({ model: 'm', messages: [] });
   });
 });
 

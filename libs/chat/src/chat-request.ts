@@ -188,13 +188,14 @@ function resolveToolChoice(choice: ToolChoice | undefined, tools: ChatTool[]): T
 /**
  * The parameters of OpenAI's chat completions API. Unknown top-level fields are accepted, as
  * OpenAI SDKs send new ones before every gateway knows them, but only these travel on to a
- * provider: a field nobody defined (a 5 MB `pad`) is dropped here, not forwarded.
+ * provider: a field nobody defined (a 5 MB `pad`) is dropped here, not forwarded. `store` and
+ * `metadata` are atelier's (its stored completions), so a provider never stores the request too.
  */
 export const OPENAI_CHAT_FIELDS: ReadonlySet<string> = new Set([
   'model', 'messages', 'audio', 'frequency_penalty', 'function_call', 'functions', 'logit_bias', 'logprobs',
-  'max_completion_tokens', 'max_tokens', 'metadata', 'modalities', 'n', 'parallel_tool_calls', 'prediction',
+  'max_completion_tokens', 'max_tokens', 'modalities', 'n', 'parallel_tool_calls', 'prediction',
   'presence_penalty', 'prompt_cache_key', 'reasoning_effort', 'response_format', 'safety_identifier', 'seed',
-  'service_tier', 'stop', 'store', 'stream', 'stream_options', 'temperature', 'tool_choice', 'tools', 'top_logprobs',
+  'service_tier', 'stop', 'stream', 'stream_options', 'temperature', 'tool_choice', 'tools', 'top_logprobs',
   'top_p', 'user', 'verbosity', 'web_search_options',
 ]);
 

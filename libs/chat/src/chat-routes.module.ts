@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '@atelier/auth';
+import { ReposGatewayModule } from '@atelier/repos';
 import { ChatController } from './chat.controller';
 import { ChatGatewayModule } from './chat-gateway.module';
 import { EmbeddingsController } from './embeddings/embeddings.controller';
@@ -10,11 +11,20 @@ import { BackgroundResponses } from './responses/background-responses.service';
 import { KeptResponseEvents } from './responses/kept-response-events';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
+import { FeedbackController, FeedbackMetricsController, StoredCompletionsController } from './stored-completions/stored-completions.controller';
+import { FeedbackService } from './stored-completions/feedback.service';
+import { ExportCompletions } from './stored-completions/export-completions.use-case';
+import { StoredCompletionsSweeper } from './stored-completions/stored-completions-sweeper.service';
 
 /**
  * Chat's HTTP routes on the gateway (POST /api/ai/chat/completions, the Responses and Anthropic
  * Messages APIs that run on the same lifecycle, and embeddings), beside the services they call;
- * and the gateway's one queue: background responses (BackgroundResponses).
+ * the stored completions and their feedback; and the gateway's one queue: background responses
+ * (BackgroundResponses).
  */
-@Module({ imports: [AuthModule, ChatGatewayModule], controllers: [ChatController, ResponsesController, MessagesController, EmbeddingsController], providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents] })
+@Module({
+  imports: [AuthModule, ChatGatewayModule, ReposGatewayModule],
+  controllers: [ChatController, StoredCompletionsController, FeedbackController, FeedbackMetricsController, ResponsesController, MessagesController, EmbeddingsController],
+  providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents, FeedbackService, StoredCompletionsSweeper, ExportCompletions],
+})
 export class ChatRoutesModule {}

@@ -31,3 +31,4 @@ export { parseEmbeddingsRequest, type EmbeddingsRequest } from './embeddings/emb
 export { base64ToVector } from './embeddings/embedding-vectors';
 export { translateResponsesRequest } from './responses/responses-request';
 export { completionOutput, finishResponse, responseShell } from './responses/response-output';
+export { StoredCompletionsSweeper } from './stored-completions/stored-completions-sweeper.service';

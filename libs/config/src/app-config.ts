@@ -85,6 +85,10 @@ const schema = z.object({
   OTEL_BSP_MAX_QUEUE_SIZE: positiveInt.max(1_000_000).default(2048),
   /** How long a stored Responses API answer (store: true) stays for previous_response_id and GET /api/ai/responses/{id}. */
   RESPONSES_TTL_DAYS: positiveInt.max(3650).default(30),
+  /** How long a stored chat completion (store: true, or the namespace's capture_rate) is kept. */
+  STORED_COMPLETIONS_TTL_DAYS: positiveInt.max(3650).default(30),
+  /** Most stored completions one namespace keeps; past it the oldest go first (the hourly sweep). */
+  STORED_COMPLETIONS_MAX_PER_NAMESPACE: positiveInt.max(100_000_000).default(100_000),
   /** Most bytes one uploaded file (POST /api/ai/files) may hold; OpenAI's batch input limit. */
   FILES_MAX_BYTES: positiveInt.default(200 * 1024 * 1024),
   /** Days an uploaded file is kept when its upload sets no expires_after. */

@@ -66,10 +66,17 @@ export const NamespaceLimitsRequest = z
       .max(100, 'queue_weight must be at most 100')
       .nullable()
       .optional(),
+    capture_rate: z
+      .number({ error: 'capture_rate must be a number from 0 to 1, or null' })
+      .min(0, 'capture_rate must be at least 0')
+      .max(1, 'capture_rate must be at most 1')
+      .nullable()
+      .optional()
+      .describe('Share of chat completions billed here that are stored without store: true (store: false and keys that refuse storing always win)'),
   })
   .refine(
-    (l) => l.rpm !== undefined || l.read_rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined || l.queue_weight !== undefined,
-    'give rpm, read_rpm, tpm, max_concurrent, queue_weight or several (null removes a limit)',
+    (l) => l.rpm !== undefined || l.read_rpm !== undefined || l.tpm !== undefined || l.max_concurrent !== undefined || l.queue_weight !== undefined || l.capture_rate !== undefined,
+    'give rpm, read_rpm, tpm, max_concurrent, queue_weight, capture_rate or several (null removes a limit)',
   );
 export type NamespaceLimitsRequest = z.infer<typeof NamespaceLimitsRequest>;
 

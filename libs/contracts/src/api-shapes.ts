@@ -218,6 +218,7 @@ const API_KEY_VIEW = {
   expires_at: dateTime.nullable(),
   limits: z.object({ rpm: int.optional(), read_rpm: int.optional(), tpm: int.optional(), max_concurrent: int.optional() }).nullable(),
   budget: z.object({ max_spend: z.string(), period: z.enum(['day', 'month', 'total']), spent: z.string() }).nullable(),
+  store: z.boolean().describe("false: the key's requests are never stored (stored completions)"),
   created_at: dateTime,
   last_used_at: dateTime.nullable(),
 };
@@ -451,6 +452,48 @@ export type BatchObject = z.infer<typeof BatchObjectShape>;
 export const BatchListShape = z.object({ object: z.literal('list'), data: z.array(BatchObjectShape), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
 export type BatchList = z.infer<typeof BatchListShape>;
 
+export const FeedbackShape = z.object({
+  id: z.string(),
+  object: z.literal('feedback'),
+  target_id: z.string(),
+  metric: z.string(),
+  value: z.number().describe('A boolean metric keeps 1 (true) or 0 (false)'),
+  comment: z.string().nullable(),
+  created_at: int,
+});
+export const FeedbackListShape = z.object({ object: z.literal('list'), data: z.array(FeedbackShape) });
+export const FeedbackMetricShape = z.object({
+  id: z.string(),
+  object: z.literal('feedback_metric'),
+  name: z.string(),
+  type: z.enum(['boolean', 'float']),
+  optimize: z.enum(['max', 'min']),
+  namespace: z.string(),
+  created_at: int,
+});
+export const FeedbackMetricListShape = z.object({ object: z.literal('list'), data: z.array(FeedbackMetricShape) });
+export const StoredCompletionShape = ChatCompletionShape.extend({
+  metadata: z.record(z.string(), z.string()),
+  request_id: z.string().nullable().optional(),
+  feedback: z.array(FeedbackShape).describe("atelier's: the feedback given on it, oldest first"),
+});
+export const StoredCompletionListShape = z.object({
+  object: z.literal('list'),
+  data: z.array(StoredCompletionShape),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+});
+export const StoredMessageShape = z.looseObject({ id: z.string(), role: z.string(), content: z.unknown() });
+export const StoredMessageListShape = z.object({
+  object: z.literal('list'),
+  data: z.array(StoredMessageShape),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+});
+export const StoredCompletionDeletedShape = z.object({ id: z.string(), object: z.literal('chat.completion.deleted'), deleted: z.literal(true) });
+
 /** Every documented answer by its OpenAPI component name (`#/components/schemas/<name>`). */
 export const API_SHAPES = {
   Error: ErrorShape,
@@ -464,6 +507,14 @@ export const API_SHAPES = {
   ChatCompletion: ChatCompletionShape,
   Response: ResponseShape,
   ResponseDeleted: ResponseDeletedShape,
+  StoredCompletion: StoredCompletionShape,
+  StoredCompletionList: StoredCompletionListShape,
+  StoredMessageList: StoredMessageListShape,
+  StoredCompletionDeleted: StoredCompletionDeletedShape,
+  Feedback: FeedbackShape,
+  FeedbackList: FeedbackListShape,
+  FeedbackMetric: FeedbackMetricShape,
+  FeedbackMetricList: FeedbackMetricListShape,
   ResponseInputItems: ResponseInputItemsShape,
   Embeddings: EmbeddingsShape,
   Generation: GenerationShape,

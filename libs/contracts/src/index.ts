@@ -11,3 +11,4 @@ export * from './api-shapes';
 export * from './anthropic-messages';
 export * from './anthropic-errors';
 export * from './batch-requests';
+export * from './learning-requests';

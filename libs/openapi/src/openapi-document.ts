@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, CreateFeedbackMetricRequest, CreateFeedbackRequest, UpdateStoredCompletionRequest, EXPORT_MAX_ROWS, ExportCompletionsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -124,9 +124,104 @@ function operations(catalog: ModelCatalog): Operation[] {
       tag: 'Chat',
       summary: 'Chat completion (OpenAI-compatible)',
       access: 'key',
-      description: 'With `stream: true` the answer is a `text/event-stream` of `data: <chat.completion.chunk>` lines ending with `data: [DONE]`.',
+      description:
+        'With `stream: true` the answer is a `text/event-stream` of `data: <chat.completion.chunk>` lines ending with `data: [DONE]`. ' +
+        '`store: true` (with up to 16 `metadata` pairs) keeps the request and the answer (a stream assembled whole) as a stored completion for STORED_COMPLETIONS_TTL_DAYS; ' +
+        "neither field is sent to the provider. The namespace's `capture_rate` may store a share without it; `store: false`, and a key made with `store: false`, never store. docs/learning.md.",
       body: chat,
       responses: { 200: ['The completion (or an event stream when `stream` is true)', 'ChatCompletion'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/chat/completions',
+      tag: 'Learning',
+      summary: "Stored completions (OpenAI's Stored Completions, `client.chat.completions.list`), oldest first by default",
+      access: 'key',
+      query: [
+        { name: 'model', schema: { type: 'string' } },
+        { name: 'metadata[<key>]', schema: { type: 'string' }, description: 'Only completions whose metadata has this pair (repeatable)' },
+        { name: 'metric', schema: { type: 'string' }, description: "atelier's: only completions with feedback on this metric" },
+        { name: 'min_value', schema: { type: 'number' }, description: "atelier's: ... of at least this value (needs metric)" },
+        { name: 'namespace', schema: { type: 'string' }, description: "atelier's: another namespace of the caller's (default: the key's)" },
+        { name: 'after', schema: { type: 'string' }, description: 'A completion id: the page after it' },
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+        { name: 'order', schema: { type: 'string', enum: ['asc', 'desc'], default: 'asc' } },
+      ],
+      responses: { 200: ['A page of stored completions, each with its metadata and feedback', 'StoredCompletionList'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/chat/completions/export',
+      tag: 'Learning',
+      summary: 'Export matching stored completions as a Parquet dataset, committed to a repo of their namespace',
+      access: 'key',
+      description:
+        'Columns `messages` (a JSON list of {role, content}: the text_chat_messages layout, so a fine-tune with `messages_column: "messages"` trains on it), `completion_id`, `model`. ' +
+        'Completions that are not text only (tool calls, images, no answer) are left out and counted in `skipped`; the commit message names the count and the filter. ' +
+        `At most ${EXPORT_MAX_ROWS} per export, inside the request. The key needs the repos and chat scopes. docs/learning.md.`,
+      body: fromZod(ExportCompletionsRequest),
+      responses: { 200: ['The export: rows, skipped, the filter and the commit', { type: 'object' }] },
+    },
+    { method: 'get', route: '/api/ai/chat/completions/:id', tag: 'Learning', summary: 'A stored completion, with its metadata and feedback', access: 'key', responses: { 200: ['The stored completion', 'StoredCompletion'] } },
+    {
+      method: 'get',
+      route: '/api/ai/chat/completions/:id/messages',
+      tag: 'Learning',
+      summary: "A stored completion's request messages (each with an id), oldest first by default",
+      access: 'key',
+      query: [
+        { name: 'after', schema: { type: 'string' }, description: 'A message id: the page after it' },
+        { name: 'limit', schema: { type: 'integer', minimum: 1, maximum: 100, default: 20 } },
+        { name: 'order', schema: { type: 'string', enum: ['asc', 'desc'], default: 'asc' } },
+      ],
+      responses: { 200: ['A page of messages', 'StoredMessageList'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/chat/completions/:id',
+      tag: 'Learning',
+      summary: "Replace a stored completion's metadata (null clears it)",
+      access: 'key',
+      body: fromZod(UpdateStoredCompletionRequest),
+      responses: { 200: ['The stored completion', 'StoredCompletion'] },
+    },
+    { method: 'delete', route: '/api/ai/chat/completions/:id', tag: 'Learning', summary: 'Delete a stored completion and its feedback', access: 'key', responses: { 200: ['Deleted', 'StoredCompletionDeleted'] } },
+    {
+      method: 'post',
+      route: '/api/ai/feedback',
+      tag: 'Learning',
+      summary: 'Judge a stored completion or response on a metric of its namespace',
+      access: 'key',
+      description: 'A boolean metric takes true or false (kept as 1 or 0), a float metric a number. A target of another namespace is 404; an undeclared metric 400.',
+      body: fromZod(CreateFeedbackRequest),
+      responses: { 200: ['The feedback', 'Feedback'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/feedback',
+      tag: 'Learning',
+      summary: 'The feedback on one stored completion or response, oldest first',
+      access: 'key',
+      query: [{ name: 'target_id', schema: { type: 'string' }, description: 'Required: a chatcmpl-... or resp_... id' }],
+      responses: { 200: ['Its feedback', 'FeedbackList'] },
+    },
+    {
+      method: 'post',
+      route: '/api/feedback_metrics',
+      tag: 'Learning',
+      summary: 'Declare a feedback metric in a namespace (boolean or float; optimize max or min)',
+      access: 'key',
+      body: fromZod(CreateFeedbackMetricRequest),
+      responses: { 201: ['The metric', 'FeedbackMetric'], 409: ['The namespace has a metric of that name', 'Error'] },
+    },
+    {
+      method: 'get',
+      route: '/api/feedback_metrics',
+      tag: 'Learning',
+      summary: "A namespace's feedback metrics",
+      access: 'key',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }],
+      responses: { 200: ['Its metrics', 'FeedbackMetricList'] },
     },
     {
       method: 'post',
@@ -1040,7 +1135,7 @@ export function buildOpenApiDocument(opts: OpenApiOptions): Schema {
     },
     ...(opts.serverUrl && { servers: [{ url: opts.serverUrl }] }),
     security: [{ apiKey: [] }],
-    tags: ['Chat', 'Media', 'Queue', 'Batches', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Console', 'Operator', 'Operations'].map((name) => ({ name })),
+    tags: ['Chat', 'Learning', 'Media', 'Queue', 'Batches', 'Models', 'Credits', 'Repositories', 'Fine-tunes', 'Trainers', 'Files', 'Console', 'Operator', 'Operations'].map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {

@@ -144,6 +144,13 @@ export class ResponsesRepository implements OnApplicationBootstrap, OnModuleDest
     return { response: head.response, inputItems: conversation(rows), chainBytes: Number(head.chain_bytes) };
   }
 
+  /** The namespace of a live stored response (undefined: unknown or expired), without reading its chain. */
+  async namespaceOf(id: string): Promise<string | undefined> {
+    if (!wellFormed(id)) return undefined;
+    const [row] = await this.prisma.$queryRaw<{ namespace_id: string }[]>`SELECT namespace_id::text FROM responses WHERE id = ${id} AND expires_at > now()`;
+    return row?.namespace_id;
+  }
+
   /**
    * Deletes an answer. The responses that continue it still need its items: each gets its whole
    * conversation written out first (as rows were stored before turns were stored once).
