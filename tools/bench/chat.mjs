@@ -637,6 +637,10 @@ if (PHASES.includes('0')) {
   const chatAgain = (await sequential(targets.gateway, false, n)).latency;
   const responses = await timedSeq(() => post(responsesUrl, targets.gateway.auth, responsesBody(false)));
   const responsesStored = await timedSeq(() => post(responsesUrl, targets.gateway.auth, responsesBody(true)));
+  // Chat completions kept as stored completions (store: true with metadata): one insert before the answer.
+  const storedChatBody = JSON.stringify({ model: 'bench-remote', messages, max_tokens: 16, store: true, metadata: { bench: 'chat' } });
+  const chatStored = await timedSeq(() => post(targets.gateway.url, targets.gateway.auth, storedChatBody));
+  summary.storedCompletions = { direct: directAgain.p50, chatAddedP50: chatAgain.p50 - directAgain.p50, addedP50: chatStored.p50 - directAgain.p50 };
   summary.responses = {
     direct: directAgain.p50,
     chatAddedP50: chatAgain.p50 - directAgain.p50,
@@ -646,6 +650,10 @@ if (PHASES.includes('0')) {
   console.log(
     `   Responses API, non-streamed, same upstream  p50 ${ms(responses.p50)}  added ${ms(responses.p50 - directAgain.p50)}` +
       `   stored (store: true) added ${ms(responsesStored.p50 - directAgain.p50)}   beside chat completions' own added ${ms(chatAgain.p50 - directAgain.p50)} (direct p50 ${ms(directAgain.p50)})`,
+  );
+  console.log(
+    `   chat completions with store: true (a stored completion)  p50 ${ms(chatStored.p50)}  added ${ms(chatStored.p50 - directAgain.p50)}` +
+      `   beside not stored ${ms(chatAgain.p50 - directAgain.p50)} (direct p50 ${ms(directAgain.p50)})`,
   );
 
   // Anthropic's Messages API, streamed, over the same upstream: the chat lifecycle behind a

@@ -80,20 +80,18 @@ export class StoredCompletionsRepository {
   constructor(private readonly prisma: PrismaService) {}
 
   /**
-   * Written after the answer went out. Committed without waiting for the WAL flush, as stored
-   * responses are: a Postgres crash may lose the last fraction of a second of stored completions,
+   * Written before the answer goes out (so the caller's next read finds it). Committed without
+   * waiting for the WAL flush, as stored responses are: a Postgres crash may lose the last fraction of a second of stored completions,
    * never credits. A retried write of the same id keeps the first.
    */
   async insert(row: Omit<StoredCompletionRow, 'createdAt'> & { expiresAt: Date }): Promise<void> {
-    const json = jsonText;
-    await this.prisma.$transaction([
-      this.prisma.$executeRaw`SET LOCAL synchronous_commit = off`,
-      this.prisma.$executeRaw`
-        INSERT INTO stored_completions (id, namespace_id, user_id, model, metadata, messages, request, completion, expires_at)
-        VALUES (${row.id}, ${row.namespaceId}::uuid, ${row.userId}::uuid, ${row.model}, ${json(row.metadata)}::jsonb, ${json(row.messages)}::jsonb,
-                ${json(row.request)}::jsonb, ${json(row.completion)}::jsonb, ${row.expiresAt})
-        ON CONFLICT (id) DO NOTHING`,
-    ]);
+    // One statement: set_config(..., true) holds for its own implicit transaction, so one round trip.
+    await this.prisma.$executeRaw`
+      WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+      INSERT INTO stored_completions (id, namespace_id, user_id, model, metadata, messages, request, completion, expires_at)
+      SELECT ${row.id}, ${row.namespaceId}::uuid, ${row.userId}::uuid, ${row.model}, ${jsonText(row.metadata)}::jsonb, ${jsonText(row.messages)}::jsonb,
+             ${jsonText(row.request)}::jsonb, ${jsonText(row.completion)}::jsonb, ${row.expiresAt} FROM relaxed
+      ON CONFLICT (id) DO NOTHING`;
   }
 
   async byId(id: string): Promise<StoredCompletionRow | undefined> {
