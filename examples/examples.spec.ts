@@ -116,6 +116,20 @@ describe('examples/', () => {
     expect(out).toMatch(/^background response: (completed|incomplete) -> .+/m);
   });
 
+  it('learning-loop.mjs: stored completions judged, the good ones exported, trained on, deployed and asked', async () => {
+    const out = await run('learning-loop.mjs', { deadlineMs: 60_000 });
+    const [, storedCount, good] = /^stored: (\d+) completions, (\d+) judged good$/m.exec(out) ?? [];
+    expect(Number(storedCount)).toBe(12);
+    expect(Number(good)).toBe(8);
+    // Each good answer is a row, unless it is empty (left out, counted as skipped).
+    const [, rows, skipped] = /^exported: (\d+) rows to data\/good\.parquet, (\d+) skipped \(Export \d+ stored completion/m.exec(out) ?? [];
+    expect(Number(rows) + Number(skipped)).toBe(8);
+    expect(Number(rows)).toBeGreaterThan(0);
+    expect(out).toMatch(new RegExp(`^tokenized: ${rows} valid rows of ${rows}$`, 'm'));
+    expect(out).toMatch(/^deployed: \S+-step-\d+$/m);
+    expect(out).toMatch(/^answer: .*\b(lighthouse|lamp|keeper|fog|stairs|storm|ships?)\b/im);
+  });
+
   it('embeddings.mjs: vectors through the SDK, and the nearest document', async () => {
     const out = await run('embeddings.mjs');
     expect(out).toMatch(/^vectors: 4 of 256 dimensions$/m);

@@ -238,7 +238,9 @@ describe('the web console in Chromium', () => {
     expect((await streamed).headers()['content-type']).toContain('text/event-stream');
     // On two cores busy with the whole suite (a clean-clone CI run, 2026-12-07) the answer once took over 10 s to show.
     await waitFor(async () => ((await page.getByTestId('chat-answer').textContent()) ?? '').trim().length > 10, { description: 'the streamed answer', timeoutMs: 30_000 });
-  });
+    // The test's own deadline leaves room for the sign-in and the page before the answer's 30 s (it once ran out at
+    // jest's default 30 s, the answer still streaming, in a clean-clone CI run on 2 busy cores).
+  }, 60_000);
 
   it('creates a key whose secret works against the API, and revokes it so the API answers 401', async () => {
     const page = await signedIn(tenant.api_key);
