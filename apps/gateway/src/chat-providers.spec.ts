@@ -1,21 +1,11 @@
 import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { createPrismaClient, type PrismaClient } from '@atelier/db';
-import { chatUsageRows, createTenant, metricValue, sseEvents, sseJson, waitFor, type Tenant } from '@atelier/testing';
+import { chatUsageRows, createTenant, metricValue, sseEvents, sseJson, waitFor, type Tenant, openAiError } from '@atelier/testing';
 import { FAKE_UPSTREAM_KEY, startChatStack, type ChatStack } from './chat.harness';
 
 const IN_PRICE = 0.00001; // prices of the test's remote models
 const OUT_PRICE = 0.00003;
-
-async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
-    throw err;
-  }
-  throw new Error('expected the request to fail');
-}
 
 describe('openai-compatible provider against a fake upstream server (through the gateway)', () => {
   let stack: ChatStack;
@@ -114,11 +104,11 @@ describe('openai-compatible provider against a fake upstream server (through the
   it('answers 502 when every provider fails, 400 with the reason when the upstream rejects the request, 504 on timeouts; nothing charged', async () => {
     const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
     const c = stack.client(payer.apiKey);
-    const down = await apiError(c.chat.completions.create({ model: 'remote-all-down', messages: ask('x') }));
+    const down = await openAiError(c.chat.completions.create({ model: 'remote-all-down', messages: ask('x') }));
     expect(down).toEqual({ status: 502, message: 'The model provider failed with HTTP 500: upstream exploded' });
-    const rejected = await apiError(c.chat.completions.create({ model: 'remote-reject', messages: ask('x') }));
+    const rejected = await openAiError(c.chat.completions.create({ model: 'remote-reject', messages: ask('x') }));
     expect(rejected).toEqual({ status: 400, message: 'The model provider rejected the request: This model does not support that parameter' });
-    const hang = await apiError(c.chat.completions.create({ model: 'remote-hang', messages: ask('x'), stream: true }));
+    const hang = await openAiError(c.chat.completions.create({ model: 'remote-hang', messages: ask('x'), stream: true }));
     expect(hang.status).toBe(504);
     expect(hang.message).toMatch(/did not answer within 300 ms/);
     expect(await balance(payer)).toMatchObject({ credits: '1', reserved: '0' });
@@ -150,7 +140,7 @@ describe('openai-compatible provider against a fake upstream server (through the
   it('ends a stream cut midway with an error event and no [DONE], billing only what was delivered', async () => {
     const payer = await createTenant(stack.gw.http, stack.gw.adminToken, '1');
     const received: string[] = [];
-    const failure = await apiError(
+    const failure = await openAiError(
       (async () => {
         for await (const c of await stack.client(payer.apiKey).chat.completions.create({ model: 'remote-cut', messages: ask('cut me'), stream: true }))
           received.push(c.choices[0]?.delta.content ?? '');

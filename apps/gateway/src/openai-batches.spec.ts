@@ -1,13 +1,13 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import OpenAI, { toFile } from 'openai';
+import { toFile } from 'openai';
 import { batchUuid } from '@atelier/batch';
 import { Prisma, PrismaService } from '@atelier/db';
 import { MediaServiceModule } from '@atelier/media';
 import { createService, JobQueues } from '@atelier/runtime';
 import { BATCH_LINE_QUEUE } from '@atelier/contracts';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, waitFor, type Tenant, openAiError } from '@atelier/testing';
 import { startBatchWorker } from './batch.harness';
 import { startChatStack, type ChatStack } from './chat.harness';
 
@@ -29,16 +29,6 @@ interface OutputLine {
   custom_id: string;
   response: { status_code: number; request_id: string; body: CompletionBody } | null;
   error: { code: string; message: string } | null;
-}
-
-async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
-    throw err;
-  }
-  throw new Error('expected the request to fail');
 }
 
 /** A line's price at the batch rate: remote-echo's token prices (0.00001 in, 0.00003 out), half off, rounded up to six places. */
@@ -209,7 +199,7 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
         const expected = `v1,${createHmac('sha256', key).update(`${m.headers['webhook-id']}.${m.headers['webhook-timestamp']}.${m.body}`).digest('base64')}`;
         expect(m.headers['webhook-signature']).toBe(expected);
       }
-      expect(await apiError(client(owner).batches.create({ input_file_id: batch.input_file_id, endpoint: '/v1/chat/completions', completion_window: '24h', webhook: 'ftp://example.com/x' } as never))).toEqual({
+      expect(await openAiError(client(owner).batches.create({ input_file_id: batch.input_file_id, endpoint: '/v1/chat/completions', completion_window: '24h', webhook: 'ftp://example.com/x' } as never))).toEqual({
         status: 400,
         message: 'webhook must be an absolute http(s) URL',
       });
@@ -277,7 +267,7 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     // An ended batch cannot be cancelled again; a second cancel of a cancelled one answers as it is.
     expect((await client(owner).batches.cancel(batch.id)).status).toBe('cancelled');
     const completed = await settled(owner, (await client(owner).batches.create({ input_file_id: await upload(owner, [chatLine('one', 'x')]), endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
-    expect(await apiError(client(owner).batches.cancel(completed.id))).toEqual({ status: 409, message: `Batch ${completed.id} cannot be cancelled: it is completed` });
+    expect(await openAiError(client(owner).batches.cancel(completed.id))).toEqual({ status: 409, message: `Batch ${completed.id} cannot be cancelled: it is completed` });
   });
 
   it('expires a batch past its window: finished lines kept and charged, the rest batch_expired and released', async () => {
@@ -316,19 +306,19 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     const input = await upload(owner, [chatLine('mine', 'hello')]);
     const mine = await client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { name: 'shared-name' } });
     const stranger = client(other);
-    expect(await apiError(stranger.batches.retrieve(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
-    expect(await apiError(stranger.batches.cancel(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
+    expect(await openAiError(stranger.batches.retrieve(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
+    expect(await openAiError(stranger.batches.cancel(mine.id))).toEqual({ status: 404, message: `No such Batch object: ${mine.id}` });
     expect((await stranger.batches.list()).data.map((b) => b.id)).not.toContain(mine.id);
-    expect(await apiError(stranger.batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' }))).toEqual({ status: 400, message: `input_file_id: no file '${input}'` });
+    expect(await openAiError(stranger.batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' }))).toEqual({ status: 400, message: `input_file_id: no file '${input}'` });
     // The same metadata in another namespace is another batch; the owner's runs untouched.
     const theirs = await stranger.batches.create({ input_file_id: await upload(other, [chatLine('theirs', 'hi')]), endpoint: '/v1/chat/completions', completion_window: '24h', metadata: { name: 'shared-name' } });
     expect(theirs.id).not.toBe(mine.id);
     expect((await settled(owner, mine.id)).status).toBe('completed');
-    expect(await apiError(stranger.files.content((await client(owner).batches.retrieve(mine.id)).output_file_id!))).toMatchObject({ status: 404 });
+    expect(await openAiError(stranger.files.content((await client(owner).batches.retrieve(mine.id)).output_file_id!))).toMatchObject({ status: 404 });
     expect((await settled(other, theirs.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
     // A key without the batches scope cannot use batches at all.
     const scoped = await stack.gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat-only', scopes: ['chat'] } });
-    expect(await apiError(client(scoped.body.api_key).batches.list())).toMatchObject({ status: 403 });
+    expect(await openAiError(client(scoped.body.api_key).batches.list())).toMatchObject({ status: 403 });
   });
 
   it('creates one batch for a retried create with the same Idempotency-Key', async () => {
@@ -337,21 +327,21 @@ describe('batches (POST/GET /api/ai/batches, cancel)', () => {
     const first = await client(owner).batches.create(body, { headers: { 'Idempotency-Key': 'batch-retry-1' } });
     const again = await client(owner).batches.create(body, { headers: { 'Idempotency-Key': 'batch-retry-1' } });
     expect(again.id).toBe(first.id);
-    expect(await apiError(client(owner).batches.create({ ...body, metadata: { other: 'body' } }, { headers: { 'Idempotency-Key': 'batch-retry-1' } }))).toMatchObject({ status: 422 });
+    expect(await openAiError(client(owner).batches.create({ ...body, metadata: { other: 'body' } }, { headers: { 'Idempotency-Key': 'batch-retry-1' } }))).toMatchObject({ status: 422 });
     expect((await settled(owner, first.id)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
   });
 
   it('refuses bad requests with clear 400s and unknown ids with 404s', async () => {
     const input = await upload(owner, [chatLine('a', 'b')]);
-    const create = (body: Record<string, unknown>) => apiError(client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', ...body } as never));
+    const create = (body: Record<string, unknown>) => openAiError(client(owner).batches.create({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h', ...body } as never));
     expect(await create({ completion_window: '1h' })).toEqual({ status: 400, message: "completion_window must be '24h'" });
     expect(await create({ endpoint: '/v1/moderations' })).toMatchObject({ status: 400, message: expect.stringContaining('endpoint must be one of /v1/chat/completions') });
     expect(await create({ input_file_id: 'file-nope' })).toEqual({ status: 400, message: "input_file_id: no file 'file-nope'" });
     expect(await create({ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) })).toEqual({ status: 400, message: 'metadata may hold at most 16 pairs' });
     const userData = (await client(owner).files.create({ file: await toFile(Buffer.from(jsonl([chatLine('a', 'b')])), 'data.jsonl'), purpose: 'user_data' })).id;
     expect(await create({ input_file_id: userData })).toMatchObject({ status: 400, message: expect.stringContaining("must be uploaded with purpose 'batch'") });
-    expect(await apiError(client(owner).batches.retrieve('batch_0123'))).toEqual({ status: 404, message: 'No such Batch object: batch_0123' });
-    expect(await apiError(client(owner).batches.list({ limit: 0 }))).toMatchObject({ status: 400 });
+    expect(await openAiError(client(owner).batches.retrieve('batch_0123'))).toEqual({ status: 404, message: 'No such Batch object: batch_0123' });
+    expect(await openAiError(client(owner).batches.list({ limit: 0 }))).toMatchObject({ status: 400 });
   });
 });
 

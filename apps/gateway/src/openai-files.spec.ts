@@ -2,7 +2,7 @@ import OpenAI, { toFile } from 'openai';
 import { FilesSweeper, fileUuid } from '@atelier/batch';
 import { PrismaService } from '@atelier/db';
 import { BlobStore } from '@atelier/storage';
-import { createTenant, type Tenant } from '@atelier/testing';
+import { createTenant, type Tenant, openAiError } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
 const LINES = [
@@ -10,16 +10,6 @@ const LINES = [
   { custom_id: 'b', method: 'POST', url: '/v1/chat/completions', body: { model: 'local-chat', messages: [{ role: 'user', content: 'there' }] } },
 ];
 const JSONL = LINES.map((l) => JSON.stringify(l)).join('\n') + '\n';
-
-async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
-    throw err;
-  }
-  throw new Error('expected the request to fail');
-}
 
 /** OpenAI's Files API (batch input) through the official SDK, against a listening gateway and its blob store. */
 describe('files (POST/GET/DELETE /api/ai/files)', () => {
@@ -60,17 +50,17 @@ describe('files (POST/GET/DELETE /api/ai/files)', () => {
     expect((await files.files.list({ purpose: 'batch' })).data.map((f) => f.id)).toEqual([made.id]);
 
     expect(await files.files.delete(made.id)).toEqual({ id: made.id, object: 'file', deleted: true });
-    expect(await apiError(files.files.retrieve(made.id))).toEqual({ status: 404, message: `No such File object: ${made.id}` });
-    expect(await apiError(files.files.content(made.id))).toMatchObject({ status: 404 });
-    expect(await apiError(files.files.delete(made.id))).toMatchObject({ status: 404 });
+    expect(await openAiError(files.files.retrieve(made.id))).toEqual({ status: 404, message: `No such File object: ${made.id}` });
+    expect(await openAiError(files.files.content(made.id))).toMatchObject({ status: 404 });
+    expect(await openAiError(files.files.delete(made.id))).toMatchObject({ status: 404 });
   });
 
   it("keeps each namespace's files its own: another cannot read, download, list, delete or collide with one by name", async () => {
     const mine = await client(owner).files.create({ file: await toFile(Buffer.from(JSONL), 'shared-name.jsonl'), purpose: 'batch' });
     const stranger = client(other);
-    expect(await apiError(stranger.files.retrieve(mine.id))).toEqual({ status: 404, message: `No such File object: ${mine.id}` });
-    expect(await apiError(stranger.files.content(mine.id))).toMatchObject({ status: 404 });
-    expect(await apiError(stranger.files.delete(mine.id))).toMatchObject({ status: 404 });
+    expect(await openAiError(stranger.files.retrieve(mine.id))).toEqual({ status: 404, message: `No such File object: ${mine.id}` });
+    expect(await openAiError(stranger.files.content(mine.id))).toMatchObject({ status: 404 });
+    expect(await openAiError(stranger.files.delete(mine.id))).toMatchObject({ status: 404 });
     expect((await stranger.files.list()).data.map((f) => f.id)).not.toContain(mine.id);
     // The same file name in another namespace is another file; neither touches the other's bytes.
     const theirs = await stranger.files.create({ file: await toFile(Buffer.from('{"theirs": true}\n'), 'shared-name.jsonl'), purpose: 'batch' });
@@ -79,7 +69,7 @@ describe('files (POST/GET/DELETE /api/ai/files)', () => {
     expect(await (await stranger.files.content(theirs.id)).text()).toBe('{"theirs": true}\n');
     // A key limited to other scopes cannot use files at all.
     const scoped = await gw.http.request<{ api_key: string }>('POST', '/api/api_keys', { token: owner.apiKey, body: { name: 'chat only', scopes: ['chat'] } });
-    expect(await apiError(new OpenAI({ apiKey: scoped.body.api_key, baseURL: `${base}/api/ai`, maxRetries: 0 }).files.retrieve(mine.id))).toMatchObject({ status: 403 });
+    expect(await openAiError(new OpenAI({ apiKey: scoped.body.api_key, baseURL: `${base}/api/ai`, maxRetries: 0 }).files.retrieve(mine.id))).toMatchObject({ status: 403 });
   });
 
   it('answers 404 for a file past its expiry at once, and the sweep then deletes its record and its bytes, only its', async () => {
@@ -88,7 +78,7 @@ describe('files (POST/GET/DELETE /api/ai/files)', () => {
     const fresh = await files.files.create({ file: await toFile(Buffer.from(JSONL), 'fresh.jsonl'), purpose: 'batch' });
     const prisma = gw.app.get(PrismaService);
     const { blobKey } = await prisma.storedFile.update({ where: { id: fileUuid(old.id)! }, data: { expiresAt: new Date(Date.now() - 1000) } });
-    expect(await apiError(files.files.retrieve(old.id))).toMatchObject({ status: 404 });
+    expect(await openAiError(files.files.retrieve(old.id))).toMatchObject({ status: 404 });
     expect((await files.files.list()).data.map((f) => f.id)).not.toContain(old.id);
     const blobs = gw.app.get(BlobStore);
     expect(await blobs.head(blobKey)).toBeDefined();
@@ -103,15 +93,15 @@ describe('files (POST/GET/DELETE /api/ai/files)', () => {
   it('refuses a bad upload with a 400 or 413 that says why, and keeps nothing of it', async () => {
     const files = client(owner);
     const before = (await files.files.list()).data.length;
-    expect(await apiError(files.files.create({ file: await toFile(Buffer.from(JSONL), 'x.jsonl'), purpose: 'fine-tune' as 'batch' }))).toEqual({ status: 400, message: "purpose must be one of batch, user_data (got 'fine-tune')" });
-    expect(await apiError(files.files.create({ file: await toFile(Buffer.alloc(5000, 'x'), 'big.jsonl'), purpose: 'batch' }))).toEqual({ status: 413, message: 'A file may be at most 4096 bytes (FILES_MAX_BYTES)' });
+    expect(await openAiError(files.files.create({ file: await toFile(Buffer.from(JSONL), 'x.jsonl'), purpose: 'fine-tune' as 'batch' }))).toEqual({ status: 400, message: "purpose must be one of batch, user_data (got 'fine-tune')" });
+    expect(await openAiError(files.files.create({ file: await toFile(Buffer.alloc(5000, 'x'), 'big.jsonl'), purpose: 'batch' }))).toEqual({ status: 413, message: 'A file may be at most 4096 bytes (FILES_MAX_BYTES)' });
     expect(
-      await apiError(files.files.create({ file: await toFile(Buffer.from('{}'), 'x.jsonl'), purpose: 'batch', expires_after: { anchor: 'created_at', seconds: 60 } })),
+      await openAiError(files.files.create({ file: await toFile(Buffer.from('{}'), 'x.jsonl'), purpose: 'batch', expires_after: { anchor: 'created_at', seconds: 60 } })),
     ).toMatchObject({ status: 400, message: expect.stringContaining('expires_after[seconds]') });
     const noFile = await fetch(`${base}/api/ai/files`, { method: 'POST', headers: { authorization: `Bearer ${owner.apiKey}` }, body: (() => { const f = new FormData(); f.set('purpose', 'batch'); return f; })() });
     expect(noFile.status).toBe(400);
     expect(((await noFile.json()) as { error: { message: string } }).error.message).toMatch(/^file is required/);
     expect((await files.files.list()).data.length).toBe(before);
-    expect(await apiError(files.files.retrieve('file-nope'))).toMatchObject({ status: 404 });
+    expect(await openAiError(files.files.retrieve('file-nope'))).toMatchObject({ status: 404 });
   });
 });

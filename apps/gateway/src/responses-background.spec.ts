@@ -1,18 +1,7 @@
-import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { Prisma } from '@atelier/db';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, waitFor, type Tenant, openAiError } from '@atelier/testing';
 import { startChatStack, type ChatStack } from './chat.harness';
-
-async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
-    throw err;
-  }
-  throw new Error('expected the request to fail');
-}
 
 /**
  * Background responses (`background: true`) through the official SDK: queued at once, run on the
@@ -79,9 +68,9 @@ describe('background responses (POST /api/ai/responses with background: true)', 
     for await (const event of await client(owner).responses.retrieve(id, { stream: true, starting_after: 3 })) resumed.push(event);
     expect(resumed).toEqual(events.slice(4));
     // Another namespace cannot read it, stream it or cancel it.
-    expect(await apiError(client(other).responses.retrieve(id))).toMatchObject({ status: 404 });
-    expect(await apiError(client(other).responses.retrieve(id, { stream: true, starting_after: 0 }) as Promise<unknown>)).toMatchObject({ status: 404 });
-    expect(await apiError(client(other).responses.cancel(id))).toMatchObject({ status: 404 });
+    expect(await openAiError(client(other).responses.retrieve(id))).toMatchObject({ status: 404 });
+    expect(await openAiError(client(other).responses.retrieve(id, { stream: true, starting_after: 0 }) as Promise<unknown>)).toMatchObject({ status: 404 });
+    expect(await openAiError(client(other).responses.cancel(id))).toMatchObject({ status: 404 });
   });
 
   it('cancels a running response: it ends cancelled, charged only for what ran', async () => {
@@ -111,13 +100,13 @@ describe('background responses (POST /api/ai/responses with background: true)', 
     expect((await client(owner).responses.cancel(id)).status).toBe('cancelled');
     const finished = await client(owner).responses.create({ model: 'remote-echo', input: 'quick', background: true });
     await until(owner, finished.id, ['completed']);
-    expect(await apiError(client(owner).responses.cancel(finished.id))).toEqual({ status: 409, message: `Response ${finished.id} cannot be cancelled: it is completed` });
+    expect(await openAiError(client(owner).responses.cancel(finished.id))).toEqual({ status: 409, message: `Response ${finished.id} cannot be cancelled: it is completed` });
     const foreground = await client(owner).responses.create({ model: 'remote-echo', input: 'now' });
-    expect(await apiError(client(owner).responses.cancel(foreground.id))).toMatchObject({ status: 400, message: expect.stringContaining('Only background responses can be cancelled') });
+    expect(await openAiError(client(owner).responses.cancel(foreground.id))).toMatchObject({ status: 400, message: expect.stringContaining('Only background responses can be cancelled') });
   });
 
   it('stores a failed run as failed (even an upstream error Postgres cannot store as it is), and refuses a background response that would not be stored', async () => {
-    expect(await apiError(client(owner).responses.create({ model: 'remote-echo', input: 'x', background: true, store: false }))).toMatchObject({ status: 400, message: expect.stringContaining('background responses are stored') });
+    expect(await openAiError(client(owner).responses.create({ model: 'remote-echo', input: 'x', background: true, store: false }))).toMatchObject({ status: 400, message: expect.stringContaining('background responses are stored') });
     const failed = await client(owner).responses.create({ model: 'remote-down-nul', input: 'this upstream fails', background: true });
     const ended = await until(owner, failed.id, ['failed']);
     expect(ended.error).toMatchObject({ message: expect.any(String) });

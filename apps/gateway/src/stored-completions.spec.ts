@@ -4,19 +4,9 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { PrismaService } from '@atelier/db';
 import { FineTuneServiceModule } from '@atelier/fine-tune';
 import { createService } from '@atelier/runtime';
-import { createTenant, waitFor, type Tenant } from '@atelier/testing';
+import { createTenant, waitFor, type Tenant, openAiError } from '@atelier/testing';
 import { StoredCompletionsSweeper } from '@atelier/chat';
 import { startChatStack, type ChatStack } from './chat.harness';
-
-async function apiError(promise: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof OpenAI.APIError) return { status: err.status, message: (err.error as { message?: string } | undefined)?.message ?? err.message };
-    throw err;
-  }
-  throw new Error('expected the request to fail');
-}
 
 /**
  * Stored completions (OpenAI's Stored Completions API) and feedback, through the official SDK:
@@ -74,7 +64,7 @@ describe('stored completions and feedback (GET/POST/DELETE /api/ai/chat/completi
 
     // Without store: true nothing is kept.
     const plain = await ask(owner, 'forget me');
-    expect((await apiError(client(owner).chat.completions.retrieve(plain.id))).status).toBe(404);
+    expect((await openAiError(client(owner).chat.completions.retrieve(plain.id))).status).toBe(404);
   });
 
   it('keeps a streamed answer whole, as the non-streamed object it would have been', async () => {
@@ -107,8 +97,8 @@ describe('stored completions and feedback (GET/POST/DELETE /api/ai/chat/completi
     expect(await all(tenant, { metadata: { run: 'x' } })).toEqual(made);
 
     expect(await client(tenant).chat.completions.delete(made[0])).toEqual({ id: made[0], object: 'chat.completion.deleted', deleted: true });
-    expect((await apiError(client(tenant).chat.completions.retrieve(made[0]))).status).toBe(404);
-    expect((await apiError(client(tenant).chat.completions.delete(made[0]))).status).toBe(404);
+    expect((await openAiError(client(tenant).chat.completions.retrieve(made[0]))).status).toBe(404);
+    expect((await openAiError(client(tenant).chat.completions.delete(made[0]))).status).toBe(404);
     expect(await all(tenant, { model: 'remote-echo' })).toEqual(made.slice(1));
   });
 
@@ -213,10 +203,10 @@ describe('stored completions and feedback (GET/POST/DELETE /api/ai/chat/completi
     const mine = await ask(owner, 'private to the owner', { store: true, metadata: { team: 'shared-name' } });
     const theirs = await ask(other, 'the other namespace', { store: true, metadata: { team: 'shared-name' } });
     // Read, list, messages, update, delete: all 404 (or absent) for the other namespace.
-    expect((await apiError(client(other).chat.completions.retrieve(mine.id))).status).toBe(404);
-    expect((await apiError(client(other).chat.completions.messages.list(mine.id))).status).toBe(404);
-    expect((await apiError(client(other).chat.completions.update(mine.id, { metadata: { team: 'hijacked' } }))).status).toBe(404);
-    expect((await apiError(client(other).chat.completions.delete(mine.id))).status).toBe(404);
+    expect((await openAiError(client(other).chat.completions.retrieve(mine.id))).status).toBe(404);
+    expect((await openAiError(client(other).chat.completions.messages.list(mine.id))).status).toBe(404);
+    expect((await openAiError(client(other).chat.completions.update(mine.id, { metadata: { team: 'hijacked' } }))).status).toBe(404);
+    expect((await openAiError(client(other).chat.completions.delete(mine.id))).status).toBe(404);
     expect(await all(other, { metadata: { team: 'shared-name' } })).toEqual([theirs.id]);
     expect(await all(owner, { metadata: { team: 'shared-name' } })).toEqual([mine.id]);
     expect((await client(owner).chat.completions.retrieve(mine.id)).metadata).toEqual({ team: 'shared-name' });
@@ -309,7 +299,7 @@ describe('stored completions and feedback (GET/POST/DELETE /api/ai/chat/completi
     for (let i = 0; i < 8; i++) made.push((await ask(tenant, `keep ${i}`, { store: true })).id);
     const prisma = stack.gw.app.get(PrismaService);
     await prisma.storedCompletion.update({ where: { id: made[7] }, data: { expiresAt: new Date(Date.now() - 1000) } });
-    expect((await apiError(client(tenant).chat.completions.retrieve(made[7]))).status).toBe(404);
+    expect((await openAiError(client(tenant).chat.completions.retrieve(made[7]))).status).toBe(404);
     const swept = await stack.gw.app.get(StoredCompletionsSweeper).sweep();
     expect(swept.expired).toBeGreaterThanOrEqual(1);
     expect(await all(tenant)).toEqual(made.slice(1, 7));

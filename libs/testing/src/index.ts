@@ -29,3 +29,4 @@ export { DocumentedResponses } from './documented-responses';
 export { createUserNamespace } from './tenant-rows';
 export { CLAUDE_CODE_VERSION, claudeCodeCli } from './claude-code-cli';
 export { startFakeAnthropicUpstream, type FakeAnthropicRequest, type FakeAnthropicUpstream } from './fake-anthropic-upstream';
+export { openAiError } from './openai-error';

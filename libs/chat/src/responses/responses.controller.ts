@@ -5,6 +5,7 @@ import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelie
 import { IDEMPOTENT } from '@atelier/idempotency';
 import { abortWhenGone, openEventStream, sseFrame } from '@atelier/runtime';
 import { fieldError } from './responses-request';
+import { listPage } from '../list-page';
 import { BackgroundResponses, type FollowDelivery } from './background-responses.service';
 import type { ResponseObject } from './response-output';
 import { ResponsesService, type ResponsesDelivery } from './responses.service';
@@ -22,15 +23,6 @@ function followDelivery(req: FastifyRequest, reply: FastifyReply, signal: AbortS
       if (reply.sent) reply.raw.end();
     },
   };
-}
-
-function listQuery(query: Record<string, unknown>): { after?: string; limit: number; order: 'asc' | 'desc' } {
-  const limit = query.limit === undefined ? 20 : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw fieldError('limit', 'limit must be an integer between 1 and 100');
-  const order = query.order ?? 'desc';
-  if (order !== 'asc' && order !== 'desc') throw fieldError('order', 'order must be asc or desc');
-  if (query.after !== undefined && typeof query.after !== 'string') throw fieldError('after', 'after must be an item id');
-  return { limit, order, ...(typeof query.after === 'string' && { after: query.after }) };
 }
 
 /**
@@ -118,6 +110,6 @@ export class ResponsesController {
 
   @Get(':id/input_items')
   inputItems(@CurrentCaller() caller: Caller, @Param('id') id: string, @Query() query: Record<string, unknown>) {
-    return this.responses.inputItems(caller, id, listQuery(query));
+    return this.responses.inputItems(caller, id, listPage(query, 'desc', 'an item id'));
   }
 }

@@ -4,17 +4,7 @@ import { ExportCompletions } from './export-completions.use-case';
 import { invalid } from '../chat-request';
 import { FeedbackService } from './feedback.service';
 import { metadataFilter, StoredCompletions } from './stored-completions.service';
-import type { ListPage } from './stored-completions.repository';
-
-/** limit (1..100, default 20), order (default asc, as OpenAI's stored completions) and after. */
-function page(query: Record<string, unknown>): ListPage {
-  const limit = query.limit === undefined ? 20 : Number(query.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalid([{ field: 'limit', message: 'limit must be an integer between 1 and 100' }]);
-  const order = query.order ?? 'asc';
-  if (order !== 'asc' && order !== 'desc') throw invalid([{ field: 'order', message: 'order must be asc or desc' }]);
-  if (query.after !== undefined && typeof query.after !== 'string') throw invalid([{ field: 'after', message: 'after must be an id' }]);
-  return { limit, order, ...(typeof query.after === 'string' && { after: query.after }) };
-}
+import { listPage } from '../list-page';
 
 function optionalString(query: Record<string, unknown>, field: string): string | undefined {
   const v = query[field];
@@ -55,7 +45,7 @@ export class StoredCompletionsController {
       metadata: metadataFilter(query),
       metric,
       minValue: minValue === undefined ? undefined : Number(minValue),
-      page: page(query),
+      page: listPage(query, 'asc', 'an id'),
     });
   }
 
@@ -66,7 +56,7 @@ export class StoredCompletionsController {
 
   @Get(':id/messages')
   messages(@CurrentCaller() caller: Caller, @Param('id') id: string, @Query() query: Record<string, unknown>) {
-    return this.completions.messages(caller, id, page(query));
+    return this.completions.messages(caller, id, listPage(query, 'asc', 'an id'));
   }
 
   @Post(':id')

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Prisma, PrismaService } from '@atelier/db';
+import type { ListPage } from '../list-page';
 
 /**
  * JSON for a jsonb column: Postgres text holds no NUL, so an escaped one (\u0000, not preceded by
@@ -42,11 +43,6 @@ export interface StoredCompletionFilter {
   since?: Date;
 }
 
-export interface ListPage {
-  after?: string;
-  limit: number;
-  order: 'asc' | 'desc';
-}
 
 interface RawRow {
   id: string;

@@ -4,23 +4,14 @@ import { NamespaceAccess, type Caller } from '@atelier/auth';
 import { ApiError, Metadata, UpdateStoredCompletionRequest } from '@atelier/contracts';
 import { errorSummary, parseBody } from '@atelier/runtime';
 import { invalid } from '../chat-request';
+import type { ListPage } from '../list-page';
 import { FeedbackRepository } from './feedback.repository';
-import { StoredCompletionsRepository, type FeedbackRow, type ListPage, type StoredCompletionFilter, type StoredCompletionRow } from './stored-completions.repository';
+import { StoredCompletionsRepository, type FeedbackRow, type StoredCompletionFilter, type StoredCompletionRow } from './stored-completions.repository';
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** What the chat lifecycle hands over once an answer to keep went out. */
-export interface CompletionToKeep {
-  id: string;
-  namespaceId: string;
-  userId: string;
-  model: string;
-  metadata: Record<string, string>;
-  messages: Record<string, unknown>[];
-  request: Record<string, unknown>;
-  completion: Record<string, unknown>;
-  requestId: string;
-}
+/** What the chat lifecycle hands over for an answer to keep: the row, and the request it answered. */
+export type CompletionToKeep = Omit<StoredCompletionRow, 'createdAt'> & { requestId: string };
 
 export interface StoredCompletionQuery {
   namespace?: string;
