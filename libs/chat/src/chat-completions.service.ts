@@ -13,6 +13,7 @@ import { countTextTokens, toolCallTokens } from './token-count';
 import { correctTokens, takeTokens } from './tokens-per-minute';
 import { assembleStreamedCompletion, storedMessages, storedRequest, storeDecision, type StoreDecision } from './stored-completions/completion-capture';
 import { StoredCompletions } from './stored-completions/stored-completions.service';
+import { Experiments, type RoutedVariant } from './experiments/experiments.service';
 
 /** The route chat usage is reported under (GET /api/usage?group_by=endpoint). */
 const CHAT_ENDPOINT = '/api/ai/chat/completions';
@@ -74,8 +75,10 @@ interface ValidatedChat {
    * awaited with them before any work starts.
    */
   tokensTaken: Promise<RateLimit[]>;
-  /** Kept as a stored completion once answered (store: true, or the namespace's capture_rate). */
+  /** Kept as a stored completion once answered (store: true, the namespace's capture_rate, an experiment with a metric). */
   keep?: StoreDecision;
+  /** The experiment the model named, and the variant it routed this request to. */
+  experiment?: RoutedVariant['experiment'];
 }
 
 /** A validated, paid-for (reserved) request. */
@@ -110,20 +113,33 @@ export class ChatCompletionsService {
     private readonly limiter: RateLimiter,
     private readonly deployedModels: DeployedModels,
     private readonly stored: StoredCompletions,
+    private readonly experiments: Experiments,
   ) {}
 
   /**
-   * The catalog model named in the body, else a deployed fine-tune of that name the caller may
+   * The catalog model named in the body, else an experiment of that name in the namespace the
+   * request bills to (one of its variants), else a deployed fine-tune of that name the caller may
    * call (looked up only then, so catalog models cost nothing more), else the catalog's 404.
    */
-  private async chatModel(caller: Caller, rawBody: unknown): Promise<{ model: ChatModelDefinition; deployed?: ValidatedChat['deployed'] }> {
+  private async chatModel(caller: Caller, rawBody: unknown): Promise<{ model: ChatModelDefinition; deployed?: ValidatedChat['deployed']; experiment?: RoutedVariant['experiment'] }> {
     try {
       return { model: resolveChatModel(this.catalog, rawBody) };
     } catch (err) {
       // Only a well-formed body naming an unknown model gets here (anything else was refused first).
       if (!(err instanceof ApiError && err.type === 'resource_not_found')) throw err;
-      const name = (rawBody as { model?: unknown }).model;
+      const body = rawBody as Record<string, unknown>;
+      const name = body.model;
       if (typeof name !== 'string') throw err;
+      const target = body.target_namespace;
+      if (target === undefined || target === null || typeof target === 'string') {
+        const scope = await this.access.resolve(caller, target);
+        const routed = await this.experiments.route(caller, scope.id, name, body);
+        if (routed) {
+          // The variant's model is what the request is validated, served and billed as.
+          body.model = routed.model.id;
+          return routed;
+        }
+      }
       const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
       if (!found || found.serving.endpoint !== '/chat/completions' || found.adapter.kind === 'style') throw err;
       return { model: deployedDefinition(found) as ChatModelDefinition, deployed: { serving: found.serving.id, adapter: found.adapter } };
@@ -184,11 +200,9 @@ export class ChatCompletionsService {
     try {
       outcome = await paid.work;
     } catch (error) {
-      await this.finish(prepared, {
-        status: signal.aborted ? 'cancelled' : 'failed',
-        usage: sent.length > 0 ? this.deliveredUsage(prepared, sent) : undefined,
-        error,
-      });
+      const ending: ChatEnding = { status: signal.aborted ? 'cancelled' : 'failed', usage: sent.length > 0 ? this.deliveredUsage(prepared, sent) : undefined, error };
+      await this.finish(prepared, ending);
+      if (prepared.experiment) await this.recordVariant(prepared, ending.status, answerId(prepared, firstChunk(sent)), ending.usage);
       throw error;
     }
     // What the request used and cost, on its span.
@@ -202,8 +216,14 @@ export class ChatCompletionsService {
         'atelier.namespace': prepared.scope.name,
         'atelier.provider': outcome.provider,
       });
-    // Kept before the answer (or a stream's [DONE]) goes out, so the caller's next read finds it.
-    if (prepared.keep) await this.keep(prepared, prepared.keep, outcome, sent);
+    // Kept (and counted for its experiment's variant) before the answer (or a stream's [DONE])
+    // goes out, so the caller's next read, or feedback on it, finds it.
+    if (prepared.experiment)
+      await Promise.all([
+        prepared.keep && this.keep(prepared, prepared.keep, outcome, sent),
+        this.recordVariant(prepared, 'succeeded', answerId(prepared, outcome.completion ?? firstChunk(sent)), outcome.usage),
+      ]);
+    else if (prepared.keep) await this.keep(prepared, prepared.keep, outcome, sent);
     await this.metrics.timed('chat.deliver', () => delivery.deliver(outcome.completion));
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.
@@ -212,12 +232,17 @@ export class ChatCompletionsService {
 
   private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
-    const { model, deployed } = await this.chatModel(caller, rawBody);
+    const { model, deployed, experiment } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
     const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true, clampMaxTokens: options.clampMaxTokens });
     const scope = await this.access.resolve(caller, body.target_namespace);
     // Only the chat route keeps completions (the Responses API has its own store).
-    const keep = options.endpoint === undefined ? storeDecision(caller, scope.id, body) : undefined;
+    // An experiment with a metric keeps its answers by default, so feedback can be given on them.
+    const keep = options.endpoint === undefined ? storeDecision(caller, scope.id, body, { storeByDefault: experiment?.storeByDefault }) : undefined;
+    if (experiment) {
+      delivery.header('x-atelier-experiment', experiment.name);
+      delivery.header('x-atelier-variant', experiment.variant);
+    }
     validating();
     const completionId = `chatcmpl-${randomToken(18)}`;
     // Counted for its upper bound (prompt plus completion limit, what the reservation covers), corrected when it settles.
@@ -233,12 +258,12 @@ export class ChatCompletionsService {
     const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
     const messages = deployed ? undefined : options.messages?.(model);
     options.validated?.({ promptTokens, maxTokens: request.maxTokens, model });
-    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken, keep };
+    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken, keep, experiment };
   }
 
   private keep(prepared: PreparedChat, decision: StoreDecision, outcome: ChatCompletionOutcome, sent: readonly string[]): Promise<void> {
     const completion = outcome.completion ?? assembleStreamedCompletion(sent, outcome.usage, { id: prepared.completionId, model: prepared.model.id });
-    const id = typeof completion.id === 'string' && completion.id.startsWith('chatcmpl-') ? completion.id : prepared.completionId;
+    const id = answerId(prepared, completion);
     return this.stored.keep({
       id,
       namespaceId: prepared.scope.id,
@@ -295,6 +320,19 @@ export class ChatCompletionsService {
     });
   }
 
+  /** The request as its experiment's statistics count it: its variant, how it ended, its latency and cost. Never throws. */
+  private recordVariant(prepared: ValidatedChat, outcome: ChatEnding['status'], completionId: string, usage: ChatUsage | undefined): Promise<void> {
+    const experiment = prepared.experiment!;
+    return this.experiments.record({
+      experimentId: experiment.id,
+      variant: experiment.variant,
+      completionId,
+      outcome,
+      durationMs: performance.now() - prepared.startedAt,
+      cost: usage ? tokenCost(prepared.model.pricing, usage.prompt_tokens, usage.completion_tokens) : null,
+    });
+  }
+
   /**
    * Usage of a stream that ended early (client gone, provider failed): the prompt plus the
    * completion tokens actually delivered, counted from the chunks that went out.
@@ -327,6 +365,21 @@ export class ChatCompletionsService {
     }
     const completion = countTextTokens(content) + toolCallTokens(calls.filter(Boolean));
     return { prompt_tokens: prepared.promptTokens, completion_tokens: completion, total_tokens: prepared.promptTokens + completion };
+  }
+}
+
+/** The id an answer goes by (what a stored completion and feedback name): the upstream's chatcmpl- id, else atelier's. */
+function answerId(prepared: ValidatedChat, completion: Record<string, unknown> | undefined): string {
+  const id = completion?.id;
+  return typeof id === 'string' && id.startsWith('chatcmpl-') ? id : prepared.completionId;
+}
+
+/** A stream's first chunk, which carries the answer's id. */
+function firstChunk(sent: readonly string[]): Record<string, unknown> | undefined {
+  try {
+    return sent.length > 0 ? (JSON.parse(sent[0]) as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -14,6 +14,7 @@ import { MessagesService } from './messages/messages.service';
 import { FeedbackController, FeedbackMetricsController, StoredCompletionsController } from './stored-completions/stored-completions.controller';
 import { FeedbackService } from './stored-completions/feedback.service';
 import { ExportCompletions } from './stored-completions/export-completions.use-case';
+import { ExperimentsController } from './experiments/experiments.controller';
 import { StoredCompletionsSweeper } from './stored-completions/stored-completions-sweeper.service';
 
 /**
@@ -24,7 +25,7 @@ import { StoredCompletionsSweeper } from './stored-completions/stored-completion
  */
 @Module({
   imports: [AuthModule, ChatGatewayModule, ReposGatewayModule],
-  controllers: [ChatController, StoredCompletionsController, FeedbackController, FeedbackMetricsController, ResponsesController, MessagesController, EmbeddingsController],
+  controllers: [ChatController, StoredCompletionsController, FeedbackController, FeedbackMetricsController, ExperimentsController, ResponsesController, MessagesController, EmbeddingsController],
   providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents, FeedbackService, StoredCompletionsSweeper, ExportCompletions],
 })
 export class ChatRoutesModule {}

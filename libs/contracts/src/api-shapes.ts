@@ -493,6 +493,46 @@ export const StoredMessageListShape = z.object({
   has_more: z.boolean(),
 });
 export const StoredCompletionDeletedShape = z.object({ id: z.string(), object: z.literal('chat.completion.deleted'), deleted: z.literal(true) });
+const ExperimentVariantShape = z.object({ model: z.string(), weight: z.number().describe('Share of the requests, the variants together 1') });
+export const ExperimentShape = z.object({
+  id: z.string(),
+  object: z.literal('experiment'),
+  name: z.string().describe('A model id of its namespace'),
+  namespace: z.string(),
+  mode: z.enum(['fixed', 'adaptive']),
+  metric: z.string().nullable(),
+  sticky_by: z.string().nullable(),
+  min_weight: z.number(),
+  status: z.enum(['running', 'promoted']),
+  promoted_model: z.string().nullable(),
+  variants: z.array(ExperimentVariantShape),
+  created_at: int,
+  updated_at: int,
+});
+export const ExperimentListShape = z.object({ object: z.literal('list'), data: z.array(ExperimentShape) });
+export const ExperimentDetailShape = ExperimentShape.extend({
+  variants: z.array(
+    ExperimentVariantShape.extend({
+      requests: int,
+      failed: int,
+      latency_ms: z.object({ p50: z.number().nullable(), p95: z.number().nullable() }).describe('Of the requests that succeeded'),
+      cost: z.object({ total: z.string(), per_request: z.string().nullable() }),
+      metric: z
+        .object({ count: int, mean: z.number().nullable(), ci95: z.tuple([z.number(), z.number()]).nullable() })
+        .nullable()
+        .describe("The experiment's metric on this variant's answers (the latest feedback per answer), with a 95 % interval: Wilson's for a boolean metric, the normal one for a float"),
+    }),
+  ),
+  history: z.array(
+    z.object({
+      type: z.enum(['created', 'weights', 'promoted']),
+      variants: z.array(ExperimentVariantShape),
+      model: z.string().optional(),
+      created_at: int,
+    }),
+  ),
+});
+export const ExperimentDeletedShape = z.object({ id: z.string(), object: z.literal('experiment.deleted'), name: z.string(), deleted: z.literal(true) });
 
 /** Every documented answer by its OpenAPI component name (`#/components/schemas/<name>`). */
 export const API_SHAPES = {
@@ -515,6 +555,10 @@ export const API_SHAPES = {
   FeedbackList: FeedbackListShape,
   FeedbackMetric: FeedbackMetricShape,
   FeedbackMetricList: FeedbackMetricListShape,
+  Experiment: ExperimentShape,
+  ExperimentList: ExperimentListShape,
+  ExperimentDetail: ExperimentDetailShape,
+  ExperimentDeleted: ExperimentDeletedShape,
   ResponseInputItems: ResponseInputItemsShape,
   Embeddings: EmbeddingsShape,
   Generation: GenerationShape,

@@ -69,3 +69,48 @@ export const ExportCompletionsRequest = z.strictObject({
   branch: z.string({ error: 'branch must be a string' }).max(200).optional(),
 });
 export type ExportCompletionsRequest = z.infer<typeof ExportCompletionsRequest>;
+
+export const EXPERIMENT_MODES = ['fixed', 'adaptive'] as const;
+/** Most variants one experiment splits between. */
+export const EXPERIMENT_MAX_VARIANTS = 10;
+
+const experimentModel = z
+  .string({ error: 'model must be a model id' })
+  .min(1, 'model must be a model id')
+  .max(256, 'model must be at most 256 characters')
+  .refine((m) => !m.includes('\0'), 'model must not contain NUL characters');
+
+/**
+ * POST /api/ai/experiments: `name` becomes a model id of the namespace whose requests go to a
+ * variant by weight (sticky per user or metadata key), and with `mode: "adaptive"` the weights
+ * follow the metric (TensorZero's adaptive A/B tests).
+ */
+export const CreateExperimentRequest = z
+  .strictObject({
+    name: z
+      .string({ error: 'name must be a string' })
+      .regex(/^[a-z0-9][a-z0-9_.:-]{0,62}$/, 'name must be 1 to 63 characters of a-z, 0-9, _, ., : and -, starting with a letter or digit'),
+    variants: z
+      .array(z.strictObject({ model: experimentModel, weight: z.number({ error: 'weight must be a number from 0 to 1' }).min(0, 'weight must be from 0 to 1').max(1, 'weight must be from 0 to 1') }), {
+        error: 'variants must be a list of {model, weight}',
+      })
+      .min(2, 'variants must name at least 2 models')
+      .max(EXPERIMENT_MAX_VARIANTS, `variants must name at most ${EXPERIMENT_MAX_VARIANTS} models`)
+      .refine((vs) => Math.abs(vs.reduce((a, v) => a + v.weight, 0) - 1) < 1e-6, 'the weights of variants must sum to 1')
+      .refine((vs) => new Set(vs.map((v) => v.model)).size === vs.length, 'variants must name each model once'),
+    metric: z.string({ error: 'metric must be the name of a feedback metric' }).regex(/^[a-z0-9][a-z0-9_.-]{0,62}$/, 'metric must be the name of a feedback metric of the namespace').optional(),
+    mode: z.enum(EXPERIMENT_MODES, { error: 'mode must be fixed or adaptive' }).default('fixed'),
+    sticky_by: z
+      .string({ error: 'sticky_by must be "user" or "metadata.<key>"' })
+      .regex(/^(user|metadata\.[A-Za-z0-9_.:-]{1,64})$/, 'sticky_by must be "user" or "metadata.<key>"')
+      .optional(),
+    min_weight: z.number({ error: 'min_weight must be a number' }).min(0, 'min_weight must be from 0 to 0.5').max(0.5, 'min_weight must be from 0 to 0.5').default(0.05).describe('Least share an adaptive experiment leaves each variant'),
+    namespace: z.string({ error: 'namespace must be a string' }).optional().describe("The namespace the experiment's name is a model of; default: the key's"),
+  })
+  .refine((r) => r.mode !== 'adaptive' || r.metric !== undefined, { message: 'mode "adaptive" needs a metric to adapt to', path: ['metric'] })
+  .refine((r) => r.min_weight * r.variants.length <= 1, { message: 'min_weight times the number of variants must be at most 1', path: ['min_weight'] });
+export type CreateExperimentRequest = z.infer<typeof CreateExperimentRequest>;
+
+/** POST /api/ai/experiments/{name}/promote: every request to one variant from now on. */
+export const PromoteExperimentRequest = z.strictObject({ model: experimentModel });
+export type PromoteExperimentRequest = z.infer<typeof PromoteExperimentRequest>;

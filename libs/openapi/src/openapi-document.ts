@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, CreateFeedbackMetricRequest, CreateFeedbackRequest, UpdateStoredCompletionRequest, EXPORT_MAX_ROWS, ExportCompletionsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, CreateExperimentRequest, PromoteExperimentRequest, CreateFeedbackMetricRequest, CreateFeedbackRequest, UpdateStoredCompletionRequest, EXPORT_MAX_ROWS, ExportCompletionsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -223,6 +223,40 @@ function operations(catalog: ModelCatalog): Operation[] {
       query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }],
       responses: { 200: ['Its metrics', 'FeedbackMetricList'] },
     },
+    {
+      method: 'post',
+      route: '/api/ai/experiments',
+      tag: 'Learning',
+      summary: 'Make a name a model id of the namespace whose requests go to variants by weight',
+      access: 'key',
+      description:
+        'Variants are chat models of the catalog or chat fine-tunes deployed in the namespace; their weights sum to 1. Requests naming the experiment go to a variant by weight, ' +
+        'sticky per `user` (else the caller) or per a metadata value with `sticky_by`; the answer names its variant in `model` and in `x-atelier-variant`. ' +
+        'With a `metric`, the answers are stored (unless `store: false` or the key refuses) so feedback can be given on them; `mode: "adaptive"` moves the weights toward the variant that wins on the metric, each keeping at least `min_weight`. docs/learning.md.',
+      body: fromZod(CreateExperimentRequest),
+      responses: { 201: ['The experiment', 'Experiment'], 409: ['The name is taken (an experiment, a catalog model or a deployed model)', 'Error'] },
+    },
+    { method: 'get', route: '/api/ai/experiments', tag: 'Learning', summary: "A namespace's experiments", access: 'key', query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }], responses: { 200: ['Its experiments', 'ExperimentList'] } },
+    {
+      method: 'get',
+      route: '/api/ai/experiments/:name',
+      tag: 'Learning',
+      summary: "An experiment with each variant's requests, latency p50/p95, cost and metric (mean with a 95 % interval), and its history",
+      access: 'key',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }],
+      responses: { 200: ['The experiment', 'ExperimentDetail'] },
+    },
+    {
+      method: 'post',
+      route: '/api/ai/experiments/:name/promote',
+      tag: 'Learning',
+      summary: 'Send every request to one variant from now on (kept in the history)',
+      access: 'key',
+      query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }],
+      body: fromZod(PromoteExperimentRequest),
+      responses: { 200: ['The experiment', 'Experiment'] },
+    },
+    { method: 'delete', route: '/api/ai/experiments/:name', tag: 'Learning', summary: 'Delete an experiment, its records and history (its name is free again)', access: 'key', query: [{ name: 'namespace', schema: { type: 'string' }, description: "default: the key's" }], responses: { 200: ['Deleted', 'ExperimentDeleted'] } },
     {
       method: 'post',
       route: '/api/ai/responses',

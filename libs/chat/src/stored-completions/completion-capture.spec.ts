@@ -14,12 +14,19 @@ describe('storeDecision', () => {
 
   it('samples by the capture rate, only for the home namespace, and store: false or a refusing key always wins', () => {
     const half = caller({ captureRate: 0.5 });
-    expect(storeDecision(half, 'home', {}, () => 0.49)).toEqual({ metadata: {} });
-    expect(storeDecision(half, 'home', {}, () => 0.5)).toBeUndefined();
-    expect(storeDecision(half, 'elsewhere', {}, () => 0)).toBeUndefined();
-    expect(storeDecision(half, 'home', { store: false }, () => 0)).toBeUndefined();
-    expect(storeDecision(caller({ captureRate: 1, storeRefused: true }), 'home', {}, () => 0)).toBeUndefined();
+    expect(storeDecision(half, 'home', {}, { random: () => 0.49 })).toEqual({ metadata: {} });
+    expect(storeDecision(half, 'home', {}, { random: () => 0.5 })).toBeUndefined();
+    expect(storeDecision(half, 'elsewhere', {}, { random: () => 0 })).toBeUndefined();
+    expect(storeDecision(half, 'home', { store: false }, { random: () => 0 })).toBeUndefined();
+    expect(storeDecision(caller({ captureRate: 1, storeRefused: true }), 'home', {}, { random: () => 0 })).toBeUndefined();
     expect(storeDecision(caller({ storeRefused: true }), 'home', { store: true })).toBeUndefined();
+  });
+
+  it('keeps by default for an experiment with a metric, unless store: false or the key refuses', () => {
+    expect(storeDecision(caller(), 'home', {}, { storeByDefault: true })).toEqual({ metadata: {} });
+    expect(storeDecision(caller(), 'elsewhere', { metadata: { a: 'b' } }, { storeByDefault: true })).toEqual({ metadata: { a: 'b' } });
+    expect(storeDecision(caller(), 'home', { store: false }, { storeByDefault: true })).toBeUndefined();
+    expect(storeDecision(caller({ storeRefused: true }), 'home', {}, { storeByDefault: true })).toBeUndefined();
   });
 
   it('refuses malformed fields even when nothing would be stored', () => {

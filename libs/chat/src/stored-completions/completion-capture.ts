@@ -9,22 +9,31 @@ export interface StoreDecision {
 }
 
 /**
- * store: false, or a key that refuses storing, always wins; store: true keeps it; otherwise the
+ * store: false, or a key that refuses storing, always wins; store: true (or storeByDefault: an
+ * experiment with a metric, whose feedback needs the answers) keeps it; otherwise the
  * namespace's capture_rate samples it (for requests billed to the key's own namespace, whose
  * rate the key's reading carries). A malformed store or metadata is a 400 whether or not the
- * answer would be kept. `random` is the sample's draw in [0, 1).
+ * answer would be kept. `random` gives the sample's draw in [0, 1).
  */
-export function storeDecision(caller: Caller, billedTo: string, raw: Record<string, unknown>, random: () => number = Math.random): StoreDecision | undefined {
+export function storeDecision(
+  caller: Caller,
+  billedTo: string,
+  raw: Record<string, unknown>,
+  options: { random?: () => number; storeByDefault?: boolean } = {},
+): StoreDecision | undefined {
+  const random = options.random ?? Math.random;
   // The common request names neither: nothing to parse.
   if (raw.store === undefined && raw.metadata === undefined) {
-    if (caller.captureRate === undefined || caller.storeRefused || billedTo !== caller.namespaceId) return undefined;
+    if (caller.storeRefused) return undefined;
+    if (options.storeByDefault) return { metadata: {} };
+    if (caller.captureRate === undefined || billedTo !== caller.namespaceId) return undefined;
     return random() < caller.captureRate ? { metadata: {} } : undefined;
   }
   const parsed = ChatStoreFields.safeParse({ store: raw.store, metadata: raw.metadata });
   if (!parsed.success) throw invalid(parsed.error.issues.map((i) => ({ field: i.path.join('.') || 'metadata', message: i.message })));
   const { store, metadata } = parsed.data;
   if (store === false || caller.storeRefused) return undefined;
-  if (store === true) return { metadata: metadata ?? {} };
+  if (store === true || options.storeByDefault) return { metadata: metadata ?? {} };
   if (caller.captureRate === undefined || billedTo !== caller.namespaceId) return undefined;
   return random() < caller.captureRate ? { metadata: metadata ?? {} } : undefined;
 }

@@ -6,6 +6,7 @@ import { invalid } from '../chat-request';
 import { ResponsesRepository } from '../responses/responses.repository';
 import { FeedbackRepository, type FeedbackMetricRow } from './feedback.repository';
 import { feedbackView, StoredCompletions } from './stored-completions.service';
+import { Experiments } from '../experiments/experiments.service';
 
 const metricView = (m: FeedbackMetricRow, namespace: string) => ({
   id: m.id,
@@ -29,6 +30,7 @@ export class FeedbackService {
     private readonly completions: StoredCompletions,
     private readonly responses: ResponsesRepository,
     private readonly access: NamespaceAccess,
+    private readonly experiments: Experiments,
   ) {}
 
   async createMetric(caller: Caller, body: unknown) {
@@ -54,6 +56,8 @@ export class FeedbackService {
     const value = typeof request.value === 'boolean' ? Number(request.value) : request.value;
     const comment = request.comment ?? null;
     const row = await this.rows.add({ metricId: metric.id, targetId: request.target_id, completionId: target.completionId, value, comment, userId: caller.userId });
+    // An adaptive experiment that answered it moves its weights before the caller hears back, so its next request sees them.
+    if (target.completionId) await this.experiments.feedbackGiven(target.completionId);
     return feedbackView({ id: row.id, targetId: request.target_id, metric: metric.name, value, comment, createdAt: row.createdAt });
   }
 
