@@ -116,18 +116,27 @@ describe('examples/', () => {
     expect(out).toMatch(/^background response: (completed|incomplete) -> .+/m);
   });
 
-  it('learning-loop.mjs: stored completions judged, the good ones exported, trained on, deployed and asked', async () => {
-    const out = await run('learning-loop.mjs', { deadlineMs: 60_000 });
+  it('learning-loop.mjs: stored completions judged, the good ones exported, trained on, deployed, and winning an adaptive experiment', async () => {
+    const out = await run('learning-loop.mjs', { deadlineMs: 90_000 });
     const [, storedCount, good] = /^stored: (\d+) completions, (\d+) judged good$/m.exec(out) ?? [];
-    expect(Number(storedCount)).toBe(12);
-    expect(Number(good)).toBe(8);
+    expect(Number(storedCount)).toBe(60);
+    expect(Number(good)).toBe(40);
     // Each good answer is a row, unless it is empty (left out, counted as skipped).
     const [, rows, skipped] = /^exported: (\d+) rows to data\/good\.parquet, (\d+) skipped \(Export \d+ stored completion/m.exec(out) ?? [];
-    expect(Number(rows) + Number(skipped)).toBe(8);
+    expect(Number(rows) + Number(skipped)).toBe(40);
     expect(Number(rows)).toBeGreaterThan(0);
     expect(out).toMatch(new RegExp(`^tokenized: ${rows} valid rows of ${rows}$`, 'm'));
     expect(out).toMatch(/^deployed: \S+-step-\d+$/m);
     expect(out).toMatch(/^answer: .*\b(lighthouse|lamp|keeper|fog|stairs|storm|ships?)\b/im);
+    const deployed = /^deployed: (\S+)$/m.exec(out)![1];
+    expect(out).toContain(`local-chat 0.5 / ${deployed} 0.5`);
+    // The feedback favoured the fine-tune: the weights moved to it, local-chat keeps the 0.05 floor's neighbourhood.
+    const [, localWeight, tuneWeight] = new RegExp(`^weights: local-chat ([\\d.]+) / ${deployed} ([\\d.]+)$`, 'm').exec(out) ?? [];
+    expect(Number(tuneWeight)).toBeGreaterThan(0.9);
+    expect(Number(localWeight)).toBeGreaterThanOrEqual(0.05);
+    expect(out).toMatch(new RegExp(`^variant: ${deployed} \\d+ requests, p50 [\\d.]+ ms, 1\\.00 good \\[0\\.\\d+, 1\\]$`, 'm'));
+    expect(out).toMatch(/^variant: local-chat \d+ requests, p50 [\d.]+ ms, 0\.00 good \[0, 0\.\d+\]$/m);
+    expect(out).toContain(`promoted: ${deployed}; answered by ${deployed}`);
   });
 
   it('embeddings.mjs: vectors through the SDK, and the nearest document', async () => {

@@ -1,8 +1,8 @@
-// The learning loop, from traffic to a fine-tune of it: chat completions kept with store: true (the
-// official OpenAI SDK), judged with feedback on a metric of the namespace, the good ones listed and
-// exported as a Parquet dataset into a repo, and a fine-tune of atelier/local-chat trained on that
-// file by the built-in trainer of `npm start`, deployed and asked. (Experiments between the two
-// models are not built yet.)
+// The learning loop, from traffic to a fine-tune of it that wins: 60 chat completions kept with
+// store: true (the official OpenAI SDK), judged with feedback on a metric of the namespace, the
+// good ones exported as a Parquet dataset into a repo, a fine-tune of atelier/local-chat trained
+// on that file by the built-in trainer of `npm start` and deployed, then an adaptive experiment
+// between local-chat and the fine-tune whose weights follow the feedback, and a promote.
 //   node examples/learning-loop.mjs
 import OpenAI from 'openai';
 import { api, apiKey, baseUrl } from './connection.mjs';
@@ -19,7 +19,8 @@ await api('POST', '/api/feedback_metrics', { name: metric, type: 'boolean', opti
 // Traffic: questions about a lighthouse, each answer kept as a stored completion with metadata.
 const topics = ['the lamp', 'the keeper', 'the fog', 'the stairs', 'the storm', 'the ships'];
 const ids = [];
-for (const [i, topic] of [...topics, ...topics].entries()) {
+for (let i = 0; i < 60; i++) {
+  const topic = topics[i % topics.length];
   const answer = await client.chat.completions.create({
     model: 'local-chat',
     messages: [
@@ -69,3 +70,30 @@ const { model } = await api('POST', `${fineTunes}/${fine_tune.id}/checkpoints/${
 console.log('deployed:', model.id);
 const answer = await client.chat.completions.create({ model: model.id, messages: [{ role: 'user', content: 'Tell me about the lighthouse.' }], max_tokens: 40, seed: 1 });
 console.log('answer:', answer.choices[0].message.content);
+
+// An experiment: the name is a model id of the namespace, split between the two models; adaptive,
+// so its weights follow the metric. Its answers are stored by default, so feedback can name them.
+const experiment = `lighthouse-ab-${run}`;
+await api('POST', '/api/ai/experiments', {
+  name: experiment,
+  variants: [
+    { model: 'local-chat', weight: 0.5 },
+    { model: model.id, weight: 0.5 },
+  ],
+  metric,
+  mode: 'adaptive',
+  sticky_by: 'user',
+});
+const shares = (e) => e.variants.map((v) => `${v.model} ${v.weight}`).join(' / ');
+console.log(`experiment: ${experiment} ${shares(await api('GET', `/api/ai/experiments/${experiment}`))}`);
+for (let u = 0; u < 40; u++) {
+  const reply = await client.chat.completions.create({ model: experiment, messages: [{ role: 'user', content: `Tell me about ${topics[u % topics.length]}.` }], max_tokens: 30, user: `visitor-${u}` });
+  // A stand-in for people who prefer the fine-tune's answers: its answers are judged good, local-chat's not.
+  await api('POST', '/api/ai/feedback', { target_id: reply.id, metric, value: reply.model === model.id });
+}
+const judged = await api('GET', `/api/ai/experiments/${experiment}`);
+console.log(`weights: ${shares(judged)}`);
+for (const v of judged.variants) console.log(`variant: ${v.model} ${v.requests} requests, p50 ${v.latency_ms.p50} ms, ${v.metric.mean?.toFixed(2)} good [${v.metric.ci95?.join(', ')}]`);
+await api('POST', `/api/ai/experiments/${experiment}/promote`, { model: model.id });
+const after = await client.chat.completions.create({ model: experiment, messages: [{ role: 'user', content: 'And the lamp?' }], max_tokens: 30, user: 'visitor-0' });
+console.log(`promoted: ${model.id}; answered by ${after.model}`);

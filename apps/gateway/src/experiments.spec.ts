@@ -93,6 +93,12 @@ describe('experiments (/api/ai/experiments)', () => {
     expect(response.headers.get('x-atelier-variant')).toBe(seen.get('user-0'));
     expect([...models]).toEqual([seen.get('user-0')]);
     expect((await detail(owner, 'support-bot')).variants.reduce((n, v) => n + v.requests, 0)).toBe(33);
+
+    // The Responses API routes by the same experiment.
+    const { data: response2, response: raw } = await client(owner).responses.create({ model: 'support-bot', input: 'and through responses?', user: 'user-0' }).withResponse();
+    expect(raw.headers.get('x-atelier-variant')).toBe(seen.get('user-0'));
+    expect(response2.model).toBe(seen.get('user-0'));
+    expect((await detail(owner, 'support-bot')).variants.reduce((n, v) => n + v.requests, 0)).toBe(34);
   });
 
   it('moves an adaptive experiment toward the variant its feedback favours, keeps the history, and promotes one variant', async () => {
