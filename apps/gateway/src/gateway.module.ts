@@ -5,7 +5,7 @@ import { BillingModule, BillingRoutesModule } from '@atelier/billing';
 import { BatchRoutesModule } from '@atelier/batch';
 import { ChatRoutesModule } from '@atelier/chat';
 import type { AppConfig } from '@atelier/config';
-import { RESPONSE_BACKGROUND_QUEUE } from '@atelier/contracts';
+import { COMPLETION_EXPORT_QUEUE, RESPONSE_BACKGROUND_QUEUE } from '@atelier/contracts';
 import { EventsServiceModule } from '@atelier/events';
 import { FineTuneRoutesModule } from '@atelier/fine-tune';
 import { IdempotencyModule } from '@atelier/idempotency';
@@ -31,7 +31,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [
         // Background responses run where the Responses API's code is: on the gateways, off the request.
-        ServiceRuntimeModule.forRoot({ service: 'gateway', config, consumes: [RESPONSE_BACKGROUND_QUEUE], reportsAllQueues: true }),
+        ServiceRuntimeModule.forRoot({ service: 'gateway', config, consumes: [RESPONSE_BACKGROUND_QUEUE, COMPLETION_EXPORT_QUEUE], reportsAllQueues: true }),
         ModelCatalogModule.forRoot(config.MODEL_CATALOG_DIR),
         AuthModule,
         AccountsModule,

@@ -114,6 +114,6 @@ describe('API description', () => {
     const api = await gw.http.request<{ queues: { name: string }[] }>('GET', '/admin/queues/api/queues', { token: gw.adminToken });
     expect(api.status).toBe(200);
     // The BullMQ (work) queues; request/response calls travel on Redis streams, not BullMQ.
-    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batch-line', 'batch-step', 'fine-tune-tokenize', 'generation-image', 'generation-video', 'response-background', 'webhook-delivery']);
+    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batch-line', 'batch-step', 'completion-export', 'fine-tune-tokenize', 'generation-image', 'generation-video', 'response-background', 'webhook-delivery']);
   });
 });

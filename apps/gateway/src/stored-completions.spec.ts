@@ -292,6 +292,81 @@ describe('stored completions and feedback (GET/POST/DELETE /api/ai/chat/completi
     expect(JSON.stringify(repo.body)).not.toContain('x.parquet');
   });
 
+  it('queues an export asked for in the background, with its progress, an export.status event when done, and no other namespace seeing it', async () => {
+    const tenant = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    expect((await http(tenant, 'POST', '/api/repos', { namespace: tenant.namespace, name: 'bg' })).status).toBe(201);
+    for (let i = 0; i < 3; i++) await ask(tenant, `background ${i}`, { store: true, metadata: { lot: 'bg' } });
+    const events = new AbortController();
+    let text = '';
+    const res = await fetch(`${stack.base}/api/events`, { headers: { authorization: `Bearer ${tenant.apiKey}` }, signal: events.signal });
+    const reading = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+    })().catch(() => undefined);
+    try {
+      const queued = await http(tenant, 'POST', '/api/ai/chat/completions/export', { filter: { metadata: { lot: 'bg' } }, namespace: tenant.namespace, repo: 'bg', path: 'bg.parquet', background: true });
+      expect(queued.status).toBe(202);
+      expect(queued.body).toMatchObject({ object: 'chat.completion.export', status: 'queued', progress: { rows: 0, total: 3 } });
+      const id = queued.body.id as string;
+      expect(id).toMatch(/^export_[0-9a-f]{32}$/);
+      const done = await waitFor(
+        async () => {
+          const got = (await http(tenant, 'GET', `/api/ai/chat/completions/exports/${id}`)).body;
+          return got.status === 'completed' && got;
+        },
+        { timeoutMs: 20_000, description: 'the queued export to complete' },
+      );
+      expect(done).toMatchObject({ rows: 3, skipped: 0, progress: { rows: 3, total: 3 }, commit: { message: expect.stringContaining('Export 3 stored completions') } });
+      const event = await waitFor(() => [...text.matchAll(/event: export\.status\ndata: (.*)\nid: \S+\n/g)].map((m) => JSON.parse(m[1]) as { id: string; status: string }).find((d) => d.id === id), {
+        timeoutMs: 10_000,
+        description: 'the export.status event',
+      });
+      expect(event.status).toBe('completed');
+      const file = await fetch(`${stack.base}/api/repos/${tenant.namespace}/bg/file/main/bg.parquet`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+      expect(((await parquetReadObjects({ file: await file.arrayBuffer() })) as unknown[]).length).toBe(3);
+      // Another namespace cannot read it; a malformed id is a 404 too.
+      expect((await http(other, 'GET', `/api/ai/chat/completions/exports/${id}`)).status).toBe(404);
+      expect((await http(tenant, 'GET', '/api/ai/chat/completions/exports/export_nope')).status).toBe(404);
+    } finally {
+      events.abort();
+      await reading;
+    }
+  });
+
+  it('queues an export of more completions than a request may write, and writes every one', async () => {
+    const tenant = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    expect((await http(tenant, 'POST', '/api/repos', { namespace: tenant.namespace, name: 'big' })).status).toBe(201);
+    const prisma = stack.gw.app.get(PrismaService);
+    const [who] = await prisma.$queryRaw<{ ns: string; uid: string }[]>`SELECT id::text AS ns, user_id::text AS uid FROM namespaces WHERE name = ${tenant.namespace}`;
+    // 10,001 stored completions, one past what a request exports, written straight to the table.
+    await prisma.$executeRaw`
+      INSERT INTO stored_completions (id, namespace_id, user_id, model, messages, request, completion, expires_at)
+      SELECT 'chatcmpl-bulk' || lpad(g::text, 6, '0'), ${who.ns}::uuid, ${who.uid}::uuid, 'remote-echo',
+             jsonb_build_array(jsonb_build_object('role', 'user', 'content', 'question ' || g)), '{}'::jsonb,
+             jsonb_build_object('choices', jsonb_build_array(jsonb_build_object('message', jsonb_build_object('role', 'assistant', 'content', 'answer ' || g)))),
+             now() + interval '1 day'
+        FROM generate_series(1, 10001) g`;
+    const queued = await http(tenant, 'POST', '/api/ai/chat/completions/export', { namespace: tenant.namespace, repo: 'big', path: 'all.parquet' });
+    expect(queued.status).toBe(202);
+    const id = queued.body.id as string;
+    const done = await waitFor(
+      async () => {
+        const got = (await http(tenant, 'GET', `/api/ai/chat/completions/exports/${id}`)).body;
+        return (got.status === 'completed' || got.status === 'failed') && got;
+      },
+      { timeoutMs: 60_000, description: 'the large export to end' },
+    );
+    expect(done).toMatchObject({ status: 'completed', rows: 10001, progress: { total: 10001 } });
+    const file = await fetch(`${stack.base}/api/repos/${tenant.namespace}/big/file/main/all.parquet`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+    const rows = (await parquetReadObjects({ file: await file.arrayBuffer() })) as { messages: string; completion_id: string }[];
+    expect(rows.length).toBe(10001);
+    expect(rows[10000].completion_id).toBe('chatcmpl-bulk010001');
+    expect(JSON.parse(rows[0].messages)).toEqual([
+      { role: 'user', content: 'question 1' },
+      { role: 'assistant', content: 'answer 1' },
+    ]);
+  });
+
   // Last: the sweep trims every namespace past the cap of this suite (6).
   it('forgets completions past their time at once, and the sweep deletes them and trims a namespace to its cap', async () => {
     const tenant = await createTenant(stack.gw.http, stack.gw.adminToken, '10');

@@ -14,6 +14,8 @@ import { MessagesService } from './messages/messages.service';
 import { FeedbackController, FeedbackMetricsController, StoredCompletionsController } from './stored-completions/stored-completions.controller';
 import { FeedbackService } from './stored-completions/feedback.service';
 import { ExportCompletions } from './stored-completions/export-completions.use-case';
+import { CompletionExportJobs } from './stored-completions/export-completions.processor';
+import { CompletionExportsRepository } from './stored-completions/completion-exports.repository';
 import { ExperimentsController } from './experiments/experiments.controller';
 import { StoredCompletionsSweeper } from './stored-completions/stored-completions-sweeper.service';
 
@@ -26,6 +28,6 @@ import { StoredCompletionsSweeper } from './stored-completions/stored-completion
 @Module({
   imports: [AuthModule, ChatGatewayModule, ReposGatewayModule],
   controllers: [ChatController, StoredCompletionsController, FeedbackController, FeedbackMetricsController, ExperimentsController, ResponsesController, MessagesController, EmbeddingsController],
-  providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents, FeedbackService, StoredCompletionsSweeper, ExportCompletions],
+  providers: [ResponsesService, ResponsesRepository, MessagesService, BackgroundResponses, KeptResponseEvents, FeedbackService, StoredCompletionsSweeper, ExportCompletions, CompletionExportJobs, CompletionExportsRepository],
 })
 export class ChatRoutesModule {}

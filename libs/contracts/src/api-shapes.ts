@@ -493,6 +493,24 @@ export const StoredMessageListShape = z.object({
   has_more: z.boolean(),
 });
 export const StoredCompletionDeletedShape = z.object({ id: z.string(), object: z.literal('chat.completion.deleted'), deleted: z.literal(true) });
+export const CompletionExportShape = z.object({
+  id: z.string().describe('export_<32 hex>'),
+  object: z.literal('chat.completion.export'),
+  status: z.enum(['queued', 'running', 'completed', 'failed']),
+  namespace: z.string(),
+  repo: z.string(),
+  path: z.string(),
+  branch: z.string(),
+  filter: z.record(z.string(), z.unknown()),
+  progress: z.object({ rows: int, skipped: int, total: int }).describe('Rows written and completions left out so far, of the matching total when it was queued'),
+  rows: int,
+  skipped: int,
+  commit: z.record(z.string(), z.unknown()).nullable(),
+  error: z.string().nullable(),
+  created_at: int,
+  started_at: int.nullable(),
+  ended_at: int.nullable(),
+});
 const ExperimentVariantShape = z.object({ model: z.string(), weight: z.number().describe('Share of the requests, the variants together 1') });
 export const ExperimentShape = z.object({
   id: z.string(),
@@ -555,6 +573,7 @@ export const API_SHAPES = {
   FeedbackList: FeedbackListShape,
   FeedbackMetric: FeedbackMetricShape,
   FeedbackMetricList: FeedbackMetricListShape,
+  CompletionExport: CompletionExportShape,
   Experiment: ExperimentShape,
   ExperimentList: ExperimentListShape,
   ExperimentDetail: ExperimentDetailShape,

@@ -52,11 +52,12 @@ export interface NamespaceLimitsChangedEvent {
 
 /**
  * Any other event of a user's stream, by its SSE event type (`fine_tune.status`, with the
- * fine-tune record as data; `batch.status`, with the batch object). Retained in the user's event log like completions.
+ * fine-tune record as data; `batch.status`, with the batch object; `export.status`, with a queued
+ * export of stored completions once it ended). Retained in the user's event log like completions.
  */
 export interface UserStreamEvent {
   userId: string;
-  type: 'fine_tune.status' | 'batch.status';
+  type: 'fine_tune.status' | 'batch.status' | 'export.status';
   data: Record<string, unknown>;
   event_id?: string;
 }

@@ -45,8 +45,10 @@ export const CreateFeedbackRequest = z.strictObject({
 });
 export type CreateFeedbackRequest = z.infer<typeof CreateFeedbackRequest>;
 
-/** Most stored completions one export writes (it runs inside the request). */
+/** Most stored completions an export writes inside the request; past this it runs on the completion-export queue. */
 export const EXPORT_MAX_ROWS = 10_000;
+/** Most stored completions one queued export writes. */
+export const EXPORT_MAX_QUEUED_ROWS = 1_000_000;
 
 /** POST /api/ai/chat/completions/export: matching stored completions as a Parquet dataset committed to a repo of the same namespace. */
 export const ExportCompletionsRequest = z.strictObject({
@@ -67,6 +69,7 @@ export const ExportCompletionsRequest = z.strictObject({
     .max(1024)
     .regex(/^[^\0]*\.parquet$/, 'path must name a .parquet file'),
   branch: z.string({ error: 'branch must be a string' }).max(200).optional(),
+  background: z.boolean({ error: 'background must be a boolean' }).optional().describe(`Queue it (202) even under ${EXPORT_MAX_ROWS} completions; past that it is always queued`),
 });
 export type ExportCompletionsRequest = z.infer<typeof ExportCompletionsRequest>;
 

@@ -397,6 +397,29 @@ export const RESPONSE_BACKGROUND_QUEUE = defineQueue<BackgroundResponseJob>()('r
   lockDurationMs: 60_000,
 });
 
+/** A queued export of stored completions (its row in completion_exports holds the request). */
+export interface CompletionExportJob {
+  exportId: string;
+  requestId: string;
+}
+
+/**
+ * Exports of stored completions to a repo, past the in-request bound (or asked for in the
+ * background), run by the gateways (the repos code lives there). Attempts 3: a gateway that dies
+ * mid-export has it run again from the start by another; one that died after the commit only
+ * publishes the event it owed.
+ */
+export const COMPLETION_EXPORT_QUEUE = defineQueue<CompletionExportJob>()('completion-export', {
+  kind: 'work',
+  attempts: 3,
+  backoff: { type: 'fixed', delay: 2_000 },
+  // Each holds a page of completions and a Parquet row group in memory.
+  concurrency: 2,
+  removeOnComplete: { count: 1000, age: DAY },
+  removeOnFail: { count: 5000, age: 14 * DAY },
+  lockDurationMs: 120_000,
+});
+
 export const QUEUES = [
   CHAT_COMPLETION_QUEUE,
   EMBEDDINGS_QUEUE,
@@ -410,6 +433,7 @@ export const QUEUES = [
   BATCH_STEP_QUEUE,
   BATCH_LINE_QUEUE,
   RESPONSE_BACKGROUND_QUEUE,
+  COMPLETION_EXPORT_QUEUE,
 ] as const;
 export type AnyQueueContract = (typeof QUEUES)[number];
 

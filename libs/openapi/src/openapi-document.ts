@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, CreateExperimentRequest, PromoteExperimentRequest, CreateFeedbackMetricRequest, CreateFeedbackRequest, UpdateStoredCompletionRequest, EXPORT_MAX_ROWS, ExportCompletionsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
+import { ADMIN_USAGE_GROUPS, AdjustCreditsRequest, CreateBatchRequest, CreateExperimentRequest, PromoteExperimentRequest, CreateFeedbackMetricRequest, CreateFeedbackRequest, UpdateStoredCompletionRequest, EXPORT_MAX_ROWS, EXPORT_MAX_QUEUED_ROWS, ExportCompletionsRequest, AnthropicCountTokensRequest, AnthropicMessagesRequest, FILE_PURPOSES, ConsoleSignInRequest, NamespaceLimitsRequest, CreateBranchRequest, CreateOrgRequest, CreateRepositoryRequest, CreateUserRequest, USAGE_GROUPS } from '@atelier/contracts';
 import { API_SCOPES } from '@atelier/auth';
 import { createFineTuneJsonSchema, exampleCreateBody, FINE_TUNE_STATES, SCRIPT_TYPES } from '@atelier/fine-tune';
 import { buildJsonRequestSchema, MODALITIES, MODEL_ENDPOINTS, supportsQueue, type ModelCatalog, type ModelDefinition, type ModelEndpoint, type RequestMode } from '@atelier/models';
@@ -158,9 +158,17 @@ function operations(catalog: ModelCatalog): Operation[] {
       description:
         'Columns `messages` (a JSON list of {role, content}: the text_chat_messages layout, so a fine-tune with `messages_column: "messages"` trains on it), `completion_id`, `model`. ' +
         'Completions that are not text only (tool calls, images, no answer) are left out and counted in `skipped`; the commit message names the count and the filter. ' +
-        `At most ${EXPORT_MAX_ROWS} per export, inside the request. The key needs the repos and chat scopes. docs/learning.md.`,
+        `Up to ${EXPORT_MAX_ROWS} matching completions it runs inside the request (200); past that, or with \`background: true\`, it is queued on the completion-export queue (202, up to ${EXPORT_MAX_QUEUED_ROWS}): follow it with GET .../exports/{id} or the \`export.status\` event of GET /api/events. The key needs the repos and chat scopes. docs/learning.md.`,
       body: fromZod(ExportCompletionsRequest),
-      responses: { 200: ['The export: rows, skipped, the filter and the commit', { type: 'object' }] },
+      responses: { 200: ['The export: rows, skipped, the filter and the commit', { type: 'object' }], 202: ['Queued: the export to follow', 'CompletionExport'] },
+    },
+    {
+      method: 'get',
+      route: '/api/ai/chat/completions/exports/:id',
+      tag: 'Learning',
+      summary: 'A queued export: its status, progress and, once completed, its commit',
+      access: 'key',
+      responses: { 200: ['The export', 'CompletionExport'] },
     },
     { method: 'get', route: '/api/ai/chat/completions/:id', tag: 'Learning', summary: 'A stored completion, with its metadata and feedback', access: 'key', responses: { 200: ['The stored completion', 'StoredCompletion'] } },
     {

@@ -1,4 +1,5 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CountsAsWork, CurrentCaller, type Caller, RequiresScope } from '@atelier/auth';
 import { ExportCompletions } from './export-completions.use-case';
 import { invalid } from '../chat-request';
@@ -29,8 +30,16 @@ export class StoredCompletionsController {
   @RequiresScope('repos')
   @CountsAsWork()
   @HttpCode(200)
-  export(@CurrentCaller() caller: Caller, @Body() body: unknown) {
-    return this.exports.run(caller, body);
+  async export(@CurrentCaller() caller: Caller, @Body() body: unknown, @Req() req: FastifyRequest, @Res({ passthrough: true }) reply: FastifyReply) {
+    const done = await this.exports.run(caller, body, String(req.id));
+    // Queued: 202 with the export to follow (GET .../exports/{id}, or its export.status event).
+    if (done.queued) void reply.status(202);
+    return done.body;
+  }
+
+  @Get('exports/:id')
+  exported(@CurrentCaller() caller: Caller, @Param('id') id: string) {
+    return this.exports.get(caller, id);
   }
 
   @Get()

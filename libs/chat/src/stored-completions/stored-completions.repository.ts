@@ -44,6 +44,21 @@ export interface StoredCompletionFilter {
 }
 
 
+/** The live completions of a namespace that match a filter (`c` is stored_completions). */
+function matching(namespaceId: string, filter: StoredCompletionFilter): Prisma.Sql[] {
+  const where: Prisma.Sql[] = [Prisma.sql`c.namespace_id = ${namespaceId}::uuid`, Prisma.sql`c.expires_at > now()`];
+  if (filter.model !== undefined) where.push(Prisma.sql`c.model = ${filter.model}`);
+  if (filter.since !== undefined) where.push(Prisma.sql`c.created_at >= ${filter.since}`);
+  if (filter.metadata && Object.keys(filter.metadata).length > 0) where.push(Prisma.sql`c.metadata @> ${jsonText(filter.metadata)}::jsonb`);
+  if (filter.metricId !== undefined)
+    where.push(
+      filter.minValue === undefined
+        ? Prisma.sql`EXISTS (SELECT 1 FROM feedback f WHERE f.completion_id = c.id AND f.metric_id = ${filter.metricId}::uuid)`
+        : Prisma.sql`EXISTS (SELECT 1 FROM feedback f WHERE f.completion_id = c.id AND f.metric_id = ${filter.metricId}::uuid AND f.value >= ${filter.minValue})`,
+    );
+  return where;
+}
+
 interface RawRow {
   id: string;
   namespace_id: string;
@@ -103,16 +118,7 @@ export class StoredCompletionsRepository {
    * one more than the limit (so the caller knows whether there are more).
    */
   async list(namespaceId: string, filter: StoredCompletionFilter, page: ListPage): Promise<StoredCompletionRow[]> {
-    const where: Prisma.Sql[] = [Prisma.sql`c.namespace_id = ${namespaceId}::uuid`, Prisma.sql`c.expires_at > now()`];
-    if (filter.model !== undefined) where.push(Prisma.sql`c.model = ${filter.model}`);
-    if (filter.since !== undefined) where.push(Prisma.sql`c.created_at >= ${filter.since}`);
-    if (filter.metadata && Object.keys(filter.metadata).length > 0) where.push(Prisma.sql`c.metadata @> ${jsonText(filter.metadata)}::jsonb`);
-    if (filter.metricId !== undefined)
-      where.push(
-        filter.minValue === undefined
-          ? Prisma.sql`EXISTS (SELECT 1 FROM feedback f WHERE f.completion_id = c.id AND f.metric_id = ${filter.metricId}::uuid)`
-          : Prisma.sql`EXISTS (SELECT 1 FROM feedback f WHERE f.completion_id = c.id AND f.metric_id = ${filter.metricId}::uuid AND f.value >= ${filter.minValue})`,
-      );
+    const where = matching(namespaceId, filter);
     const desc = page.order === 'desc';
     if (page.after !== undefined) {
       const cursor = Prisma.sql`(SELECT created_at FROM stored_completions WHERE id = ${page.after} AND namespace_id = ${namespaceId}::uuid)`;
@@ -124,6 +130,13 @@ export class StoredCompletionsRepository {
       ORDER BY ${desc ? Prisma.sql`c.created_at DESC, c.id DESC` : Prisma.sql`c.created_at ASC, c.id ASC`}
       LIMIT ${page.limit + 1}`;
     return rows.map(fromRaw);
+  }
+
+  /** How many live completions of the namespace match the filter, counted up to `upTo` (where counting stops). */
+  async count(namespaceId: string, filter: StoredCompletionFilter, upTo: number): Promise<number> {
+    const [row] = await this.prisma.$queryRaw<{ n: bigint }[]>`
+      SELECT count(*) AS n FROM (SELECT 1 FROM stored_completions c WHERE ${Prisma.join(matching(namespaceId, filter), ' AND ')} LIMIT ${upTo}) m`;
+    return Number(row.n);
   }
 
   /** Whether the cursor names a live completion of the namespace. */
