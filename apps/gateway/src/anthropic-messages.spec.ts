@@ -52,6 +52,40 @@ describe("Anthropic's Messages API through the gateway (/api/anthropic/v1), with
     expect(usage.body.rows).toEqual([expect.objectContaining({ group: '/api/anthropic/v1/messages', requests: 1 })]);
   });
 
+  it("keeps Messages traffic the namespace's capture_rate samples as stored completions under the msg_ id, native or translated, streamed or not, and takes feedback on it", async () => {
+    const team = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    const outsider = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    expect((await stack.gw.http.request('PUT', `/api/admin/namespaces/${team.namespace}/limits`, { token: stack.gw.adminToken, body: { capture_rate: 1 } })).status).toBe(200);
+    const sdk = anthropic(team.apiKey);
+    const ask = { max_tokens: 100, messages: [{ role: 'user' as const, content: 'keep this' }] };
+    const made = [
+      await sdk.messages.create({ model: 'remote-echo', ...ask }),
+      await sdk.messages.stream({ model: 'remote-echo', ...ask }).finalMessage(),
+      await sdk.messages.create({ model: 'claude-native', ...ask }),
+      await sdk.messages.stream({ model: 'claude-native', ...ask }).finalMessage(),
+    ];
+    const read = (t: Tenant, id: string) => stack.gw.http.request<Record<string, unknown>>('GET', `/api/ai/chat/completions/${id}`, { token: t.apiKey });
+    for (const message of made) {
+      expect(message.id).toMatch(/^msg_/);
+      const stored = await read(team, message.id);
+      expect(stored.status).toBe(200);
+      const text = (message.content[0] as { text: string }).text;
+      expect(stored.body).toMatchObject({ id: message.id, object: 'chat.completion', choices: [{ message: { role: 'assistant', content: text } }] });
+      const messages = await stack.gw.http.request<{ data: { role: string; content: unknown }[] }>('GET', `/api/ai/chat/completions/${message.id}/messages`, { token: team.apiKey });
+      expect(messages.body.data.map((m) => [m.role, m.content])).toEqual([['user', 'keep this']]);
+      // Another namespace sees none of it.
+      expect((await read(outsider, message.id)).status).toBe(404);
+    }
+    await stack.gw.http.request('POST', '/api/feedback_metrics', { token: team.apiKey, body: { name: 'ok', type: 'boolean', optimize: 'max' } });
+    const judged = await stack.gw.http.request<Record<string, unknown>>('POST', '/api/ai/feedback', { token: team.apiKey, body: { target_id: made[2].id, metric: 'ok', value: true } });
+    expect(judged.status).toBe(200);
+    expect((await read(team, made[2].id)).body.feedback).toEqual([expect.objectContaining({ metric: 'ok', value: 1 })]);
+    expect((await stack.gw.http.request('POST', '/api/ai/feedback', { token: outsider.apiKey, body: { target_id: made[2].id, metric: 'ok', value: true } })).status).toBe(404);
+    // Without a capture_rate nothing is kept.
+    const unsampled = await client.messages.create({ model: 'remote-echo', ...ask });
+    expect((await read(user, unsampled.id)).status).toBe(404);
+  });
+
   it('streams in Anthropic\'s order through messages.stream, and runs a tool round trip over a chat-only upstream', async () => {
     const tools = [{ name: 'get_weather', description: 'Weather of a city', input_schema: { type: 'object' as const, properties: {} } }];
     const stream = client.messages.stream({ model: 'remote-tool', max_tokens: 200, tools, messages: [{ role: 'user', content: 'Weather in Oslo?' }] });

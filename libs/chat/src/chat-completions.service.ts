@@ -11,7 +11,7 @@ import { parseChatRequest, resolveChatModel } from './chat-request';
 import type { ChatRequest, ChatUsage } from './chat-types';
 import { countTextTokens, toolCallTokens } from './token-count';
 import { correctTokens, takeTokens } from './tokens-per-minute';
-import { assembleStreamedCompletion, storedMessages, storedRequest, storeDecision, type StoreDecision } from './stored-completions/completion-capture';
+import { assembleStreamedCompletion, completionFromMessages, storedMessages, storedRequest, storeDecision, type StoreDecision } from './stored-completions/completion-capture';
 import { StoredCompletions } from './stored-completions/stored-completions.service';
 import { Experiments, type RoutedVariant } from './experiments/experiments.service';
 
@@ -47,6 +47,12 @@ export interface ChatOptions {
   messages?: (model: ChatModelDefinition) => { body: Record<string, unknown>; beta?: string } | undefined;
   /** Told the prompt's token count once the request is validated, before any work starts (Messages' message_start). */
   validated?: (info: { promptTokens: number; maxTokens: number; model: ChatModelDefinition }) => void;
+  /**
+   * Kept as a stored completion when the namespace's capture_rate samples it (or an experiment
+   * with a metric answered it), under the id the caller sees (a Messages msg_ id): for routes
+   * without OpenAI's store field. A native upstream's answer keeps its own id.
+   */
+  capture?: { id: string };
 }
 
 /** A validated request, counted against its token limits, not yet paid for. */
@@ -79,6 +85,8 @@ interface ValidatedChat {
   keep?: StoreDecision;
   /** The experiment the model named, and the variant it routed this request to. */
   experiment?: RoutedVariant['experiment'];
+  /** The id the caller sees, when it is not a chat completion's (ChatOptions.capture). */
+  captureId?: string;
 }
 
 /** A validated, paid-for (reserved) request. */
@@ -202,7 +210,7 @@ export class ChatCompletionsService {
     } catch (error) {
       const ending: ChatEnding = { status: signal.aborted ? 'cancelled' : 'failed', usage: sent.length > 0 ? this.deliveredUsage(prepared, sent) : undefined, error };
       await this.finish(prepared, ending);
-      if (prepared.experiment) await this.recordVariant(prepared, ending.status, answerId(prepared, firstChunk(sent)), ending.usage);
+      if (prepared.experiment) await this.recordVariant(prepared, ending.status, prepared.captureId ?? answerId(prepared, firstChunk(sent)), ending.usage);
       throw error;
     }
     // What the request used and cost, on its span.
@@ -218,12 +226,10 @@ export class ChatCompletionsService {
       });
     // Kept (and counted for its experiment's variant) before the answer (or a stream's [DONE])
     // goes out, so the caller's next read, or feedback on it, finds it.
-    if (prepared.experiment)
-      await Promise.all([
-        prepared.keep && this.keep(prepared, prepared.keep, outcome, sent),
-        this.recordVariant(prepared, 'succeeded', answerId(prepared, outcome.completion ?? firstChunk(sent)), outcome.usage),
-      ]);
-    else if (prepared.keep) await this.keep(prepared, prepared.keep, outcome, sent);
+    if (prepared.experiment) {
+      const answer = this.answer(prepared, outcome, sent);
+      await Promise.all([prepared.keep && this.keep(prepared, prepared.keep, answer), this.recordVariant(prepared, 'succeeded', answer.id, outcome.usage)]);
+    } else if (prepared.keep) await this.keep(prepared, prepared.keep, this.answer(prepared, outcome, sent));
     await this.metrics.timed('chat.deliver', () => delivery.deliver(outcome.completion));
     // Settled right after the answer went out, off the caller's latency; the reservation
     // already guaranteed the credits.
@@ -238,7 +244,13 @@ export class ChatCompletionsService {
     const scope = await this.access.resolve(caller, body.target_namespace);
     // Only the chat route keeps completions (the Responses API has its own store).
     // An experiment with a metric keeps its answers by default, so feedback can be given on them.
-    const keep = options.endpoint === undefined ? storeDecision(caller, scope.id, body, { storeByDefault: experiment?.storeByDefault }) : undefined;
+    // Messages (ChatOptions.capture) has no store field of OpenAI's: only sampling or an experiment keeps it.
+    const keep =
+      options.endpoint === undefined
+        ? storeDecision(caller, scope.id, body, { storeByDefault: experiment?.storeByDefault })
+        : options.capture
+          ? storeDecision(caller, scope.id, {}, { storeByDefault: experiment?.storeByDefault })
+          : undefined;
     if (experiment) {
       delivery.header('x-atelier-experiment', experiment.name);
       delivery.header('x-atelier-variant', experiment.variant);
@@ -258,21 +270,32 @@ export class ChatCompletionsService {
     const responses = deployed ? undefined : options.responses?.(model, request.maxTokens);
     const messages = deployed ? undefined : options.messages?.(model);
     options.validated?.({ promptTokens, maxTokens: request.maxTokens, model });
-    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken, keep, experiment };
+    return { completionId, caller, scope, model, deployed, request, body, responses, messages, promptTokens, estimate, tags, requestId, startedAt: performance.now(), tokensTaken, keep, experiment, captureId: options.capture?.id };
   }
 
-  private keep(prepared: PreparedChat, decision: StoreDecision, outcome: ChatCompletionOutcome, sent: readonly string[]): Promise<void> {
-    const completion = outcome.completion ?? assembleStreamedCompletion(sent, outcome.usage, { id: prepared.completionId, model: prepared.model.id });
-    const id = answerId(prepared, completion);
+  /**
+   * The answer as a chat.completion (a stream assembled whole; a native Anthropic answer translated)
+   * and the id the caller knows it by: what a stored completion keeps and feedback names.
+   */
+  private answer(prepared: PreparedChat, outcome: ChatCompletionOutcome, sent: readonly string[]): { id: string; completion: Record<string, unknown> } {
+    const fallback = { id: prepared.captureId ?? prepared.completionId, model: prepared.model.id };
+    // A native Messages upstream answered in Anthropic's shapes.
+    if (prepared.messages) return completionFromMessages(outcome.completion, sent, outcome.usage, fallback);
+    const completion = outcome.completion ?? assembleStreamedCompletion(sent, outcome.usage, fallback);
+    const id = prepared.captureId ?? answerId(prepared, completion);
+    return { id, completion: { ...completion, id } };
+  }
+
+  private keep(prepared: PreparedChat, decision: StoreDecision, answer: { id: string; completion: Record<string, unknown> }): Promise<void> {
     return this.stored.keep({
-      id,
+      id: answer.id,
       namespaceId: prepared.scope.id,
       userId: prepared.caller.userId,
       model: prepared.model.id,
       metadata: decision.metadata,
-      messages: storedMessages(id, prepared.body.messages as Record<string, unknown>[]),
+      messages: storedMessages(answer.id, prepared.body.messages as Record<string, unknown>[]),
       request: storedRequest(prepared.body),
-      completion,
+      completion: answer.completion,
       requestId: prepared.requestId,
     });
   }

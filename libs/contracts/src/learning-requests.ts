@@ -32,8 +32,8 @@ export type CreateFeedbackMetricRequest = z.infer<typeof CreateFeedbackMetricReq
 
 /** POST /api/ai/feedback: a judgement of a stored completion or a stored response. */
 export const CreateFeedbackRequest = z.strictObject({
-  target_id: z.string({ error: 'target_id must be a stored completion (chatcmpl-...) or response (resp_...) id' }).regex(/^(chatcmpl-|resp_)[A-Za-z0-9_-]{1,100}$/, {
-    message: 'target_id must be a stored completion (chatcmpl-...) or response (resp_...) id',
+  target_id: z.string({ error: 'target_id must be a stored completion (chatcmpl-... or msg_...) or response (resp_...) id' }).regex(/^(chatcmpl-|msg_|resp_)[A-Za-z0-9_-]{1,100}$/, {
+    message: 'target_id must be a stored completion (chatcmpl-... or msg_...) or response (resp_...) id',
   }),
   metric: z.string({ error: 'metric must be the name of a feedback metric' }).regex(/^[a-z0-9][a-z0-9_.-]{0,62}$/, 'metric must be the name of a feedback metric (1 to 63 characters of a-z, 0-9, _, . and -)'),
   value: z.union([z.boolean(), z.number().finite()], { error: 'value must be a boolean (boolean metrics) or a number (float metrics)' }),

@@ -101,7 +101,7 @@ export class MessagesService {
             delivery.end();
           },
         },
-        { endpoint: MESSAGES_ENDPOINT, clampMaxTokens: true, validated: (info) => (promptTokens = info.promptTokens), messages: nativeBody },
+        { endpoint: MESSAGES_ENDPOINT, clampMaxTokens: true, validated: (info) => (promptTokens = info.promptTokens), messages: nativeBody, capture: { id } },
       );
     } catch (err) {
       // Before the stream opened, an ordinary HTTP error (in Anthropic's envelope); after, an error event ends it.

@@ -2,6 +2,7 @@ import { ChatStoreFields } from '@atelier/contracts';
 import type { Caller } from '@atelier/auth';
 import { invalid, OPENAI_CHAT_FIELDS } from '../chat-request';
 import type { ChatUsage } from '../chat-types';
+import { ChunksFromMessages, completionOf } from '../providers/anthropic-translation';
 
 /** Whether a chat completion is kept, and with what metadata (undefined: not kept). */
 export interface StoreDecision {
@@ -122,4 +123,35 @@ export function assembleStreamedCompletion(chunks: readonly string[], usage: Cha
     ],
     usage,
   };
+}
+
+/**
+ * A native Anthropic answer (a Message, or a stream's events) as the chat.completion it stands for,
+ * with the Message's id: how Messages traffic is kept beside chat's. Undefined when it holds no message.
+ */
+export function completionFromMessages(
+  message: Record<string, unknown> | null,
+  events: readonly string[],
+  usage: ChatUsage,
+  fallback: { id: string; model: string },
+): { id: string; completion: Record<string, unknown> } {
+  const created = Math.floor(Date.now() / 1000);
+  if (message) {
+    const id = typeof message.id === 'string' ? message.id : fallback.id;
+    return { id, completion: { ...completionOf(message as Parameters<typeof completionOf>[0], id, fallback.model, created), usage } };
+  }
+  let id = fallback.id;
+  const chunks: string[] = [];
+  const converter = new ChunksFromMessages(id, fallback.model, created);
+  for (const raw of events) {
+    try {
+      const event = JSON.parse(raw) as Record<string, unknown> & { type?: string; message?: { id?: unknown } };
+      if (event.type === 'message_start' && typeof event.message?.id === 'string') id = event.message.id;
+      if (event.type === 'error') break;
+      for (const chunk of converter.event(event)) chunks.push(JSON.stringify(chunk));
+    } catch {
+      // not an event we can read; nothing to keep of it
+    }
+  }
+  return { id, completion: { ...assembleStreamedCompletion(chunks, usage, fallback), id } };
 }

@@ -63,14 +63,14 @@ export class FeedbackService {
 
   /** The feedback on one stored completion or response of the caller's. */
   async on(caller: Caller, targetId: unknown) {
-    if (typeof targetId !== 'string') throw invalid([{ field: 'target_id', message: 'target_id must be a stored completion (chatcmpl-...) or response (resp_...) id' }]);
+    if (typeof targetId !== 'string') throw invalid([{ field: 'target_id', message: 'target_id must be a stored completion (chatcmpl-... or msg_...) or response (resp_...) id' }]);
     await this.target(caller, targetId);
     return { object: 'list' as const, data: (await this.rows.on(targetId)).map(feedbackView) };
   }
 
   /** The namespace of a target the caller may read; anything else, another namespace's included, is 404. */
   private async target(caller: Caller, id: string): Promise<{ namespaceId: string; completionId: string | null }> {
-    if (id.startsWith('chatcmpl-')) {
+    if (id.startsWith('chatcmpl-') || id.startsWith('msg_')) {
       const row = await this.completions.readable(caller, id);
       return { namespaceId: row.namespaceId, completionId: row.id };
     }

@@ -8,8 +8,8 @@ import type { ListPage } from '../list-page';
  */
 export const jsonText = (v: unknown) => JSON.stringify(v).replace(/(?<!\\)((?:\\\\)*)\\u0000/g, '$1');
 
-/** Ids atelier could have made: anything else is unknown without a query (and NUL never reaches Postgres). */
-export const wellFormedCompletionId = (id: string) => /^chatcmpl-[A-Za-z0-9_-]{1,100}$/.test(id);
+/** Ids atelier could have kept (a chat completion's, or a Messages answer's): anything else is unknown without a query (and NUL never reaches Postgres). */
+export const wellFormedCompletionId = (id: string) => /^(chatcmpl-|msg_)[A-Za-z0-9_-]{1,100}$/.test(id);
 
 export interface StoredCompletionRow {
   id: string;
