@@ -21,7 +21,7 @@ import {
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOTS = path.join(repoRoot, 'var/console-screenshots');
-const PAGES = ['overview', 'generations', 'playground', 'keys', 'fine-tunes', 'models'];
+const PAGES = ['overview', 'generations', 'playground', 'keys', 'fine-tunes', 'learning', 'models'];
 const VIEWPORTS = { desktop: { width: 1280, height: 860 }, mobile: { width: 390, height: 844 } };
 
 /** Debian's Chromium (Playwright's and Puppeteer's own downloads cannot reach their hosts here), installed when missing. */
@@ -300,6 +300,56 @@ describe('the web console in Chromium', () => {
     const models = await api<{ data: { id: string }[] }>('GET', '/api/ai/models', tenant.api_key);
     expect(models.body.data.map((m) => m.id)).toContain(`${created.body.fine_tune.name}-step-${last.step}`);
   }, 120_000);
+
+  it("shows stored completions with their feedback, exports the good ones to a repo, and an experiment's variants side by side, promoted from the page", async () => {
+    // The fine-tune the test above deployed is the experiment's second variant.
+    const models = await api<{ data: { id: string }[] }>('GET', '/api/ai/models', tenant.api_key);
+    const tune = models.body.data.map((m) => m.id).find((id) => /-step-\d+$/.test(id))!;
+    expect(tune).toBeDefined();
+    expect((await api('POST', '/api/feedback_metrics', tenant.api_key, { name: 'helpful', type: 'boolean', optimize: 'max' })).status).toBe(201);
+    expect((await api('POST', '/api/repos', tenant.api_key, { namespace: tenant.namespace, name: 'traffic' })).status).toBe(201);
+    const variants = [
+      { model: 'local-chat', weight: 0.5 },
+      { model: tune, weight: 0.5 },
+    ];
+    expect((await api('POST', '/api/ai/experiments', tenant.api_key, { name: 'console-ab', variants, metric: 'helpful', mode: 'adaptive' })).status).toBe(201);
+    const answers: { id: string; model: string }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const answer = await api<{ id: string; model: string }>('POST', '/api/ai/chat/completions', tenant.api_key, { model: 'console-ab', messages: [{ role: 'user', content: `Tell me about the sea, ${i}` }], max_tokens: 12 });
+      expect(answer.status).toBe(200);
+      answers.push(answer.body);
+      // Stored without store: true (the experiment has a metric); the fine-tune's answers are judged good.
+      expect((await api('POST', '/api/ai/feedback', tenant.api_key, { target_id: answer.body.id, metric: 'helpful', value: answer.body.model === tune })).status).toBe(200);
+    }
+    const good = answers.filter((a) => a.model === tune).length;
+
+    const page = await signedIn(tenant.api_key);
+    await page.getByRole('link', { name: 'Learning' }).click();
+    const rows = page.getByTestId('stored-completion');
+    await waitFor(async () => (await rows.count()) === answers.length, { timeoutMs: 10_000, description: 'the stored completions' });
+    const last = answers[answers.length - 1];
+    await shows(page.locator(`[data-testid="stored-completion"][data-id="${last.id}"] .badge`), `helpful ${last.model === tune ? 1 : 0}`);
+    // Filtered to the good ones, and those exported.
+    await page.getByLabel('Metric').selectOption('helpful');
+    await page.getByLabel('At least').fill('1');
+    await waitFor(async () => (await rows.count()) === good, { timeoutMs: 10_000, description: `the ${good} completions judged good` });
+    await page.getByLabel('Repository').fill('traffic');
+    await page.getByRole('button', { name: 'Export' }).click();
+    await page.getByTestId('export-result').waitFor();
+    expect(await page.getByTestId('export-result').textContent()).toMatch(/Exported \d+ completions: Export \d+ stored completion/);
+    expect((await fetch(`${base}/api/repos/${tenant.namespace}/traffic/file/main/data/traffic.parquet`, { headers: { authorization: `Bearer ${tenant.api_key}` } })).status).toBe(200);
+
+    // The experiment: its weights chart and its variants side by side, as the API reports them.
+    const detail = page.getByTestId('experiment-detail');
+    await detail.getByTestId('experiment-chart').locator('canvas').waitFor();
+    const reported = (await api<{ variants: { model: string; weight: number; requests: number }[] }>('GET', '/api/ai/experiments/console-ab', tenant.api_key)).body;
+    for (const v of reported.variants) await shows(detail.locator(`[data-testid="variant"][data-model="${v.model}"] td:nth-child(3)`), String(v.requests));
+    expect(reported.variants.reduce((n, v) => n + v.requests, 0)).toBe(answers.length);
+    page.once('dialog', (d) => void d.accept());
+    await detail.locator(`[data-testid="variant"][data-model="${tune}"]`).getByRole('button', { name: 'Promote' }).click();
+    await detail.locator('.badge.promoted').waitFor();
+    expect((await api('GET', '/api/ai/experiments/console-ab', tenant.api_key)).body).toMatchObject({ status: 'promoted', promoted_model: tune });
+  }, 60_000);
 
   it('refuses a POST from another origin with 403 (CSRF) though the browser sends the cookie', async () => {
     const page = await signedIn(tenant.api_key);

@@ -4,6 +4,7 @@ import { html } from './html';
 import { FineTunesPage } from './pages/fine-tunes';
 import { GenerationsPage } from './pages/generations';
 import { KeysPage } from './pages/keys';
+import { LearningPage } from './pages/learning';
 import { ModelsPage } from './pages/models';
 import { OperatorPage } from './pages/operator';
 import { OverviewPage } from './pages/overview';
@@ -29,6 +30,7 @@ const PAGES: PageDef[] = [
   { id: 'playground', label: 'Playground', view: PlaygroundPage, shown: withKey },
   { id: 'keys', label: 'API keys', view: KeysPage, shown: (s) => withKey(s) && s.scopes.length === 0 },
   { id: 'fine-tunes', label: 'Fine-tunes', view: FineTunesPage, shown: withKey },
+  { id: 'learning', label: 'Learning', view: LearningPage, shown: withKey },
   { id: 'models', label: 'Models', view: ModelsPage, shown: withKey },
   { id: 'operator', label: 'Operator', view: OperatorPage, shown: (s) => s.operator },
 ];

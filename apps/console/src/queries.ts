@@ -7,17 +7,22 @@ import type {
   ApiKeyView,
   CheckpointView,
   ConsoleSession,
+  ExperimentDetail,
+  ExperimentView,
+  FeedbackMetricView,
   FineTuneLogEntry,
   FineTunePage,
   FineTuneView,
   Generation,
   GenerationList,
   ModelSummary,
+  StoredCompletionList,
   UsageReport,
   UsageRow,
   WebhookDeliveries,
 } from '@atelier/contracts';
 
+export type { ExperimentDetail, ExperimentView as Experiment, FeedbackMetricView as FeedbackMetric, StoredCompletionList };
 export type { ApiKeyView as ApiKey, CheckpointView as Checkpoint, ConsoleSession as Session, FineTuneLogEntry as FineTuneLog, FineTuneView as FineTune, Generation, ModelSummary, UsageReport as Usage, UsageRow };
 
 type Extra<T> = Omit<UseQueryOptions<T>, 'queryKey' | 'queryFn'>;
@@ -54,3 +59,12 @@ export const useNamespace = (name: string | undefined) =>
 export const useTrainers = (enabled: boolean) => useQuery({ queryKey: ['trainers'], queryFn: get<unknown>('/api/admin/trainers'), enabled });
 export const useAdminUsage = (from: string, enabled: boolean) =>
   useQuery({ queryKey: ['admin_usage', from], queryFn: get<UsageReport>(`/api/admin/usage?from=${encodeURIComponent(from)}&group_by=namespace`), enabled });
+export const useFeedbackMetrics = () => useQuery({ queryKey: ['feedback_metrics'], queryFn: get<{ data: FeedbackMetricView[] }>('/api/feedback_metrics') });
+export const useStoredCompletions = (metric: string, minValue: string) =>
+  useQuery({
+    queryKey: ['stored_completions', metric, minValue],
+    queryFn: get<StoredCompletionList>(`/api/ai/chat/completions?order=desc&limit=20${metric ? `&metric=${encodeURIComponent(metric)}${minValue ? `&min_value=${encodeURIComponent(minValue)}` : ''}` : ''}`),
+  });
+export const useExperiments = () => useQuery({ queryKey: ['experiments'], queryFn: get<{ data: ExperimentView[] }>('/api/ai/experiments') });
+export const useExperiment = (name: string | undefined) =>
+  useQuery({ queryKey: ['experiment', name], queryFn: get<ExperimentDetail>(`/api/ai/experiments/${encodeURIComponent(name ?? '')}`), enabled: !!name, refetchInterval: 5000 });
