@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { createTenant, type Tenant, openAiError } from '@atelier/testing';
+import { adaptiveWeights } from '@atelier/chat';
 import { startChatStack, type ChatStack } from './chat.harness';
 
 interface VariantStats {
@@ -152,6 +153,26 @@ describe('experiments (/api/ai/experiments)', () => {
       ['remote-quick', 1],
     ]);
     expect(after.history.at(-1)).toMatchObject({ type: 'promoted', model: 'remote-quick' });
+  });
+
+  it('counts every judgement when feedback arrives at once: the weights left are those of all the feedback', async () => {
+    const team = await createTenant(stack.gw.http, stack.gw.adminToken, '10');
+    expect((await http(team, 'POST', '/api/feedback_metrics', { name: 'score', type: 'float', optimize: 'max' })).status).toBe(201);
+    const variants = [
+      { model: 'remote-echo', weight: 0.5 },
+      { model: 'remote-quick', weight: 0.5 },
+    ];
+    expect((await http(team, 'POST', '/api/ai/experiments', { name: 'busy', variants, metric: 'score', mode: 'adaptive', min_weight: 0.1 })).status).toBe(201);
+    const answers = await Promise.all(Array.from({ length: 16 }, async () => (await ask(team, 'busy')).data));
+    // Sixteen judgements at once, each making its gateway reweigh.
+    await Promise.all(answers.map((a, i) => client(team).post('/feedback', { body: { target_id: a.id, metric: 'score', value: a.model === 'remote-quick' ? 4 + (i % 3) : 2 + (i % 2) } })));
+    const d = await detail(team, 'busy');
+    const tallies = d.variants.map((v) => {
+      const values = answers.map((a, i) => ({ a, i })).filter(({ a }) => a.model === v.model).map(({ a, i }) => (a.model === 'remote-quick' ? 4 + (i % 3) : 2 + (i % 2)));
+      expect(v.metric!.count).toBe(values.length);
+      return { count: values.length, sum: values.reduce((x, y) => x + y, 0), sumSquares: values.reduce((x, y) => x + y * y, 0) };
+    });
+    expect(d.variants.map((v) => v.weight)).toEqual(adaptiveWeights(variants, tallies, 'float', 'max', 0.1).map((v) => v.weight));
   });
 
   it("keeps each namespace's experiments its own: another namespace cannot route to, read, promote, delete or take over one, and may use the same name", async () => {

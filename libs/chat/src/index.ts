@@ -32,3 +32,4 @@ export { base64ToVector } from './embeddings/embedding-vectors';
 export { translateResponsesRequest } from './responses/responses-request';
 export { completionOutput, finishResponse, responseShell } from './responses/response-output';
 export { StoredCompletionsSweeper } from './stored-completions/stored-completions-sweeper.service';
+export { adaptiveWeights } from './experiments/experiment-weights';

@@ -100,15 +100,29 @@ export class ExperimentsRepository {
   }
 
   /**
-   * New adaptive weights, only while the experiment still runs (a promote wins over a late
-   * update); `record` also keeps them in the history.
+   * Works an adaptive experiment's weights out again from all the feedback on its metric, with its
+   * row locked: concurrent feedback reweighs one after another, each from what the one before
+   * committed, so the last weights written always count every judgement. Only while it runs (a
+   * promote wins over a late update). `decide` gets the tallies and the weights last kept in the
+   * history; it answers the new weights and whether to keep them in the history, or undefined.
    */
-  async reweigh(id: string, variants: Variant[], record: boolean): Promise<boolean> {
-    const json = variants as unknown as Prisma.InputJsonValue;
+  async reweigh(
+    id: string,
+    metricId: string,
+    decide: (current: ExperimentRow, tallies: Map<string, MetricTally>, lastRecorded: Variant[]) => { variants: Variant[]; record: boolean } | undefined,
+  ): Promise<boolean> {
     return this.prisma.$transaction(async (tx) => {
-      const { count } = await tx.experiment.updateMany({ where: { id, status: 'running' }, data: { variants: json, updatedAt: new Date() } });
-      if (count === 1 && record) await tx.experimentEvent.create({ data: { experimentId: id, kind: 'weights', variants: json } });
-      return count === 1;
+      const locked = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM experiments WHERE id = ${id}::uuid AND status = 'running' FOR UPDATE`;
+      if (locked.length === 0) return false;
+      const current = asRow(await tx.experiment.findUnique({ where: { id }, select }));
+      const tallies = await this.metricTallies(id, metricId, tx);
+      const last = await tx.experimentEvent.findFirst({ where: { experimentId: id, kind: { in: ['created', 'weights'] } }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], select: { variants: true } });
+      const decided = decide(current, tallies, (last?.variants as Variant[] | undefined) ?? current.variants);
+      if (!decided) return false;
+      const json = decided.variants as unknown as Prisma.InputJsonValue;
+      await tx.experiment.update({ where: { id }, data: { variants: json, updatedAt: new Date() } });
+      if (decided.record) await tx.experimentEvent.create({ data: { experimentId: id, kind: 'weights', variants: json } });
+      return true;
     });
   }
 
@@ -118,11 +132,6 @@ export class ExperimentsRepository {
       orderBy: [{ createdAt: 'asc' }, { id: 'asc' }],
       select: { kind: true, variants: true, model: true, createdAt: true },
     })) as unknown as ExperimentEventRow[];
-  }
-
-  async lastWeights(id: string): Promise<Variant[] | undefined> {
-    const row = await this.prisma.experimentEvent.findFirst({ where: { experimentId: id, kind: { in: ['created', 'weights'] } }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], select: { variants: true } });
-    return (row?.variants as Variant[] | undefined) ?? undefined;
   }
 
   async record(r: { experimentId: string; variant: string; completionId: string; outcome: string; durationMs: number; cost: string | null }): Promise<void> {
@@ -148,8 +157,8 @@ export class ExperimentsRepository {
   }
 
   /** Feedback on the metric given on each variant's answers: one value per answer and metric (the latest counts). */
-  async metricTallies(experimentId: string, metricId: string): Promise<Map<string, MetricTally>> {
-    const rows = await this.prisma.$queryRaw<{ variant: string; count: bigint; sum: number; sum_squares: number }[]>`
+  async metricTallies(experimentId: string, metricId: string, tx: Pick<PrismaService, '$queryRaw'> = this.prisma): Promise<Map<string, MetricTally>> {
+    const rows = await tx.$queryRaw<{ variant: string; count: bigint; sum: number; sum_squares: number }[]>`
       SELECT r.variant, count(*) AS count, sum(f.value) AS sum, sum(f.value * f.value) AS sum_squares
         FROM experiment_requests r
         JOIN LATERAL (SELECT value FROM feedback WHERE completion_id = r.completion_id AND metric_id = ${metricId}::uuid ORDER BY created_at DESC, id DESC LIMIT 1) f ON true

@@ -183,18 +183,19 @@ export class Experiments {
       if (!experiment || experiment.mode !== 'adaptive' || experiment.status !== 'running' || experiment.metricId === null) return;
       const metric = (await this.metrics.metrics(experiment.namespaceId)).find((m) => m.id === experiment.metricId);
       if (!metric) return;
-      const tallies = await this.rows.metricTallies(experiment.id, metric.id);
-      const weights = adaptiveWeights(
-        experiment.variants,
-        experiment.variants.map((v) => tallies.get(v.model) ?? { count: 0, sum: 0, sumSquares: 0 }),
-        metric.type,
-        metric.optimize,
-        experiment.minWeight,
-      );
-      if (weights.every((w, i) => w.weight === experiment.variants[i].weight)) return;
-      const last = (await this.rows.lastWeights(experiment.id)) ?? experiment.variants;
-      const moved = weights.some((w) => Math.abs(w.weight - (last.find((l) => l.model === w.model)?.weight ?? 0)) >= HISTORY_STEP);
-      if (await this.rows.reweigh(experiment.id, weights, moved)) this.routes.delete(experiment.namespaceId);
+      const moved = await this.rows.reweigh(experiment.id, metric.id, (current, tallies, lastRecorded) => {
+        const variants = adaptiveWeights(
+          current.variants,
+          current.variants.map((v) => tallies.get(v.model) ?? { count: 0, sum: 0, sumSquares: 0 }),
+          metric.type,
+          metric.optimize,
+          current.minWeight,
+        );
+        if (variants.every((w, i) => w.weight === current.variants[i].weight)) return undefined;
+        const record = variants.some((w) => Math.abs(w.weight - (lastRecorded.find((l) => l.model === w.model)?.weight ?? 0)) >= HISTORY_STEP);
+        return { variants, record };
+      });
+      if (moved) this.routes.delete(experiment.namespaceId);
     } catch (err) {
       this.logger.warn(`experiment weights not updated after feedback on ${completionId}: ${(err as Error).message}`);
     }
