@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { CreditLedger } from '@atelier/billing';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { BATCH_STEP_QUEUE } from '@atelier/contracts';
-import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary, JobQueues } from '@atelier/runtime';
 import { BatchEvents } from './batch-events.service';
 import { BatchValidation } from './batch-validation.use-case';
 import { batchId } from './batch-object';
@@ -26,6 +26,7 @@ export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly batches: BatchesRepository,
     private readonly ledger: CreditLedger,
     private readonly queues: JobQueues,
@@ -40,7 +41,7 @@ export class BatchSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(this.config.BATCH_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Batch sweep failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('batches', this.config.BATCH_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Batch sweep failed: ${errorSummary(err)}`));
   }
 
   async sweep(now = new Date()): Promise<void> {

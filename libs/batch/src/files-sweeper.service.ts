@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary } from '@atelier/runtime';
 import { BlobStore } from '@atelier/storage';
 import { FilesRepository } from './files.repository';
 
@@ -18,13 +18,14 @@ export class FilesSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly files: FilesRepository,
     private readonly blobs: BlobStore,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'FILES_SWEEP_INTERVAL_MS'>,
   ) {}
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(this.config.FILES_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweeping expired files failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('expired-files', this.config.FILES_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweeping expired files failed: ${errorSummary(err)}`));
   }
 
   /** One sweep; how many files it deleted. */

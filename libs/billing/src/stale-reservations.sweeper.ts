@@ -9,7 +9,7 @@ import {
   type OnModuleDestroy,
 } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary } from '@atelier/runtime';
 import { BillingModule } from './billing.module';
 import { CreditLedger, type StaleReservationRule } from './credit-ledger.service';
 
@@ -26,13 +26,16 @@ export class StaleReservationSweeper implements OnApplicationBootstrap, OnModule
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly ledger: CreditLedger,
     @Inject(STALE_RESERVATION_RULES) private readonly rules: StaleReservationRule[],
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'RESERVATION_SWEEP_INTERVAL_MS'>,
   ) {}
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(this.config.RESERVATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) =>
+    // One lease per set of kinds: each service's kinds are swept once per interval, whichever services run.
+    const kinds = this.rules.map((r) => r.prefix).sort().join(',');
+    this.periodic = this.sweeps.every(`stale-reservations:${kinds}`, this.config.RESERVATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) =>
       this.logger.warn(`Stale reservation sweep failed: ${errorSummary(err)}`),
     );
   }

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary } from '@atelier/runtime';
 import { FineTuneRuns } from './fine-tune-runs.service';
 import { TrainerLeases } from './trainer-leases.service';
 import { FineTunesRepository } from './fine-tunes.repository';
@@ -16,6 +16,7 @@ export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly leases: TrainerLeases,
     private readonly runs: FineTuneRuns,
     private readonly fineTunes: FineTunesRepository,
@@ -23,7 +24,7 @@ export class TrainerSweeper implements OnApplicationBootstrap, OnModuleDestroy {
   ) {}
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(this.config.TRAINER_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('trainer-leases', this.config.TRAINER_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
   }
 
   async sweep(): Promise<void> {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { PrismaService, SqlPool } from '@atelier/db';
-import { runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps } from '@atelier/runtime';
 
 /** What a request with an Idempotency-Key does, decided before it runs. */
 export type Claim =
@@ -88,13 +88,14 @@ export class IdempotencyStore implements OnModuleInit, OnModuleDestroy {
    * 0.33-0.39 ms for the same statements on pg, one at a time on a 2-core machine).
    */
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly prisma: PrismaService,
     private readonly sql: SqlPool,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'IDEMPOTENCY_TTL_SECONDS' | 'RPC_TIMEOUT_MS'>,
   ) {}
 
   onModuleInit(): void {
-    this.sweeper = runPeriodically(SWEEP_INTERVAL_MS, () => this.sweepExpired(), (err) => this.logger.warn(`Idempotency key sweep failed: ${err.message}`));
+    this.sweeper = this.sweeps.every('idempotency-keys', SWEEP_INTERVAL_MS, () => this.sweepExpired(), (err) => this.logger.warn(`Idempotency key sweep failed: ${err.message}`));
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, JobQueues, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary, JobQueues } from '@atelier/runtime';
 import { GenerationDispatcher, queueFor } from './generation-dispatcher';
 import { GenerationState } from './generation-state';
 import { QueuePositions } from './queue-positions';
@@ -19,6 +19,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly state: GenerationState,
     private readonly dispatcher: GenerationDispatcher,
     private readonly queues: JobQueues,
@@ -30,7 +31,7 @@ export class GenerationSweeper implements OnApplicationBootstrap, OnModuleDestro
   onApplicationBootstrap(): void {
     // A Redis that lost its data (or missed a change while away) gets the weights back from Postgres.
     void this.weights.restore().catch((err: unknown) => this.logger.warn(`Restoring queue weights failed: ${errorSummary(err)}`));
-    this.periodic = runPeriodically(this.config.GENERATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('generations', this.config.GENERATION_SWEEP_INTERVAL_MS, () => this.sweep(), (err) => this.logger.warn(`Sweep failed: ${errorSummary(err)}`));
   }
 
   async sweep(): Promise<void> {

@@ -1,6 +1,7 @@
 export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection';
 export { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
 export { RedisService, RedisModule } from './redis.module';
+export { ClusterSweeps } from './cluster-sweeps.service';
 export { BroadcastBus } from './broadcast-bus.service';
 export { RateLimiter, type RateDecision, type RateLimit } from './rate-limiter.service';
 export { ConcurrencyLimiter, type ConcurrencyDecision, type ConcurrencyLimit } from './concurrency-limiter.service';

@@ -8,6 +8,7 @@ import { HealthChecks, HealthController, LivenessController, SERVICE_NAME } from
 import { JobQueues } from './job-queues.service';
 import { CONSUMED_QUEUES, MetricsController, QueueDepthMetrics } from './metrics.controller';
 import { RedisModule } from './redis.module';
+import { ClusterSweeps } from './cluster-sweeps.service';
 import { RpcClient } from './rpc-client.service';
 import { WorkerHostModule } from './worker-host.service';
 import { UserEventLog } from './user-event-log.service';
@@ -60,8 +61,9 @@ export class ServiceRuntimeModule {
         UserEventLog,
         RateLimiter,
         ConcurrencyLimiter,
+        ClusterSweeps,
       ],
-      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog, RateLimiter, ConcurrencyLimiter],
+      exports: [SERVICE_NAME, Metrics, HealthChecks, BroadcastBus, JobQueues, RpcClient, UserEventLog, RateLimiter, ConcurrencyLimiter, ClusterSweeps],
     };
   }
 }

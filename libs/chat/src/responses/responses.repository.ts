@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError } from '@atelier/contracts';
 import { Prisma, PrismaService } from '@atelier/db';
-import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary } from '@atelier/runtime';
 import type { ResponseObject } from './response-output';
 import type { ResponseItem } from './responses-request';
 
@@ -59,12 +59,13 @@ export class ResponsesRepository implements OnApplicationBootstrap, OnModuleDest
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly prisma: PrismaService,
     @Inject(APP_CONFIG) private readonly config: AppConfig,
   ) {}
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(3600_000, () => this.sweep(), (err) => this.logger.warn(`Deleting expired responses failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('expired-responses', 3600_000, () => this.sweep(), (err) => this.logger.warn(`Deleting expired responses failed: ${errorSummary(err)}`));
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
-import { errorSummary, runPeriodically } from '@atelier/runtime';
+import { ClusterSweeps, errorSummary } from '@atelier/runtime';
 import { StoredCompletionsRepository } from './stored-completions.repository';
 
 /** Deleted this many at a time, so a sweep never holds a long lock. */
@@ -17,12 +17,13 @@ export class StoredCompletionsSweeper implements OnApplicationBootstrap, OnModul
   private periodic?: { stop(): Promise<void> };
 
   constructor(
+    private readonly sweeps: ClusterSweeps,
     private readonly rows: StoredCompletionsRepository,
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'STORED_COMPLETIONS_MAX_PER_NAMESPACE'>,
   ) {}
 
   onApplicationBootstrap(): void {
-    this.periodic = runPeriodically(3600_000, () => this.sweep(), (err) => this.logger.warn(`Sweeping stored completions failed: ${errorSummary(err)}`));
+    this.periodic = this.sweeps.every('stored-completions', 3600_000, () => this.sweep(), (err) => this.logger.warn(`Sweeping stored completions failed: ${errorSummary(err)}`));
   }
 
   async onModuleDestroy(): Promise<void> {
