@@ -22,7 +22,7 @@
 //   6. (alone, not by default: BENCH_PHASES=6) instructions per request in the gateway and the chat service beside
 //      the floor's, counted by valgrind's callgrind: a figure machines and noise do not move (see the phase).
 // Env: BENCH_SECONDS (per phase, default 10), BENCH_RATE (default 500), BENCH_CONNECTIONS (default 64),
-// BENCH_TRACING=1 (the services export every span to an OTLP sink process: what tracing costs, against a run without),
+// BENCH_TRACING=1 (the services export every span to an OTLP sink process: what tracing costs, against a run without; BENCH_TRACING_RATIO=0.1 samples that share of traces),
 // BENCH_PHASES (default 0,1,2,3,4,5), BENCH_LOOP_ROUNDS (phase 3's turns, default 3), BENCH_CHAT_REPLICAS (chat processes, default 1), BENCH_PROFILE=gateway|chat (CPU profile into var/profiles, summarized at the end over the measured closed loop; BENCH_PROFILE_INTERVAL sets its sampling interval in µs),
 // BENCH_SERVICE_FLAGS (extra node flags for the gateway and chat processes, e.g. V8 heap settings to try),
 // BENCH_SERVICE_LOGS (a directory: each process's output in full, e.g. with BENCH_SERVICE_FLAGS=--trace-gc;
@@ -242,7 +242,11 @@ const serviceEnv = {
   METRICS_TOKEN: BENCH_METRICS_TOKEN,
   MODEL_CATALOG_DIR: catalogDir,
   [API_KEY_ENV]: API_KEY,
-  ...(TRACING && { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`, OTEL_TRACES_SAMPLER: 'always_on' }),
+  ...(TRACING && {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
+    // BENCH_TRACING_RATIO=0.1: a tenth of the traces sampled (by trace id) instead of every one.
+    ...(process.env.BENCH_TRACING_RATIO ? { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: process.env.BENCH_TRACING_RATIO } : { OTEL_TRACES_SAMPLER: 'always_on' }),
+  }),
 };
 await Promise.all([
   startNode('gateway', [...profile('gateway'), 'dist/local/apps/gateway/src/main.js'], { ...serviceEnv, PORT: String(gatewayPort) }, healthy(gatewayPort)),
