@@ -1,11 +1,31 @@
 import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
+import os from 'node:os';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
 import { ApiError, GENERATION_COMPLETED_CHANNEL, USER_EVENTS_CHANNEL, type GenerationCompletedEvent, type UserStreamEvent } from '@atelier/contracts';
 import { Metrics } from '@atelier/observability';
-import { BroadcastBus, compareEventIds, EVENT_ID_PATTERN, EVENT_STREAM_HEADERS, openStreamSink, sseFrame, UserEventLog, type StreamSink } from '@atelier/runtime';
+import { randomToken } from '@atelier/random';
+import {
+  BroadcastBus,
+  compareEventIds,
+  EVENT_ID_PATTERN,
+  EVENT_STREAM_HEADERS,
+  loadLuaScript,
+  luaCommand,
+  luaDirectory,
+  openStreamSink,
+  RedisService,
+  runPeriodically,
+  sseFrame,
+  UserEventLog,
+  type StreamSink,
+} from '@atelier/runtime';
 import { SignedUrls } from '@atelier/storage';
+
+const ADMIT = loadLuaScript(luaDirectory(__dirname, 'libs/events/src'), 'event-streams-admit-1.lua');
+/** How long a replica's count of a key's streams stands without being renewed (it renews every third of it). */
+const COUNT_LEASE_MS = 30_000;
 
 /** What a user's stream carries: generation completions (the contract's event), and the others by their type. */
 type StreamEvent = GenerationCompletedEvent | UserStreamEvent;
@@ -24,6 +44,13 @@ interface Connection {
   lastId?: string;
   /** While a resumed stream is sent what it missed, live events wait here, then follow in order. */
   held?: EventFrame[];
+}
+
+function tooManyStreams(max: number): ApiError {
+  return new ApiError('rate_limited', `Too many open event streams: at most ${max} per API key at once (EVENTS_MAX_STREAMS_PER_KEY); close one first`, {
+    limit: 'event_streams',
+    max_streams: max,
+  });
 }
 
 /** The public payload of media_generation_completed (the spec's fields plus status/model). */
@@ -45,8 +72,11 @@ export function eventPayload(event: GenerationCompletedEvent, url: (key: string)
 export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EventStreamHub.name);
   private readonly byUser = new Map<string, Set<Connection>>();
-  /** Open streams of each API key on this replica (EVENTS_MAX_STREAMS_PER_KEY). */
+  /** Open (and admitted, about to open) streams of each API key on this replica; Redis holds every replica's. */
   private readonly perKey = new Map<string, number>();
+  /** This replica's name in the keys' stream counts. */
+  private readonly replicaId = `${os.hostname()}:${process.pid}:${randomToken(6)}`;
+  private renewing?: { stop(): Promise<void> };
   /**
    * Every connection in order of its last write (a write moves it to the end), so the ones due
    * a keep-alive are always at the front: one timer, armed for the oldest connection's due time,
@@ -64,6 +94,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     @Optional() private readonly metrics?: Metrics,
     @Optional() private readonly adapterHost?: HttpAdapterHost,
+    @Optional() private readonly redis?: RedisService,
   ) {}
 
   get connections(): number {
@@ -79,6 +110,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       await completions();
       await others();
     };
+    this.renewing = runPeriodically(COUNT_LEASE_MS / 3, () => this.renewCounts(), () => undefined);
     // A draining server waits for its connections to end, and a stream never ends by itself:
     // end them when the HTTP server starts closing (SIGTERM), before it waits.
     const fastify = this.adapterHost?.httpAdapter?.getInstance?.() as { addHook?: (name: 'preClose', hook: (done: () => void) => void) => void } | undefined;
@@ -89,22 +121,62 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * 429 when the key already holds EVENTS_MAX_STREAMS_PER_KEY streams on this replica: each open
-   * stream holds a socket and its write buffer for as long as the client likes.
+   * 429 when the key already holds EVENTS_MAX_STREAMS_PER_KEY streams across all replicas (each
+   * open stream holds a socket and its write buffer for as long as the client likes). The stream
+   * is counted from here: `open` must follow. While Redis cannot be reached, this replica's own
+   * count decides.
    */
-  admit(keyPrefix: string): void {
+  async admit(keyPrefix: string): Promise<void> {
     const max = this.config.EVENTS_MAX_STREAMS_PER_KEY;
-    if ((this.perKey.get(keyPrefix) ?? 0) >= max)
-      throw new ApiError('rate_limited', `Too many open event streams: at most ${max} per API key at once (EVENTS_MAX_STREAMS_PER_KEY); close one first`, {
-        limit: 'event_streams',
-        max_streams: max,
-      });
+    const held = this.perKey.get(keyPrefix) ?? 0;
+    if (held >= max) throw tooManyStreams(max);
+    // Counted before the round trip, so a concurrent admit on this replica sees it.
+    this.perKey.set(keyPrefix, held + 1);
+    if (!this.redis) return;
+    let open: number;
+    try {
+      const now = Date.now();
+      open = await luaCommand<number>(this.redis.client, ADMIT)(this.countKey(keyPrefix), this.replicaId, held, max, now, now + COUNT_LEASE_MS, 3 * COUNT_LEASE_MS);
+    } catch {
+      return;
+    }
+    if (open < 0) {
+      this.forget(keyPrefix);
+      throw tooManyStreams(max);
+    }
+  }
+
+  private countKey(keyPrefix: string): string {
+    return this.redis!.names.key('event-streams', keyPrefix);
+  }
+
+  /** One stream of the key ended (or was refused): this replica's count, here and in Redis. */
+  private forget(keyPrefix: string): void {
+    const left = (this.perKey.get(keyPrefix) ?? 1) - 1;
+    if (left > 0) this.perKey.set(keyPrefix, left);
+    else this.perKey.delete(keyPrefix);
+    if (!this.redis) return;
+    const write = left > 0 ? this.redis.client.hset(this.countKey(keyPrefix), this.replicaId, `${left} ${Date.now() + COUNT_LEASE_MS}`) : this.redis.client.hdel(this.countKey(keyPrefix), this.replicaId);
+    // Lost with Redis away: the entry then expires with its lease, or the next renewal sets it right.
+    write.catch(() => undefined);
+  }
+
+  /** Renews this replica's count of every key it holds streams of (the lease other replicas read it by). */
+  private async renewCounts(): Promise<void> {
+    if (!this.redis || this.perKey.size === 0) return;
+    const until = Date.now() + COUNT_LEASE_MS;
+    const batch = this.redis.client.pipeline();
+    for (const [keyPrefix, n] of this.perKey) {
+      batch.hset(this.countKey(keyPrefix), this.replicaId, `${n} ${until}`);
+      batch.pexpire(this.countKey(keyPrefix), 3 * COUNT_LEASE_MS);
+    }
+    await batch.exec();
   }
 
   /**
    * Takes over a raw response as an SSE stream for `userId` until the client goes away. With a
    * `lastEventId` (the Last-Event-ID header of a reconnecting EventSource) the retained events
-   * after it are sent first.
+   * after it are sent first. A `keyPrefix` stream was counted by `admit`; its close gives the slot back.
    */
   open(userId: string, res: ServerResponse, lastEventId?: string, keyPrefix?: string): void {
     const resume = lastEventId !== undefined && EVENT_ID_PATTERN.test(lastEventId) ? lastEventId : undefined;
@@ -114,11 +186,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     const close = () => {
       if (closed) return;
       closed = true;
-      if (keyPrefix !== undefined) {
-        const left = (this.perKey.get(keyPrefix) ?? 1) - 1;
-        if (left > 0) this.perKey.set(keyPrefix, left);
-        else this.perKey.delete(keyPrefix);
-      }
+      if (keyPrefix !== undefined) this.forget(keyPrefix);
       this.metrics?.sseConnections.dec();
       this.byAge.delete(conn);
       const current = this.byUser.get(userId);
@@ -126,7 +194,6 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       if (current?.size === 0) this.byUser.delete(userId);
     };
     this.metrics?.sseConnections.inc();
-    if (keyPrefix !== undefined) this.perKey.set(keyPrefix, (this.perKey.get(keyPrefix) ?? 0) + 1);
     conn.sink = openStreamSink(
       res,
       EVENT_STREAM_HEADERS,
@@ -227,6 +294,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.keepAlive);
+    await this.renewing?.stop();
     await this.unsubscribe?.();
     this.endAll();
   }

@@ -10,9 +10,9 @@ export class EventsController {
   constructor(private readonly hub: EventStreamHub) {}
 
   @Get()
-  stream(@CurrentCaller() caller: Caller, @Headers('last-event-id') lastEventId: string | undefined, @Res() reply: FastifyReply): void {
+  async stream(@CurrentCaller() caller: Caller, @Headers('last-event-id') lastEventId: string | undefined, @Res() reply: FastifyReply): Promise<void> {
     // Refused before the hijack, so the 429 goes out through the usual envelope.
-    this.hub.admit(caller.keyPrefix);
+    await this.hub.admit(caller.keyPrefix);
     // From here on the raw socket is ours; Fastify must not try to send a reply.
     reply.hijack();
     this.hub.open(caller.userId, reply.raw, lastEventId, caller.keyPrefix);
