@@ -129,7 +129,10 @@ export class ChatCompletionsService {
    * request bills to (one of its variants), else a deployed fine-tune of that name the caller may
    * call (looked up only then, so catalog models cost nothing more), else the catalog's 404.
    */
-  private async chatModel(caller: Caller, rawBody: unknown): Promise<{ model: ChatModelDefinition; deployed?: ValidatedChat['deployed']; experiment?: RoutedVariant['experiment'] }> {
+  private async chatModel(
+    caller: Caller,
+    rawBody: unknown,
+  ): Promise<{ model: ChatModelDefinition; deployed?: ValidatedChat['deployed']; experiment?: RoutedVariant['experiment']; scope?: NamespaceScope }> {
     try {
       return { model: resolveChatModel(this.catalog, rawBody) };
     } catch (err) {
@@ -145,7 +148,7 @@ export class ChatCompletionsService {
         if (routed) {
           // The variant's model is what the request is validated, served and billed as.
           body.model = routed.model.id;
-          return routed;
+          return { ...routed, scope };
         }
       }
       const found = await this.deployedModels.resolve(caller, name, (ns) => this.access.canAccess(caller, ns));
@@ -238,10 +241,11 @@ export class ChatCompletionsService {
 
   private async validate(caller: Caller, rawBody: unknown, requestId: string, delivery: ChatDelivery, options: ChatOptions): Promise<ValidatedChat> {
     const validating = this.metrics.stage('chat.validate');
-    const { model, deployed, experiment } = await this.chatModel(caller, rawBody);
+    const { model, deployed, experiment, scope: routedIn } = await this.chatModel(caller, rawBody);
     // The body was parsed for this request alone (an Idempotency-Key's hash of it is taken before), so defaults go into it.
     const { request, body, promptTokens } = parseChatRequest(model, rawBody, { inPlace: true, clampMaxTokens: options.clampMaxTokens });
-    const scope = await this.access.resolve(caller, body.target_namespace);
+    // An experiment was looked up in the namespace the request bills to: resolved once.
+    const scope = routedIn ?? (await this.access.resolve(caller, body.target_namespace));
     // Only the chat route keeps completions (the Responses API has its own store).
     // An experiment with a metric keeps its answers by default, so feedback can be given on them.
     // Messages (ChatOptions.capture) has no store field of OpenAI's: only sampling or an experiment keeps it.

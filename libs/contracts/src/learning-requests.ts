@@ -74,6 +74,8 @@ export const ExportCompletionsRequest = z.strictObject({
 export type ExportCompletionsRequest = z.infer<typeof ExportCompletionsRequest>;
 
 export const EXPERIMENT_MODES = ['fixed', 'adaptive'] as const;
+/** What an experiment may be named (it becomes a model id of its namespace). */
+export const EXPERIMENT_NAME = /^[a-z0-9][a-z0-9_.:-]{0,62}$/;
 /** Most variants one experiment splits between. */
 export const EXPERIMENT_MAX_VARIANTS = 10;
 
@@ -92,7 +94,7 @@ export const CreateExperimentRequest = z
   .strictObject({
     name: z
       .string({ error: 'name must be a string' })
-      .regex(/^[a-z0-9][a-z0-9_.:-]{0,62}$/, 'name must be 1 to 63 characters of a-z, 0-9, _, ., : and -, starting with a letter or digit'),
+      .regex(EXPERIMENT_NAME, 'name must be 1 to 63 characters of a-z, 0-9, _, ., : and -, starting with a letter or digit'),
     variants: z
       .array(z.strictObject({ model: experimentModel, weight: z.number({ error: 'weight must be a number from 0 to 1' }).min(0, 'weight must be from 0 to 1').max(1, 'weight must be from 0 to 1') }), {
         error: 'variants must be a list of {model, weight}',

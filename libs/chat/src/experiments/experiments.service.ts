@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { NamespaceAccess, type Caller, type NamespaceScope } from '@atelier/auth';
-import { ApiError, CreateExperimentRequest, PromoteExperimentRequest, type ChatModelAdapter } from '@atelier/contracts';
+import { ApiError, CreateExperimentRequest, EXPERIMENT_NAME, PromoteExperimentRequest, type ChatModelAdapter } from '@atelier/contracts';
 import { DeployedModels, deployedDefinition, ModelCatalog, type ChatModelDefinition } from '@atelier/models';
 import { parseBody } from '@atelier/runtime';
 import { invalid } from '../chat-request';
@@ -203,7 +203,7 @@ export class Experiments {
 
   private async named(caller: Caller, name: string, namespace?: string): Promise<{ experiment: ExperimentRow; scope: NamespaceScope }> {
     const scope = await this.access.resolve(caller, namespace ?? caller.namespace);
-    const experiment = /^[a-z0-9][a-z0-9_.:-]{0,62}$/.test(name) ? await this.rows.named(scope.id, name) : undefined;
+    const experiment = EXPERIMENT_NAME.test(name) ? await this.rows.named(scope.id, name) : undefined;
     if (!experiment) throw notFound(name, scope);
     return { experiment, scope };
   }

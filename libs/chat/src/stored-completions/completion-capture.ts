@@ -127,7 +127,7 @@ export function assembleStreamedCompletion(chunks: readonly string[], usage: Cha
 
 /**
  * A native Anthropic answer (a Message, or a stream's events) as the chat.completion it stands for,
- * with the Message's id: how Messages traffic is kept beside chat's. Undefined when it holds no message.
+ * with the Message's id (else the fallback's): how Messages traffic is kept beside chat's.
  */
 export function completionFromMessages(
   message: Record<string, unknown> | null,
