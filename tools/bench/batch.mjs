@@ -17,15 +17,12 @@
 // the queue-worker each in a memory cgroup of its manifest's limit (512Mi, 512Mi, and 1Gi for the image worker that
 // runs the batch pool), with the manifests' NODE_OPTIONS, so V8 sizes its heap as in the pod; it prints each
 // cgroup's peak, limit hits and OOM kills at the end. Needs root and a writable memory cgroup controller.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { root } from '../bootstrap.mjs';
 import { parseMemory, podCgroup, sweepStalePods } from './pod-memory.mjs';
-import { BENCH_METRICS_TOKEN, benchDatabase, benchRedisUrl, benchTempDir, buildAll, closedLoop, dieWithBench, freePort, machine, percentile } from './bench-env.mjs';
+import { BENCH_METRICS_TOKEN, benchCatalog, benchDatabase, spawnUntilReady, startFakeUpstream, benchRedisUrl, benchTempDir, buildAll, closedLoop, dieWithBench, freePort, machine, percentile } from './bench-env.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -59,62 +56,21 @@ process.once('exit', () =>
   }),
 );
 
-function startNode(name, args, env, ready) {
+function startNode(name, args, env, probe) {
   const shape = PODS ? POD_SHAPES[name] : undefined;
   const pod = shape ? podCgroup(name, parseMemory(shape[0])) : undefined;
   const program = [process.execPath, [...dieWithBench, ...args]];
   const [command, argv] = pod ? pod.wrap(...program) : program;
-  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env, ...(shape && { NODE_OPTIONS: shape[1] }) }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  const { child, ready } = spawnUntilReady(name, command, argv, { ...env, ...(shape && { NODE_OPTIONS: shape[1] }) }, probe);
   if (pod) pods.push({ name, pod });
   children.push(child);
-  let out = '';
-  child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
-  child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
-  return new Promise((resolve, reject) => {
-    const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
-    child.once('exit', onExit);
-    const poll = async () => {
-      if (await ready().catch(() => false)) {
-        child.off('exit', onExit);
-        return resolve(child);
-      }
-      setTimeout(poll, 100);
-    };
-    void poll();
-  });
+  return ready;
 }
 const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok;
 
-const upstreamPort = await freePort();
-await startNode(
-  'fake upstream',
-  ['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false })`],
-  {},
-  async () => (await fetch(`http://127.0.0.1:${upstreamPort}/v1/models`)).status === 404,
-);
-const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
+const upstreamUrl = await startFakeUpstream(startNode, API_KEY);
 const upstreamModel = `delay-${UPSTREAM_MS}`;
-
-const catalogDir = benchTempDir('catalog');
-for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
-fs.writeFileSync(
-  path.join(catalogDir, 'bench-remote.json'),
-  JSON.stringify({
-    id: 'bench-remote',
-    created: 1767225600,
-    owned_by: 'bench',
-    display_name: 'Bench remote',
-    description: `The fake upstream, answering after ${UPSTREAM_MS} ms`,
-    endpoint: '/chat/completions',
-    capabilities: { input: ['text'], output: ['text'] },
-    pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
-    context_window: 8192,
-    default_max_tokens: 256,
-    features: { tools: true, json_mode: true, streaming: true },
-    engine: { type: 'openai-compatible', base_url: upstreamUrl, upstream_model: upstreamModel, api_key_env: API_KEY_ENV },
-    parameters: { type: 'object', properties: {} },
-  }),
-);
+const catalogDir = benchCatalog({ upstreamUrl, upstreamModel, apiKeyEnv: API_KEY_ENV, description: `The fake upstream, answering after ${UPSTREAM_MS} ms` });
 
 const [gatewayPort, chatPort, workerPort] = [await freePort(), await freePort(), await freePort()];
 const serviceEnv = {

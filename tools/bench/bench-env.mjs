@@ -1,7 +1,7 @@
 // Shared set-up for the benchmarks: compiled code (as in production), a fresh database and
 // Redis prefix, removed afterwards (and, for a run killed before it could remove them, by the
 // next bench on the same machine).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -546,4 +546,71 @@ export async function closedLoopsInTurns(loops, { connections, seconds, rounds, 
       return [n, { ...t, rps: t.ok / (ms / 1000), cpu: cpuPerRequest(zeroOf(cpu), cpu, t.ok), steal: stealPercent({ total: 0, steal: 0 }, host) }];
     }),
   );
+}
+
+/**
+ * Spawns `command argv` (node, or node inside a wrapper: a memory cgroup, callgrind) from the
+ * repository root. `ready` resolves with the child once `probe()` answers true, or rejects with the
+ * child's last output if it exits first. The child is returned at once, so a bench can track it
+ * (its pid, its logs, stopping it) while it starts.
+ */
+export function spawnUntilReady(name, command, argv, env, probe) {
+  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
+  child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
+  const ready = new Promise((resolve, reject) => {
+    const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
+    child.once('exit', onExit);
+    const poll = async () => {
+      if (await probe().catch(() => false)) {
+        child.off('exit', onExit);
+        return resolve(child);
+      }
+      setTimeout(poll, 100);
+    };
+    void poll();
+  });
+  return { child, ready };
+}
+
+/**
+ * The fake OpenAI-compatible upstream (libs/testing) in a process of its own, started with the
+ * bench's `startNode(name, args, env, probe)`; resolves with its /v1 URL.
+ */
+export async function startFakeUpstream(startNode, apiKey) {
+  const port = await freePort();
+  await startNode(
+    'fake upstream',
+    // Test-only code is not compiled into dist; Node 24 runs this dependency-free file as it is.
+    ['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(apiKey)}, port: ${port}, record: false })`],
+    {},
+    async () => (await fetch(`http://127.0.0.1:${port}/v1/models`)).status === 404,
+  );
+  return `http://127.0.0.1:${port}/v1`;
+}
+
+/** A temporary copy of the model catalog with `bench-remote`: a chat model the fake upstream serves as `upstreamModel`. */
+export function benchCatalog({ upstreamUrl, upstreamModel, apiKeyEnv, description }) {
+  const dir = benchTempDir('catalog');
+  for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(dir, f));
+  fs.writeFileSync(
+    path.join(dir, 'bench-remote.json'),
+    JSON.stringify({
+      id: 'bench-remote',
+      created: 1767225600,
+      owned_by: 'bench',
+      display_name: 'Bench remote',
+      description,
+      endpoint: '/chat/completions',
+      capabilities: { input: ['text'], output: ['text'] },
+      pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
+      context_window: 8192,
+      default_max_tokens: 256,
+      features: { tools: true, json_mode: true, streaming: true },
+      engine: { type: 'openai-compatible', base_url: upstreamUrl, upstream_model: upstreamModel, api_key_env: apiKeyEnv },
+      parameters: { type: 'object', properties: {} },
+    }),
+  );
+  return dir;
 }

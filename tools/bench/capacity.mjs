@@ -13,15 +13,12 @@
 //   - CPU: /proc/<pid>/stat of each service, of every postgres and redis-server process.
 // What the services do while idle (BullMQ's blocking reads, sweeps, health) is measured first over
 // the same quiet and taken off each class in proportion to its time.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { root } from '../bootstrap.mjs';
-import { benchDatabase, benchRedisUrl, benchTempDir, BENCH_METRICS_TOKEN, buildAll, cpuSeconds, dieWithBench, freePort, machine } from './bench-env.mjs';
+import { benchCatalog, benchDatabase, benchRedisUrl, benchTempDir, BENCH_METRICS_TOKEN, buildAll, cpuSeconds, dieWithBench, freePort, machine, spawnUntilReady, startFakeUpstream } from './bench-env.mjs';
 
 const N = Number(process.env.BENCH_CAPACITY_N ?? 1000);
 const N_MEDIA = Math.max(20, Math.round(N / 5));
@@ -43,56 +40,17 @@ const cleanup = async () => {
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => void cleanup().then(() => process.exit(130)));
 process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
-function startNode(name, args, env, ready) {
-  const child = spawn(process.execPath, [...dieWithBench, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+function startNode(name, args, env, probe) {
+  const { child, ready } = spawnUntilReady(name, process.execPath, [...dieWithBench, ...args], env, probe);
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
-  let out = '';
-  child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
-  child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
-  return new Promise((resolve, reject) => {
-    const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
-    child.once('exit', onExit);
-    const poll = async () => {
-      if (await ready().catch(() => false)) {
-        child.off('exit', onExit);
-        return resolve();
-      }
-      setTimeout(poll, 100);
-    };
-    void poll();
-  });
+  return ready;
 }
 const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok;
 
 // ---- processes -------------------------------------------------------------------------------
-const upstreamPort = await freePort();
-await startNode(
-  'fake upstream',
-  ['-e', `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))}).startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false })`],
-  {},
-  async () => (await fetch(`http://127.0.0.1:${upstreamPort}/v1/models`)).status === 404,
-);
-const catalogDir = benchTempDir('catalog');
-for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
-fs.writeFileSync(
-  path.join(catalogDir, 'bench-remote.json'),
-  JSON.stringify({
-    id: 'bench-remote',
-    created: 1767225600,
-    owned_by: 'bench',
-    display_name: 'Bench remote',
-    description: 'The fake upstream, through the openai-compatible provider',
-    endpoint: '/chat/completions',
-    capabilities: { input: ['text'], output: ['text'] },
-    pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
-    context_window: 8192,
-    default_max_tokens: 256,
-    features: { tools: true, json_mode: true, streaming: true },
-    engine: { type: 'openai-compatible', base_url: `http://127.0.0.1:${upstreamPort}/v1`, upstream_model: 'fixed', api_key_env: API_KEY_ENV },
-    parameters: { type: 'object', properties: {} },
-  }),
-);
+const upstreamUrl = await startFakeUpstream(startNode, API_KEY);
+const catalogDir = benchCatalog({ upstreamUrl, upstreamModel: 'fixed', apiKeyEnv: API_KEY_ENV, description: 'The fake upstream, through the openai-compatible provider' });
 const ports = { gateway: await freePort(), chat: await freePort(), media: await freePort(), 'queue-worker': await freePort(), events: await freePort() };
 const portVar = { gateway: 'PORT', chat: 'CHAT_PORT', media: 'MEDIA_PORT', 'queue-worker': 'QUEUE_WORKER_PORT', events: 'EVENTS_PORT' };
 const serviceEnv = {

@@ -41,14 +41,13 @@
 // with that limit; the peaks are printed at the end; pod-memory.mjs. Add the manifests' NODE_OPTIONS to
 // BENCH_SERVICE_FLAGS to run what the pods run. Cgroups a killed run left behind are removed at the next one's start).
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { BENCH_METRICS_TOKEN, benchDatabase, benchRedisUrl, metricsHeaders, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, hostCpuTicks, stealPercent, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
+import { BENCH_METRICS_TOKEN, benchCatalog, benchDatabase, spawnUntilReady, startFakeUpstream, benchRedisUrl, metricsHeaders, benchTempDir, buildAll, dieWithBench, closedLoop as loop, closedLoopsInTurns, cpuPerRequest, cpuSeconds, fixed, hostCpuTicks, stealPercent, freePort, growth, machine, meanMs as meanOf, quantileMs, scrapeHistograms, serviceFlags } from './bench-env.mjs';
 import { root } from '../bootstrap.mjs';
 import { startSkeleton } from './floor.mjs';
 import { formatCpuProfileSummary, summarizeCpuProfile } from './cpu-profile-summary.mjs';
@@ -97,54 +96,28 @@ const callgrindDir = COUNTING ? benchTempDir('callgrind') : undefined;
 const counted = COUNTING ? callgrindWrap(callgrindDir) : undefined;
 /** The pids of each kind of process, for the CPU each request costs it. */
 const pidsOf = {};
-/** Starts a Node process and resolves once `ready()` answers true (or rejects if the process exits first). */
-function startNode(name, args, env, ready) {
+/** Starts a Node process and resolves once `probe()` answers true (or rejects if the process exits first). */
+function startNode(name, args, env, probe) {
   const pod = POD_MEMORY && name !== 'fake upstream' ? podCgroup(`${name}-${pidsOf[name]?.length ?? 0}`, POD_MEMORY) : undefined;
   const nodeArgs = [...dieWithBench, ...args];
   const program = counted && name !== 'fake upstream' ? counted(process.execPath, nodeArgs) : [process.execPath, nodeArgs];
   const [command, argv] = pod ? pod.wrap(...program) : program;
-  const child = spawn(command, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  const { child, ready } = spawnUntilReady(name, command, argv, env, probe);
   children.push(child);
   (pidsOf[name] ??= []).push(child.pid);
   if (pod) pods.set(`${name} ${child.pid}`, { pod, pid: child.pid });
-  let out = '';
-  child.stdout.on('data', (d) => (out = (out + d).slice(-4000)));
-  child.stderr.on('data', (d) => (out = (out + d).slice(-4000)));
   if (process.env.BENCH_SERVICE_LOGS) {
     fs.mkdirSync(process.env.BENCH_SERVICE_LOGS, { recursive: true });
     const log = fs.createWriteStream(path.join(process.env.BENCH_SERVICE_LOGS, `${name.replace(/ /g, '-')}-${child.pid}.log`));
     child.stdout.pipe(log);
     child.stderr.pipe(log);
   }
-  return new Promise((resolve, reject) => {
-    const onExit = (code) => reject(new Error(`${name} exited with ${code}:\n${out}`));
-    child.once('exit', onExit);
-    const poll = async () => {
-      if (await ready().catch(() => false)) {
-        child.off('exit', onExit);
-        return resolve();
-      }
-      setTimeout(poll, 100);
-    };
-    void poll();
-  });
+  return ready;
 }
 
 const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok;
 
-const upstreamPort = await freePort();
-await startNode(
-  'fake upstream',
-  [
-    '-e',
-    // Test-only code is not compiled into dist; Node 24 runs this dependency-free file as it is.
-    `require(${JSON.stringify(path.join(root, 'libs/testing/src/fake-openai-upstream.ts'))})` +
-      `.startFakeOpenAiUpstream({ apiKey: ${JSON.stringify(API_KEY)}, port: ${upstreamPort}, record: false })`,
-  ],
-  {},
-  async () => (await fetch(`http://127.0.0.1:${upstreamPort}/v1/models`)).status === 404,
-);
-const upstreamUrl = `http://127.0.0.1:${upstreamPort}/v1`;
+const upstreamUrl = await startFakeUpstream(startNode, API_KEY);
 
 // BENCH_TRACING=1: the gateway and the chat service export every span (100 % sampling, OTLP/HTTP
 // protobuf, the default) to a collector stand-in of its own process that takes and counts them.
@@ -161,26 +134,7 @@ if (TRACING)
     async () => (await fetch(`http://127.0.0.1:${sinkPort}/stats`)).ok,
   );
 
-const catalogDir = benchTempDir('catalog');
-for (const f of fs.readdirSync(path.join(root, 'libs/models/catalog'))) fs.copyFileSync(path.join(root, 'libs/models/catalog', f), path.join(catalogDir, f));
-fs.writeFileSync(
-  path.join(catalogDir, 'bench-remote.json'),
-  JSON.stringify({
-    id: 'bench-remote',
-    created: 1767225600,
-    owned_by: 'bench',
-    display_name: 'Bench remote',
-    description: 'The fake upstream, through the openai-compatible provider',
-    endpoint: '/chat/completions',
-    capabilities: { input: ['text'], output: ['text'] },
-    pricing: { method: 'token', input_cost_per_token: '0.000001', output_cost_per_token: '0.000002' },
-    context_window: 8192,
-    default_max_tokens: 256,
-    features: { tools: true, json_mode: true, streaming: true },
-    engine: { type: 'openai-compatible', base_url: upstreamUrl, upstream_model: 'fixed', api_key_env: API_KEY_ENV },
-    parameters: { type: 'object', properties: {} },
-  }),
-);
+const catalogDir = benchCatalog({ upstreamUrl, upstreamModel: 'fixed', apiKeyEnv: API_KEY_ENV, description: 'The fake upstream, through the openai-compatible provider' });
 
 fs.writeFileSync(
   path.join(catalogDir, 'bench-embed.json'),
