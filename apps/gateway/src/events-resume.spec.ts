@@ -148,7 +148,7 @@ describe('GET /api/events with Last-Event-ID', () => {
     const owner = (await gw.app.get(PrismaService).user.findUniqueOrThrow({ where: { username: carol.username } })).id;
     // One more event than the per-user cap: the oldest is trimmed.
     const ids: string[] = [];
-    for (let i = 0; i <= USER_EVENTS_KEPT; i++) ids.push(await log.append(owner, { userId: owner, generation_id: `g${i}`, status: 'failed', model_name: 'local-image', media_type: 'image', result_key: null, error_message: 'x', completed_at: 0, namespaceId: owner }));
+    for (let i = 0; i <= USER_EVENTS_KEPT; i++) ids.push(await log.append(owner, { userId: owner, generation_id: `g${i}`, status: 'failed', model_name: 'local-image', media_type: 'image', result_key: null, error_message: 'x', completed_at: 0, namespaceId: owner }, `g${i}`));
     const text = await readRaw(carol, '0-1', (t) => t.includes(`"generation_id":"g${USER_EVENTS_KEPT}"`));
     expect(text).toMatch(/^: some events after 0-1 are no longer retained/m);
     expect(text).not.toContain('"generation_id":"g0"');

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
+import { QUEUE_POOLS, queueWeightsKey } from '@atelier/contracts';
 import { NamespacesRepository } from '@atelier/auth';
 import { RedisService } from '@atelier/runtime';
 
@@ -18,27 +18,34 @@ export class QueueWeights {
     private readonly namespaces: NamespacesRepository,
   ) {}
 
-  private key(): string {
-    return this.redis.names.key(QUEUE_WEIGHTS_KEY);
+  /** The hash, or in a Redis Cluster each pool's copy of it (queueWeightsKey). */
+  private keys(): string[] {
+    return [...new Set(QUEUE_POOLS.map((pool) => queueWeightsKey(this.redis.names, pool)))];
   }
 
   /** null or 1: the default, so the entry goes. */
   async set(namespaceId: string, weight: number | null): Promise<void> {
-    if (weight === null || weight === 1) await this.redis.client.hdel(this.key(), namespaceId);
-    else await this.redis.client.hset(this.key(), namespaceId, String(weight));
+    await Promise.all(
+      this.keys().map((key) => (weight === null || weight === 1 ? this.redis.client.hdel(key, namespaceId) : this.redis.client.hset(key, namespaceId, String(weight)))),
+    );
   }
 
-  /** Makes the hash the table's weights again. */
+  /** Makes the hash (each copy) the table's weights again. */
   async restore(): Promise<void> {
     const rows = await this.namespaces.queueWeights();
-    const pipeline = this.redis.client.multi().del(this.key()).hset(this.key(), RESTORED, '1');
-    for (const r of rows) if (r.queueWeight !== 1) pipeline.hset(this.key(), r.id, String(r.queueWeight));
-    await pipeline.exec();
+    await Promise.all(
+      this.keys().map((key) => {
+        const pipeline = this.redis.client.multi().del(key).hset(key, RESTORED, '1');
+        for (const r of rows) if (r.queueWeight !== 1) pipeline.hset(key, r.id, String(r.queueWeight));
+        return pipeline.exec();
+      }),
+    );
   }
 
-  /** Restores the hash only if Redis lost it (its marker is gone), so a weight set since is not overwritten. */
+  /** Restores the hash only if Redis lost it (a copy's marker is gone), so a weight set since is not overwritten. */
   async restoreIfLost(): Promise<boolean> {
-    if ((await this.redis.client.hexists(this.key(), RESTORED)) === 1) return false;
+    const present = await Promise.all(this.keys().map((key) => this.redis.client.hexists(key, RESTORED)));
+    if (present.every((p) => p === 1)) return false;
     await this.restore();
     return true;
   }

@@ -58,12 +58,11 @@ export class BatchEvents {
     await this.publishPending(id).catch((err: unknown) => this.logger.warn(`batch.status of ${batchId(id)} not published yet (${errorSummary(err)}); the sweep will`));
   }
 
-  /** `again`: the sweep's second try, whose first may have been retained already; it keeps that id. */
-  async publishPending(id: string, again = false): Promise<void> {
+  /** Published again (the sweep), an event keeps the id its first append got. */
+  async publishPending(id: string): Promise<void> {
     await this.batches.publishEvents(id, async (row) => {
       const outboxId = `batch:${row.id}`;
-      const retained = again ? await this.events.idOf<{ outboxId?: string }>(row.user_id, (p) => p.outboxId === outboxId) : undefined;
-      const eventId = retained ?? (await this.events.append(row.user_id, { userId: row.user_id, type: 'batch.status', data: row.data, outboxId }));
+      const eventId = await this.events.append(row.user_id, { userId: row.user_id, type: 'batch.status', data: row.data, outboxId }, outboxId);
       await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.user_id, type: 'batch.status', data: row.data, event_id: eventId });
       if (row.webhook_url && row.webhook_id)
         await this.queues.add(
@@ -77,7 +76,7 @@ export class BatchEvents {
   /** Events a process recorded and died before publishing: published again after `olderThanMs`. */
   async publishStranded(olderThanMs: number): Promise<number> {
     const stranded = await this.batches.withStrandedEvents(olderThanMs);
-    for (const id of stranded) await this.publishPending(id, true);
+    for (const id of stranded) await this.publishPending(id);
     return stranded.length;
   }
 }

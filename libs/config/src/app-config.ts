@@ -17,6 +17,15 @@ const schema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
     .default('redis://127.0.0.1:6379'),
+  /**
+   * A Redis Cluster instead of REDIS_URL's single node: seed nodes as `host:port` or
+   * `redis[s]://[user:password@]host:port`, comma-separated. The first URL's credentials and TLS
+   * apply to every node (managed clusters share them); `host:port` seeds take REDIS_URL's.
+   */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(/^\s*(?:(?:rediss?:\/\/[^,\s]+|[^,:\s/]+:\d+)\s*(?:,\s*|$))+$/, 'must be host:port or redis[s]:// URLs, comma-separated')
+    .optional(),
   /** Prefix for every Redis key, queue and channel, so several installations (or test runs) can share one Redis. */
   REDIS_PREFIX: z
     .string()
@@ -223,6 +232,12 @@ const schema = z.object({
   IDEMPOTENCY_TTL_SECONDS: positiveInt.default(86_400),
   /** Time a synchronous gateway call waits for its service before answering 504. */
   RPC_TIMEOUT_MS: positiveInt.default(15 * 60 * 1000),
+  /**
+   * Streams each request/response queue (chat, media) is spread over, each with its own hash tag:
+   * in a Redis Cluster, so one busy service's hand-off is not one shard's work. Default 1 on one
+   * node, and the number of REDIS_CLUSTER_NODES seeds in a cluster (list the primaries).
+   */
+  RPC_STREAM_SHARDS: z.coerce.number().int().min(1).max(64).optional(),
   /**
    * How long past RPC_TIMEOUT_MS a synchronous request's credit reservation may stay open before
    * the stale-reservation sweep releases it (its gateway died before settling). A settle that

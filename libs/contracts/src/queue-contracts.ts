@@ -442,3 +442,16 @@ export type AnyQueueContract = (typeof QUEUES)[number];
  * written by the admin limits route, read by the fair placement of queued generations. Absent: 1.
  */
 export const QUEUE_WEIGHTS_KEY = 'queue-weights';
+
+/** The fair queue's pools: each keeps its own fair order (and, in a Redis Cluster, its own copy of the weights, beside it). */
+export const QUEUE_POOLS = ['image', 'video', 'batch'] as const;
+export type QueuePool = (typeof QUEUE_POOLS)[number];
+
+/**
+ * Where the fair placement of `pool` reads the weights: the one hash on a single Redis node; in a
+ * cluster, a copy per pool under the pool's hash tag, so the placement script finds it on the
+ * pool's shard (the admin route writes every copy).
+ */
+export function queueWeightsKey(names: { key(...parts: string[]): string; tag(part: string): string; readonly clustered: boolean }, pool: QueuePool): string {
+  return names.clustered ? names.key(QUEUE_WEIGHTS_KEY, names.tag(pool)) : names.key(QUEUE_WEIGHTS_KEY);
+}

@@ -26,6 +26,10 @@ import { SignedUrls } from '@atelier/storage';
 const ADMIT = loadLuaScript(luaDirectory(__dirname, 'libs/events/src'), 'event-streams-admit-1.lua');
 /** How long a replica's count of a key's streams stands without being renewed (it renews every third of it). */
 const COUNT_LEASE_MS = 30_000;
+/** How far before a subscriber's loss a catch-up reads (Redis's clock and ours may differ). */
+const CATCH_UP_MARGIN_MS = 2000;
+/** How long live deliveries are remembered for a catch-up (it runs a second after a loss). */
+const CATCH_UP_WINDOW_MS = 15_000;
 
 /** What a user's stream carries: generation completions (the contract's event), and the others by their type. */
 type StreamEvent = GenerationCompletedEvent | UserStreamEvent;
@@ -39,6 +43,8 @@ interface EventFrame {
 interface Connection {
   userId: string;
   sink: StreamSink;
+  /** When it opened (ms): a stream without Last-Event-ID is never sent an event from before it. */
+  opened: number;
   lastWrite: number;
   /** Id of the last event written (or the client's Last-Event-ID): nothing at or before it is written again. */
   lastId?: string;
@@ -72,6 +78,8 @@ export function eventPayload(event: GenerationCompletedEvent, url: (key: string)
 export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger(EventStreamHub.name);
   private readonly byUser = new Map<string, Set<Connection>>();
+  /** Ids delivered live to each user's streams lately, with when (catchUpUser tells by them what a stream already had). */
+  private readonly delivered = new Map<string, { id: string; at: number }[]>();
   /** Open (and admitted, about to open) streams of each API key on this replica; Redis holds every replica's. */
   private readonly perKey = new Map<string, number>();
   /** This replica's name in the keys' stream counts. */
@@ -106,7 +114,9 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
   async onModuleInit(): Promise<void> {
     const completions = await this.bus.subscribe(GENERATION_COMPLETED_CHANNEL, (event) => this.deliver(event));
     const others = await this.bus.subscribe(USER_EVENTS_CHANNEL, (event) => this.deliver(event));
+    const gaps = this.bus.onGap((since) => this.catchUp(since));
     this.unsubscribe = async () => {
+      gaps();
       await completions();
       await others();
     };
@@ -163,8 +173,16 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
 
   /** Renews this replica's count of every key it holds streams of (the lease other replicas read it by). */
   private async renewCounts(): Promise<void> {
+    const stale = Date.now() - CATCH_UP_WINDOW_MS;
+    for (const [userId, list] of this.delivered) if (list[list.length - 1].at < stale) this.delivered.delete(userId);
     if (!this.redis || this.perKey.size === 0) return;
     const until = Date.now() + COUNT_LEASE_MS;
+    if (this.redis.clustered) {
+      // A cluster pipeline must stay on one node; the keys' counts are spread over the shards.
+      const client = this.redis.client;
+      await Promise.all([...this.perKey].map(([keyPrefix, n]) => client.multi().hset(this.countKey(keyPrefix), this.replicaId, `${n} ${until}`).pexpire(this.countKey(keyPrefix), 3 * COUNT_LEASE_MS).exec()));
+      return;
+    }
     const batch = this.redis.client.pipeline();
     for (const [keyPrefix, n] of this.perKey) {
       batch.hset(this.countKey(keyPrefix), this.replicaId, `${n} ${until}`);
@@ -182,7 +200,8 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     const resume = lastEventId !== undefined && EVENT_ID_PATTERN.test(lastEventId) ? lastEventId : undefined;
     let closed = false;
     // Its sink comes below, once the head is sent; until then a close finds it in no list.
-    const conn = { userId, lastWrite: Date.now(), lastId: resume, held: resume ? [] : undefined } as Omit<Connection, 'sink'> as Connection;
+    const now = Date.now();
+    const conn = { userId, opened: now, lastWrite: now, lastId: resume, held: resume ? [] : undefined } as Omit<Connection, 'sink'> as Connection;
     const close = () => {
       if (closed) return;
       closed = true;
@@ -209,6 +228,55 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     if (resume) void this.replay(conn, resume);
   }
 
+  /**
+   * This replica's subscriber may have missed broadcasts since `since` (BroadcastBus.onGap): each
+   * open stream is sent the retained events from a little before then (Redis's clock may differ
+   * from ours) that it has not had, as a resumed stream is.
+   */
+  private catchUp(since: number): void {
+    // Redis's clock may differ a little from ours.
+    const from = since - CATCH_UP_MARGIN_MS;
+    for (const [userId, set] of this.byUser) void this.catchUpUser(userId, set, from);
+  }
+
+  /**
+   * One read of the user's log for all of its streams. An event missed while the subscriber was
+   * away can be older than one delivered since (events are delivered as they are published, not
+   * in id order), so what each stream already had is told by the ids delivered live since it
+   * opened, not by its last id.
+   */
+  private async catchUpUser(userId: string, set: Set<Connection>, from: number): Promise<void> {
+    let events: { id: string; payload: StreamEvent }[];
+    try {
+      ({ events } = await this.log.after<StreamEvent>(userId, `${from}-0`));
+    } catch (err) {
+      this.logger.warn(`Catching up ${userId}'s streams failed: ${(err as Error).message}`);
+      return;
+    }
+    const delivered = this.delivered.get(userId) ?? [];
+    for (const conn of set) {
+      // A stream being resumed reads the log itself.
+      if (conn.held) continue;
+      const had = new Set(delivered.filter((d) => d.at >= conn.opened).map((d) => d.id));
+      for (const { id, payload } of events) {
+        // From before the stream opened: a live-only stream never gets those, a resumed one had them replayed.
+        if (had.has(id) || Number(id.split('-')[0]) < conn.opened) continue;
+        const { frame } = this.frame({ ...payload, event_id: id });
+        if (conn.lastId === undefined || compareEventIds(id, conn.lastId) > 0) conn.lastId = id;
+        this.write(conn, frame);
+      }
+    }
+  }
+
+  /** Remembers a live delivery to the user's streams for CATCH_UP_WINDOW_MS (catchUpUser). */
+  private remember(userId: string, id: string): void {
+    const now = Date.now();
+    let list = this.delivered.get(userId);
+    if (!list) this.delivered.set(userId, (list = []));
+    while (list.length > 0 && list[0].at < now - CATCH_UP_WINDOW_MS) list.shift();
+    list.push({ id, at: now });
+  }
+
   /** Sends a resumed stream the retained events after `afterId`, then the live ones held meanwhile. */
   private async replay(conn: Connection, afterId: string): Promise<void> {
     try {
@@ -231,6 +299,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
     if (!set) return;
     // Built once for all of the owner's streams on this replica.
     const frame = this.frame(event);
+    if (frame.id !== undefined) this.remember(event.userId, frame.id);
     for (const conn of set) {
       if (conn.held) conn.held.push(frame);
       else this.send(conn, frame);

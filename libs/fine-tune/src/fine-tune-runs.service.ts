@@ -254,15 +254,14 @@ export class FineTuneRuns {
   /**
    * Publishes a fine-tune's unpublished events in order: to the owner's stream as
    * `fine_tune.status` (retained first, so the SSE id is its id in the owner's log), and as a
-   * signed webhook message when the run was given one. `again`: the sweeper's second try, whose
-   * first may have been retained already; it keeps that id. Rows are claimed with SKIP LOCKED.
+   * signed webhook message when the run was given one. Published again (the sweeper), an event keeps
+   * the id its first append got. Rows are claimed with SKIP LOCKED.
    */
-  async publishPending(fineTuneId: string, again = false): Promise<void> {
+  async publishPending(fineTuneId: string): Promise<void> {
     await this.fineTunes.publishEvents(fineTuneId, async (row) => {
       const outboxId = String(row.id);
       const payload = { userId: row.user_id, type: 'fine_tune.status' as const, data: row.data, outboxId };
-      const retained = again ? await this.events.idOf<{ outboxId?: string }>(row.user_id, (p) => p.outboxId === outboxId) : undefined;
-      const eventId = retained ?? (await this.events.append(row.user_id, payload));
+      const eventId = await this.events.append(row.user_id, payload, `fine-tune:${outboxId}`);
       await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.user_id, type: 'fine_tune.status', data: row.data, event_id: eventId });
       if (row.webhook_url && row.webhook_id) await this.queueWebhook(fineTuneId, row.webhook_url, row.webhook_id, row.data);
     });
@@ -271,7 +270,7 @@ export class FineTuneRuns {
   /** Events a process recorded and died before publishing: published again after `olderThanMs`. */
   async publishStranded(olderThanMs: number, limit = 100): Promise<number> {
     const stranded = await this.fineTunes.withStrandedEvents(olderThanMs, limit);
-    for (const id of stranded) await this.publishPending(id, true);
+    for (const id of stranded) await this.publishPending(id);
     return stranded.length;
   }
 

@@ -97,7 +97,7 @@ describe('FineTuneRuns', () => {
     expect(await credits(tenant.namespaceId)).toEqual({ credits: '10', reserved: '0' });
     // A crashed publisher's events are published by the sweeper; several sweepers at once still publish each once.
     await prisma.fineTuneEvent.updateMany({ where: { fineTuneId: ft.id }, data: { publishedAt: null } });
-    await Promise.all([runs.publishPending(ft.id, true), runs.publishPending(ft.id, true), runs.publishPending(ft.id, true)]);
+    await Promise.all([runs.publishPending(ft.id), runs.publishPending(ft.id), runs.publishPending(ft.id)]);
     expect(await statuses(tenant.userId)).toEqual(['enqueued', 'stopped']);
     expect(await prisma.fineTuneEvent.count({ where: { fineTuneId: ft.id, publishedAt: null } })).toBe(0);
   });

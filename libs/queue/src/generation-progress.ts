@@ -57,7 +57,9 @@ export class GenerationProgress {
   async read(ids: string[]): Promise<Map<string, number | null>> {
     const out = new Map<string, number | null>();
     if (ids.length === 0) return out;
-    const values = await this.redis.client.mget(...ids.map((id) => this.key(id)));
+    // MGET needs its keys on one shard; in a Redis Cluster they are spread, so one GET each.
+    const keys = ids.map((id) => this.key(id));
+    const values = this.redis.clustered ? await Promise.all(keys.map((k) => this.redis.client.get(k))) : await this.redis.client.mget(...keys);
     ids.forEach((id, i) => out.set(id, values[i] === null ? null : Number(values[i])));
     return out;
   }

@@ -117,19 +117,18 @@ export class GenerationState {
     return this.generations.publishStrandedEvents(olderThanMs, limit, async (row) => {
       // A cancel's row: its completed webhook only (the message id makes a repeat a no-op).
       if (!row.broadcast) await this.webhooks.queueMessage(row.generation_id, 'completed');
-      else await this.broadcast(row.payload, undefined, true);
+      else await this.broadcast(row.payload);
     });
   }
 
   /**
    * Retained first (its id becomes the SSE `id:`, and a stream resuming with Last-Event-ID is sent
-   * it from there), then broadcast to the connected streams with that id. `again`: the outbox
-   * sweeper's re-publish, whose first attempt may have been retained already; it keeps that id.
+   * it from there), then broadcast to the connected streams with that id. Published again (the
+   * outbox sweeper), it keeps the id its first append got (UserEventLog.append).
    */
-  private async broadcast(event: GenerationCompletedEvent, params?: unknown, again = false): Promise<void> {
+  private async broadcast(event: GenerationCompletedEvent, params?: unknown): Promise<void> {
     const { event_id: _previous, ...payload } = event;
-    const retained = again ? await this.events.idOf<GenerationCompletedEvent>(event.userId, (p) => p.generation_id === event.generation_id) : undefined;
-    const eventId = retained ?? (await this.events.append(event.userId, payload));
+    const eventId = await this.events.append(event.userId, payload, event.generation_id);
     await this.bus.publish(GENERATION_COMPLETED_CHANNEL, { ...payload, event_id: eventId });
     // The completed webhook goes with the outbox event: a crash before it is published leaves both
     // to the outbox sweeper (which does not know the params, so the notifier reads them), and the

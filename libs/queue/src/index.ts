@@ -16,4 +16,4 @@ export { signWebhook, newWebhookSecret } from './webhook-signature';
 export { webhookId } from './webhook-notifier.service';
 export { WEBHOOK_EVENTS, WEBHOOK_FIELDS, parseWebhookRequest, type WebhookRequest } from './webhook-request';
 export { QueueRoutesModule } from './queue-routes.module';
-export { QueuePositions, type QueuePool } from './queue-positions';
+export { QueuePositions } from './queue-positions';

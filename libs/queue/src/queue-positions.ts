@@ -1,9 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { GENERATION_PRIORITIES, QUEUE_WEIGHTS_KEY } from '@atelier/contracts';
+import { GENERATION_PRIORITIES, queueWeightsKey, type QueuePool } from '@atelier/contracts';
 import { loadLuaScript, luaCommand, luaDirectory, RedisService } from '@atelier/runtime';
 
 /** A pool of the fair order: the generation queues, and batch lines (libs/batch). */
-export type QueuePool = 'image' | 'video' | 'batch';
 type Pool = QueuePool;
 
 export const QUEUE_PRIORITIES = GENERATION_PRIORITIES;
@@ -36,21 +35,26 @@ const REMOVE = loadLuaScript(LUA, 'queue-remove-5.lua');
 export class QueuePositions {
   constructor(private readonly redis: RedisService) {}
 
+  // A pool's keys share its hash tag in a Redis Cluster: its scripts touch them together.
   private key(pool: Pool): string {
-    return this.redis.names.key('queue-positions', pool);
+    return this.redis.names.key('queue-positions', this.redis.names.tag(pool));
   }
 
   private fairKey(pool: Pool): string {
-    return this.redis.names.key('queue-fair', pool);
+    return this.redis.names.key('queue-fair', this.redis.names.tag(pool));
   }
 
   /** The namespaces with generations waiting in the pool. */
   private waitingKey(pool: Pool): string {
-    return this.redis.names.key('queue-waiting', pool);
+    return this.redis.names.key('queue-waiting', this.redis.names.tag(pool));
   }
 
   private lineKey(pool: Pool, namespaceId = ''): string {
-    return this.redis.names.key('queue-line', pool, namespaceId);
+    return this.redis.names.key('queue-line', this.redis.names.tag(pool), namespaceId);
+  }
+
+  private weightsKey(pool: Pool): string {
+    return queueWeightsKey(this.redis.names, pool);
   }
 
   /**
@@ -67,7 +71,7 @@ export class QueuePositions {
     const out = await place(
       this.key(pool),
       this.fairKey(pool),
-      this.redis.names.key(QUEUE_WEIGHTS_KEY),
+      this.weightsKey(pool),
       this.lineKey(pool),
       this.waitingKey(pool),
       ...entries.flatMap((e) => [e.id, e.namespaceId, QUEUE_PRIORITIES.indexOf(e.priority ?? 'normal')]),
@@ -86,7 +90,7 @@ export class QueuePositions {
   /** The generation left the queue (ended, cancelled). */
   async remove(pool: Pool, id: string, namespaceId: string): Promise<void> {
     const remove = luaCommand<number>(this.redis.client, REMOVE);
-    await remove(this.key(pool), this.fairKey(pool), this.lineKey(pool, namespaceId), this.waitingKey(pool), this.redis.names.key(QUEUE_WEIGHTS_KEY), id, namespaceId);
+    await remove(this.key(pool), this.fairKey(pool), this.lineKey(pool, namespaceId), this.waitingKey(pool), this.weightsKey(pool), id, namespaceId);
   }
 
   /** 0 = next to run; null when it is not waiting in the pool (or Redis does not know it). */
@@ -97,6 +101,12 @@ export class QueuePositions {
       // A poll of one generation: the command alone, without a pipeline's own bookkeeping.
       const rank = await this.redis.client.zrank(this.key(entries[0].pool), entries[0].id);
       return out.set(entries[0].id, rank === null ? null : Number(rank));
+    }
+    if (this.redis.clustered) {
+      // A cluster pipeline must stay on one node, and the pools' keys are spread over them.
+      const ranks = await Promise.all(entries.map((e) => this.redis.client.zrank(this.key(e.pool), e.id).catch(() => null)));
+      entries.forEach((e, i) => out.set(e.id, ranks[i] === null ? null : Number(ranks[i])));
+      return out;
     }
     const pipeline = this.redis.client.pipeline();
     for (const e of entries) pipeline.zrank(this.key(e.pool), e.id);

@@ -25,6 +25,7 @@ export interface ConcurrencyDecision {
  */
 const ACQUIRE = loadLuaScript(RUNTIME_LUA, 'concurrency-acquire.lua');
 const RELEASE = loadLuaScript(RUNTIME_LUA, 'concurrency-release.lua');
+const TAKE_ONE = loadLuaScript(RUNTIME_LUA, 'concurrency-take-1.lua');
 
 /**
  * Counts work in flight against `max_concurrent` limits across every replica: a synchronous
@@ -53,6 +54,7 @@ export class ConcurrencyLimiter {
 
   async release(members: string[]): Promise<void> {
     if (members.length === 0) return;
+    if (this.redis.clustered) return this.releaseSpread(members);
     await this.script(RELEASE)(members.length, ...members.map((m) => this.ownerKey(m)), ...members);
   }
 
@@ -64,6 +66,7 @@ export class ConcurrencyLimiter {
   }
 
   private async tryAcquire(limits: ConcurrencyLimit[], members: string[], leaseMs: number): Promise<ConcurrencyDecision> {
+    if (this.redis.clustered) return this.acquireSpread(limits, members, leaseMs);
     const [refused, held] = await this.script(ACQUIRE)(
       limits.length + members.length,
       ...limits.map((l) => this.setKey(l)),
@@ -74,6 +77,38 @@ export class ConcurrencyLimiter {
       ...members,
     );
     return refused === 0 ? { allowed: true } : { allowed: false, refusedBy: refused - 1, held };
+  }
+
+  /**
+   * In a Redis Cluster each set is its own hash tag (an API key's set is shared by the namespaces
+   * its keys serve): each set is taken by its own script, all at once, and when one refuses the
+   * others give their slots back. Then each member's owner key names its sets, as on one node. A
+   * concurrent request may meanwhile find a set one slot fuller than it ends up, never emptier.
+   */
+  private async acquireSpread(limits: ConcurrencyLimit[], members: string[], leaseMs: number): Promise<ConcurrencyDecision> {
+    const lease = Math.max(1, Math.round(leaseMs));
+    const take = luaCommand<number[]>(this.redis.client, TAKE_ONE);
+    const each = await Promise.all(limits.map((l) => take(this.setKey(l), l.limit, lease, ...members)));
+    const refused = each.findIndex(([r]) => r !== 0);
+    if (refused >= 0) {
+      await Promise.all(limits.map((l, i) => (each[i][0] === 0 ? this.redis.client.zrem(this.setKey(l), ...members) : undefined))).catch(() => undefined);
+      return { allowed: false, refusedBy: refused, held: Number(each[refused][1]) };
+    }
+    const sets = limits.map((l) => this.setKey(l)).join('\n');
+    await Promise.all(members.map((m) => this.redis.client.set(this.ownerKey(m), sets, 'PX', lease)));
+    return { allowed: true };
+  }
+
+  /** The cluster's release: each member's owner key names its sets, each on its own shard. */
+  private async releaseSpread(members: string[]): Promise<void> {
+    await Promise.all(
+      members.map(async (m) => {
+        const sets = await this.redis.client.get(this.ownerKey(m));
+        if (!sets) return;
+        await Promise.all(sets.split('\n').map((set) => this.redis.client.zrem(set, m)));
+        await this.redis.client.del(this.ownerKey(m));
+      }),
+    );
   }
 
   /** Releases the full set's members whose work has ended without saying so; whether any were. */
@@ -92,11 +127,11 @@ export class ConcurrencyLimiter {
   }
 
   private setKey(l: ConcurrencyLimit): string {
-    return this.redis.names.key('concurrency', l.key);
+    return this.redis.names.key('concurrency', this.redis.names.tag(l.key));
   }
 
   private ownerKey(member: string): string {
-    return this.redis.names.key('concurrency-owner', member);
+    return this.redis.names.key('concurrency-owner', this.redis.names.tag(member));
   }
 
   private script(script: LuaScript): (...args: (string | number)[]) => Promise<number[]> {

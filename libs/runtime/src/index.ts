@@ -1,4 +1,4 @@
-export { redisOptionsFromUrl, createRedis, RedisNames } from './redis-connection';
+export { redisOptionsFromUrl, createRedis, hashSlot, isCluster, redisTarget, RedisNames, type RedisClient, type RedisTarget } from './redis-connection';
 export { loadLuaScript, luaCommand, luaDirectory, type LuaScript } from './lua-script';
 export { RedisService, RedisModule } from './redis.module';
 export { ClusterSweeps } from './cluster-sweeps.service';

@@ -2,7 +2,6 @@ import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { Job, Queue, type JobsOptions } from 'bullmq';
 import type { PayloadOf, QueueContract, QueueSettings } from '@atelier/contracts';
 import { tracing } from '@atelier/observability';
-import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 
 export function defaultJobOptions(settings: QueueSettings): JobsOptions {
@@ -36,8 +35,8 @@ export class JobQueues implements OnApplicationShutdown {
     let queue = this.queues.get(contract.name);
     if (!queue) {
       queue = new Queue(contract.name, {
-        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: 3, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
-        prefix: this.redis.names.bullPrefix,
+        connection: this.redis.bullConnection(`queue:${contract.name}`, false),
+        prefix: this.redis.names.bullPrefix(contract.name),
         defaultJobOptions: defaultJobOptions(contract.settings),
       });
       queue.on('error', () => undefined);

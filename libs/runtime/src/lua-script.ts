@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection';
 
 /**
  * A Lua script read from a `.lua` file, BullMQ-style (`src/commands` there): one script per file,
@@ -60,7 +60,7 @@ export function loadLuaScript(dir: string, file: string): LuaScript {
  * The script as a command of `client`, defined on first use (ioredis sends EVALSHA and falls back
  * to EVAL when Redis has lost its script cache, e.g. after a restart).
  */
-export function luaCommand<R = unknown>(client: Redis, script: LuaScript): (...args: (string | number)[]) => Promise<R> {
+export function luaCommand<R = unknown>(client: RedisClient, script: LuaScript): (...args: (string | number)[]) => Promise<R> {
   const commands = client as unknown as Record<string, (...a: (string | number)[]) => Promise<R>>;
   if (!commands[script.command]) {
     client.defineCommand(script.command, script.numberOfKeys === undefined ? { lua: script.lua } : { lua: script.lua, numberOfKeys: script.numberOfKeys });

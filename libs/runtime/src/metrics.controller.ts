@@ -45,7 +45,9 @@ export class QueueDepthMetrics implements OnModuleInit, OnModuleDestroy {
           let timer: NodeJS.Timeout | undefined;
           const counts = await Promise.race([
             contract.settings.kind === 'rpc'
-              ? rpcQueueDepth(this.redis.client, this.redis.names.rpcStream(contract.name)).then((d): Record<string, number> => ({ waiting: d.waiting, active: d.active }))
+              ? Promise.all(Array.from({ length: this.redis.names.rpcShards }, (_, shard) => rpcQueueDepth(this.redis.client, this.redis.names.rpcStream(contract.name, shard)))).then(
+                  (depths): Record<string, number> => ({ waiting: depths.reduce((n, d) => n + d.waiting, 0), active: depths.reduce((n, d) => n + d.active, 0) }),
+                )
               : this.queues
                   .queue(contract)
                   .getJobCounts(...BULLMQ_STATES)

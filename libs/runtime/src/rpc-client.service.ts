@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import type { Redis } from 'ioredis';
 import { ApiError, CANCEL_JOBS_CHANNEL, type PayloadOf, type QueueContract, type ResultOf } from '@atelier/contracts';
 import { tracing } from '@atelier/observability';
 import { outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
-import { closeRedis } from './redis-connection';
+import { closeRedis, isCluster, type RedisClient } from './redis-connection';
 import { loadLuaScript, luaCommand, RUNTIME_LUA } from './lua-script';
 import { RedisService } from './redis.module';
 import { KEPT_REPLY_READS_MS, REPLY_CONNECTION_GRACE_MS, type RpcReply } from './rpc-messages';
@@ -28,6 +27,8 @@ export interface RpcCallOptions {
 interface Pending {
   contract: QueueContract;
   jobId: string;
+  /** Which of the queue's streams it went on. */
+  shard: number;
   /** The call's stream entry, once it was added. */
   entryId: () => string | undefined;
   onReply: (reply: RpcReply) => void;
@@ -45,7 +46,7 @@ interface Pending {
 @Injectable()
 export class RpcClient implements OnApplicationShutdown {
   private readonly logger = new Logger(RpcClient.name);
-  private subscriber?: Redis;
+  private subscriber?: RedisClient;
   /** Resolves once this process listens on all of its reply channels (one pattern subscription). */
   private subscribed?: Promise<unknown>;
   private readonly pending = new InFlightMap<string, Pending>();
@@ -55,6 +56,7 @@ export class RpcClient implements OnApplicationShutdown {
    * pattern: subscribing once replaces a SUBSCRIBE and an UNSUBSCRIBE per call.
    */
   private readonly instance = randomUUID().slice(0, 13);
+  private nextShard = 0;
 
   constructor(
     private readonly redis: RedisService,
@@ -68,7 +70,9 @@ export class RpcClient implements OnApplicationShutdown {
     const channel = this.redis.names.rpcReply(jobId);
     const timeoutMs = opts.timeoutMs ?? this.redis.config.RPC_TIMEOUT_MS;
 
-    const stream = this.redis.names.rpcStream(contract.name);
+    // The queue's streams take turns (in a Redis Cluster each is on its own shard).
+    const shard = this.nextShard++ % this.redis.names.rpcShards;
+    const stream = this.redis.names.rpcStream(contract.name, shard);
     // The consumer's span continues the caller's (its request's, or its job's).
     const traceparent = tracing.on ? (tracing.inject().traceparent ?? '') : '';
 
@@ -104,6 +108,7 @@ export class RpcClient implements OnApplicationShutdown {
       this.pending.set(channel, {
         contract,
         jobId,
+        shard,
         entryId: () => entryId,
         onReply: (reply) => {
           if (reply.kind === 'chunk') return opts.onChunk?.(reply.data);
@@ -174,6 +179,12 @@ export class RpcClient implements OnApplicationShutdown {
       clearTimeout(giveUp);
       for (const delay of KEPT_REPLY_READS_MS) setTimeout(() => void this.recoverLostReplies(), delay).unref();
     });
+    // In a Redis Cluster a failed node moves the subscriber to another at once, without a close:
+    // a final reply published meanwhile is read where it is kept, as after a reconnect.
+    if (isCluster(sub))
+      sub.on('-node', () => {
+        for (const delay of KEPT_REPLY_READS_MS) setTimeout(() => void this.recoverLostReplies(), delay).unref();
+      });
     this.subscriber = sub;
     this.subscribed = sub.psubscribe(this.redis.names.rpcReply(`${this.instance}-*`)).catch((err: Error) => {
       // The next call tries again rather than failing forever.
@@ -194,12 +205,12 @@ export class RpcClient implements OnApplicationShutdown {
   private async recoverLostReplies(): Promise<void> {
     for (const pending of this.pending.values()) {
       try {
-        const kept = await this.redis.client.get(this.redis.names.rpcResult(pending.jobId));
+        const kept = await this.redis.client.get(this.redis.names.rpcResult(pending.contract.name, pending.jobId, pending.shard));
         if (kept) {
           pending.onReply(JSON.parse(kept) as RpcReply);
           continue;
         }
-        if (pending.entryId() && (await this.redis.client.xrange(this.redis.names.rpcStream(pending.contract.name), pending.entryId()!, pending.entryId()!)).length > 0) continue;
+        if (pending.entryId() && (await this.redis.client.xrange(this.redis.names.rpcStream(pending.contract.name, pending.shard), pending.entryId()!, pending.entryId()!)).length > 0) continue;
         pending.onReply({
           kind: 'error',
           error: { type: 'service_unavailable', message: 'The answer was lost while the job queue (Redis) was unavailable; retry the request' },

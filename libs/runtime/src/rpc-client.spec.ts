@@ -237,13 +237,13 @@ describe('RpcClient over Redis streams', () => {
 
     // Both final replies are kept, as sent, under their job ids: long enough for the last read
     // after a reconnect, and no longer, since every reply of every call is kept.
-    const kept = async (jobId: string) => ({ reply: JSON.parse((await redis.client.get(redis.names.rpcResult(jobId)))!), ttl: await redis.client.ttl(redis.names.rpcResult(jobId)) });
+    const kept = async (jobId: string) => ({ reply: JSON.parse((await redis.client.get(redis.names.rpcResult(TEST_QUEUE.name, jobId)))!), ttl: await redis.client.ttl(redis.names.rpcResult(TEST_QUEUE.name, jobId)) });
     const failure = await kept(records[0].job);
     expect(failure.reply).toEqual({ kind: 'error', error: { type: 'insufficient_credits', message: `Not enough credits for ${failId}`, detail: { needed: '5' } } });
     expect(failure.ttl * 1000).toBeGreaterThan(OLDEST_KEPT_REPLY_READ_MS);
     expect(failure.ttl).toBeLessThanOrEqual(KEPT_REPLY_SECONDS);
     expect(KEPT_REPLY_SECONDS).toBeLessThanOrEqual(30);
-    const keys = await redis.client.keys(redis.names.rpcResult('*'));
+    const keys = await redis.client.keys(redis.names.rpcResult(TEST_QUEUE.name, '*'));
     const replies = await Promise.all(keys.map(async (k) => JSON.parse((await redis.client.get(k))!) as { kind: string; data?: { id?: string } }));
     expect(replies.filter((r) => r.kind === 'result' && r.data?.id === echoId)).toHaveLength(1);
     // And neither call is left pending or queued in the stream.

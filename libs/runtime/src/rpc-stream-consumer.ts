@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@nestjs/common';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-connection';
 import type { QueueContract } from '@atelier/contracts';
 import { GroupCommit } from './group-commit';
 import { InFlightMap } from './in-flight-map';
@@ -22,6 +22,8 @@ import { KEPT_REPLY_SECONDS, type RpcReply } from './rpc-messages';
 const FINAL_REPLIES = loadLuaScript(RUNTIME_LUA, 'rpc-final-replies.lua');
 
 export interface FinalReplyOptions {
+  /** The stream of the queue's the call came on (RpcCallJob.shard). */
+  shard?: number;
   /** The call's stream entry, acknowledged and deleted with the reply. */
   entryId?: string;
   /** Records the error reply in the queue's failed-calls stream, under its originating request. */
@@ -39,9 +41,9 @@ interface FinalReplyArgs {
  * reply goes at once in its own script call; replies that finish while one call is in flight go
  * together in the next. Each resolves once the call holding it has run.
  */
-const finalReplies = new WeakMap<Redis, GroupCommit<FinalReplyArgs, void>>();
+const finalReplies = new WeakMap<RedisClient, GroupCommit<FinalReplyArgs, void>>();
 
-function finalRepliesOf(client: Redis): GroupCommit<FinalReplyArgs, void> {
+function finalRepliesOf(client: RedisClient): GroupCommit<FinalReplyArgs, void> {
   let batcher = finalReplies.get(client);
   if (!batcher) {
     const script = luaCommand<number>(client, FINAL_REPLIES);
@@ -64,7 +66,7 @@ export function sendFinalReply(redis: RedisService, contract: QueueContract, job
   const text = JSON.stringify(reply);
   const failed = opts.failure && reply.kind === 'error' ? { ...opts.failure, error: JSON.stringify(reply.error) } : undefined;
   return finalRepliesOf(redis.client).submit({
-    keys: [redis.names.rpcResult(jobId), redis.names.rpcStream(contract.name), redis.names.rpcFailed(contract.name)],
+    keys: [redis.names.rpcResult(contract.name, jobId, opts.shard), redis.names.rpcStream(contract.name, opts.shard), redis.names.rpcFailed(contract.name, opts.shard)],
     args: [
       redis.names.rpcReply(jobId),
       text,
@@ -90,6 +92,8 @@ export interface RpcCallJob {
   opts: { attempts?: number };
   /** The caller's trace (W3C traceparent), when it was traced. */
   traceparent?: string;
+  /** Which of the queue's streams it came on (RedisNames.rpcStream): its replies go out beside it. */
+  shard: number;
   /**
    * The call's stream entry, for its final reply to acknowledge and delete (sendFinalReply), so
    * replying and acknowledging cost one Redis round trip; once asked for, acknowledging is left
@@ -100,7 +104,7 @@ export interface RpcCallJob {
 }
 
 /** Creates the consumer group once (every replica tries; the rest get BUSYGROUP). */
-export async function ensureRpcGroup(client: Redis, stream: string): Promise<void> {
+export async function ensureRpcGroup(client: RedisClient, stream: string): Promise<void> {
   try {
     // From the start of the stream: calls added before the first consumer ever started still run.
     await client.xgroup('CREATE', stream, RPC_GROUP, '0', 'MKSTREAM');
@@ -110,7 +114,7 @@ export async function ensureRpcGroup(client: Redis, stream: string): Promise<voi
 }
 
 /** Calls waiting for a consumer and calls being handled, for the queue-depth metric. */
-export async function rpcQueueDepth(client: Redis, stream: string): Promise<{ waiting: number; active: number }> {
+export async function rpcQueueDepth(client: RedisClient, stream: string): Promise<{ waiting: number; active: number }> {
   const [length, pending] = await Promise.all([client.xlen(stream), client.xpending(stream, RPC_GROUP).catch(() => [0])]);
   const active = Number((pending as unknown[])[0] ?? 0);
   return { waiting: Math.max(0, length - active), active };
@@ -134,7 +138,7 @@ function fieldsOf(raw: string[]): Record<string, string> {
 export class RpcStreamConsumer {
   private readonly consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly stream: string;
-  private blocking?: Redis;
+  private blocking?: RedisClient;
   private stopped = false;
   private readonly active = new InFlightMap<string, Promise<void>>();
   private slotFreed?: () => void;
@@ -147,13 +151,16 @@ export class RpcStreamConsumer {
     private readonly lockDurationMs: number,
     private readonly handle: (job: RpcCallJob) => Promise<unknown>,
     private readonly logger: Logger,
+    /** Which of the queue's streams this consumer reads, and how many of its calls it runs at once. */
+    private readonly shard = 0,
+    private readonly concurrency = contract.settings.concurrency,
   ) {
-    this.stream = redis.names.rpcStream(contract.name);
+    this.stream = redis.names.rpcStream(contract.name, shard);
   }
 
   /** Starts consuming; never waits for Redis (a service boots, and reports 503, while it is away). */
   start(): void {
-    this.blocking = this.redis.duplicate(`rpc-consumer:${this.contract.name}`, true);
+    this.blocking = this.redis.duplicate(`rpc-consumer:${this.contract.name}:${this.shard}`, true);
     this.loop = this.readLoop();
     // Failures are Redis being away; the next tick tries again.
     const ignore = () => undefined;
@@ -186,7 +193,7 @@ export class RpcStreamConsumer {
       }
     }
     while (!this.stopped) {
-      const free = this.contract.settings.concurrency - this.active.size;
+      const free = this.concurrency - this.active.size;
       if (free <= 0) {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         this.slotFreed = undefined;
@@ -225,6 +232,7 @@ export class RpcStreamConsumer {
       attemptsMade: 0,
       opts: { attempts: 1 },
       ...(fields.tp && { traceparent: fields.tp }),
+      shard: this.shard,
       acknowledgement: () => {
         acknowledged = true;
         return entryId;
@@ -272,7 +280,7 @@ export class RpcStreamConsumer {
       if (jobId) {
         this.logger.warn(`${this.contract.name} call ${jobId} was lost with the process running it; telling its caller`);
         const reply: RpcReply = { kind: 'error', error: { type: 'service_unavailable', message: 'The service handling this request stopped before it answered; retry the request' } };
-        await sendFinalReply(this.redis, this.contract, jobId, reply, { entryId });
+        await sendFinalReply(this.redis, this.contract, jobId, reply, { entryId, shard: this.shard });
       } else await this.done(entryId);
     }
     for (const entryId of deleted ?? []) await this.done(entryId);

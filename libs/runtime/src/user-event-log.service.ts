@@ -1,6 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_CONFIG, type AppConfig } from '@atelier/config';
+import { loadLuaScript, luaCommand, RUNTIME_LUA } from './lua-script';
 import { RedisService } from './redis.module';
+
+const APPEND = loadLuaScript(RUNTIME_LUA, 'user-events-append-2.lua');
 
 /** At most this many events are kept per user (beside the time bound, EVENTS_REPLAY_SECONDS). */
 export const USER_EVENTS_KEPT = 1000;
@@ -32,40 +35,22 @@ export class UserEventLog {
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'EVENTS_REPLAY_SECONDS'>,
   ) {}
 
-  /** Appends an event and trims what is past the retention; returns the event's id. */
-  async append(userId: string, payload: unknown): Promise<string> {
-    const key = this.redis.names.userEvents(userId);
-    const oldest = Date.now() - this.config.EVENTS_REPLAY_SECONDS * 1000;
-    const results = await this.redis.client
-      .multi()
-      .xadd(key, 'MAXLEN', String(USER_EVENTS_KEPT), '*', 'payload', JSON.stringify(payload))
-      .xtrim(key, 'MINID', String(oldest))
-      .expire(key, this.config.EVENTS_REPLAY_SECONDS)
-      .exec();
-    const [err, id] = results?.[0] ?? [new Error('the event was not appended')];
-    if (err || typeof id !== 'string') throw err ?? new Error('the event was not appended');
-    return id;
-  }
-
   /**
-   * The retained events after `afterId`, oldest first, and whether some after it may be gone
-   * (trimmed by the retention, so the caller cannot be given everything it missed).
+   * Appends an event once and trims what is past the retention; returns the event's id. `once`
+   * names the event (a generation's id, an outbox row's): appended again, by the outbox sweeper or
+   * by a first attempt that stalled past the sweeper and then went on, it keeps the id its first
+   * append got, so a replay never shows it twice.
    */
-  /**
-   * The id of the newest retained event of the user that `matches`, if any: an event published
-   * again (the outbox sweeper, after a publisher died between appending and marking it published)
-   * keeps the id it was first appended with, so a replay never shows it twice.
-   */
-  async idOf<T>(userId: string, matches: (payload: T) => boolean): Promise<string | undefined> {
-    const entries = (await this.redis.client.xrevrange(this.redis.names.userEvents(userId), '+', '-', 'COUNT', USER_EVENTS_KEPT)) as [string, string[]][];
-    for (const [id, fields] of entries) {
-      try {
-        if (matches(JSON.parse(fields[fields.indexOf('payload') + 1]) as T)) return id;
-      } catch {
-        // an unreadable entry matches nothing
-      }
-    }
-    return undefined;
+  async append(userId: string, payload: unknown, once: string): Promise<string> {
+    const retention = this.config.EVENTS_REPLAY_SECONDS;
+    return luaCommand<string>(this.redis.client, APPEND)(
+      this.redis.names.userEvents(userId),
+      this.redis.names.userEventOnce(userId, once),
+      USER_EVENTS_KEPT,
+      Date.now() - retention * 1000,
+      Math.max(1, retention),
+      JSON.stringify(payload),
+    );
   }
 
   async after<T>(userId: string, afterId: string): Promise<{ events: RetainedEvent<T>[]; incomplete: boolean }> {

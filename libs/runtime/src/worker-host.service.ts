@@ -7,11 +7,13 @@ import { Metrics, requestContext, SpanKind, tracing, type RequestContext } from 
 import { backingServiceFault, outageError } from './backing-service-fault';
 import { BroadcastBus } from './broadcast-bus.service';
 import { InFlightMap } from './in-flight-map';
+import { loadLuaScript, luaCommand, RUNTIME_LUA } from './lua-script';
 import { JOB_HANDLER_METADATA, type JobContext, type JobHandler, type JobInfo } from './job-handler';
-import { REDIS_DISCONNECT_TIMEOUT_MS } from './redis-connection';
 import { RedisService } from './redis.module';
 import type { RpcReply } from './rpc-messages';
 import { RpcStreamConsumer, sendFinalReply, type RpcCallJob } from './rpc-stream-consumer';
+
+const PUBLISH_ON_SHARD = loadLuaScript(RUNTIME_LUA, 'publish-on-shard-1.lua');
 
 export const WORKER_HOST_OPTIONS = Symbol('WORKER_HOST_OPTIONS');
 export interface WorkerHostOptions {
@@ -95,15 +97,21 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     for (const contract of this.options.consumes) {
       const handler = matched.get(contract.name) as JobHandler<QueueContract>;
       if (contract.settings.kind === 'rpc') {
-        const consumer = new RpcStreamConsumer(
-          this.redis,
-          contract,
-          this.options.lockDurationMs ?? contract.settings.lockDurationMs,
-          (job) => this.runInContext(contract, handler, job, undefined),
-          this.logger,
-        );
-        consumer.start();
-        this.consumers.push(consumer);
+        // One consumer per stream of the queue, sharing the process's concurrency between them.
+        const shards = this.redis.names.rpcShards;
+        for (let shard = 0; shard < shards; shard++) {
+          const consumer = new RpcStreamConsumer(
+            this.redis,
+            contract,
+            this.options.lockDurationMs ?? contract.settings.lockDurationMs,
+            (job) => this.runInContext(contract, handler, job, undefined),
+            this.logger,
+            shard,
+            Math.ceil(contract.settings.concurrency / shards),
+          );
+          consumer.start();
+          this.consumers.push(consumer);
+        }
       } else this.workers.push(this.startWorker(contract, handler));
     }
     this.logger.log(`Consuming ${this.options.consumes.map((c) => c.name).join(', ')}`);
@@ -114,8 +122,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       contract.name,
       (job: Job, token?: string) => this.runInContext(contract, handler, job, token),
       {
-        connection: { url: this.redis.config.REDIS_URL, maxRetriesPerRequest: null, disconnectTimeout: REDIS_DISCONNECT_TIMEOUT_MS },
-        prefix: this.redis.names.bullPrefix,
+        connection: this.redis.bullConnection(`worker:${contract.name}`, true),
+        prefix: this.redis.names.bullPrefix(contract.name),
         concurrency: this.options.concurrency?.[contract.name] ?? contract.settings.concurrency,
         lockDuration: this.options.lockDurationMs ?? contract.settings.lockDurationMs,
         ...(this.options.lockDurationMs ? { stalledInterval: this.options.lockDurationMs } : {}),
@@ -240,12 +248,15 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   /** Chunks are only published; the final reply also acknowledges the call (sendFinalReply). */
   private async reply(contract: QueueContract, job: JobInfo, message: RpcReply): Promise<void> {
     const id = String(job.id);
+    const shard = isStreamCall(job) ? job.shard : 0;
     if (message.kind === 'chunk') {
-      await this.redis.client.publish(this.redis.names.rpcReply(id), JSON.stringify(message));
+      if (this.redis.clustered) await luaCommand(this.redis.client, PUBLISH_ON_SHARD)(this.redis.names.rpcStream(contract.name, shard), this.redis.names.rpcReply(id), JSON.stringify(message));
+      else await this.redis.client.publish(this.redis.names.rpcReply(id), JSON.stringify(message));
       return;
     }
     await sendFinalReply(this.redis, contract, id, message, {
       entryId: isStreamCall(job) ? job.acknowledgement() : undefined,
+      shard,
       failure: message.kind === 'error' ? { requestId: jobRequestId(job) } : undefined,
     });
   }

@@ -5,7 +5,7 @@ export { bootHealthyAndClose, describeServiceBoot } from './service-boot';
 export { fakeEmbedding, startFakeOpenAiUpstream, type FakeOpenAiUpstream, type FakeUpstreamOptions, type FakeUpstreamRequest } from './fake-openai-upstream';
 export { metricValue } from './prometheus-text';
 export { appProcessEnv, buildAppsForTest, repoRoot, rssOf, SERVICE_APPS, startAppProcess, type AppProcess } from './compiled-apps';
-export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, type ThrowawayServer } from './throwaway-servers';
+export { canRunThrowawayServers, freePort, startThrowawayPostgres, startThrowawayRedis, startThrowawayRedisCluster, type ThrowawayRedisCluster, type ThrowawayServer } from './throwaway-servers';
 export {
   envelopeProblem,
   fc,

@@ -110,14 +110,14 @@ export async function startThrowawayPostgres(): Promise<ThrowawayServer> {
  * A private redis-server on a free port. It keeps an append-only file, so a restart keeps the
  * queues the way a production Redis with persistence does.
  */
-export async function startThrowawayRedis(): Promise<ThrowawayServer> {
+export async function startThrowawayRedis(extraArgs: string[] = []): Promise<ThrowawayServer> {
   const dir = mkdtempSync(path.join(tmpdir(), 'atelier-redis-'));
   const port = await freePort();
   let child: ChildProcess | undefined;
   const start = async () => {
     child = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir, '--logfile', path.join(dir, 'redis.log')],
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir, '--logfile', path.join(dir, 'redis.log'), ...extraArgs],
       { stdio: 'ignore' },
     );
     await waitFor(() => listening(port), { timeoutMs: 10_000, description: `Redis on ${port}` });
@@ -143,6 +143,50 @@ export async function startThrowawayRedis(): Promise<ThrowawayServer> {
       destroyed = true;
       await end('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A private Redis Cluster: its primaries (each a ThrowawayServer, with its own append-only file) and its seed list. */
+export interface ThrowawayRedisCluster {
+  /** REDIS_CLUSTER_NODES: every primary's host:port. */
+  nodes: string;
+  primaries: ThrowawayServer[];
+  /** The primary that serves `key`'s slot now. */
+  primaryOf(key: string): Promise<ThrowawayServer>;
+  destroy(): Promise<void>;
+}
+
+/**
+ * `primaries` redis-servers with `--cluster-enabled yes`, joined by `redis-cli --cluster create`
+ * (no replicas), each keeping an append-only file and its nodes.conf in its own directory, so a
+ * primary killed and started again comes back with its slots and its data.
+ */
+export async function startThrowawayRedisCluster(primaries = 3): Promise<ThrowawayRedisCluster> {
+  const servers: ThrowawayServer[] = [];
+  for (let i = 0; i < primaries; i++) servers.push(await startThrowawayRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000']));
+  const nodes = servers.map((s) => `127.0.0.1:${s.port}`);
+  execFileSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const info = (port: number) => execFileSync('redis-cli', ['-p', String(port), 'cluster', 'info'], { encoding: 'utf8' });
+  await waitFor(() => servers.every((s) => info(s.port).includes('cluster_state:ok')), { timeoutMs: 20_000, description: 'the Redis Cluster to be ok' });
+  return {
+    nodes: nodes.join(','),
+    primaries: servers,
+    primaryOf: async (key) => {
+      const slot = execFileSync('redis-cli', ['-p', String(servers[0].port), 'cluster', 'keyslot', key], { encoding: 'utf8' }).trim();
+      // CLUSTER NODES: `<id> <ip>:<port>@<bus port> <flags> ... <slot ranges>`, one line a node.
+      for (const line of execFileSync('redis-cli', ['-p', String(servers[0].port), 'cluster', 'nodes'], { encoding: 'utf8' }).trim().split('\n')) {
+        const fields = line.split(' ');
+        const port = Number(/:(\d+)@/.exec(fields[1])?.[1]);
+        for (const range of fields.slice(8)) {
+          const [from, to = from] = range.split('-').map(Number);
+          if (from <= Number(slot) && Number(slot) <= to) return servers.find((s) => s.port === port)!;
+        }
+      }
+      throw new Error(`no primary serves slot ${slot}`);
+    },
+    destroy: async () => {
+      await Promise.all(servers.map((s) => s.destroy()));
     },
   };
 }

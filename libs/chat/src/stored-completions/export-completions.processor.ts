@@ -50,8 +50,7 @@ export class CompletionExportJobs implements JobHandler<typeof COMPLETION_EXPORT
   private async publish(row: CompletionExportRow): Promise<void> {
     const data = exportObject(row);
     const outboxId = `export:${row.id}`;
-    const retained = await this.events.idOf<{ outboxId?: string }>(row.userId, (p) => p.outboxId === outboxId);
-    const eventId = retained ?? (await this.events.append(row.userId, { userId: row.userId, type: 'export.status', data, outboxId }));
+    const eventId = await this.events.append(row.userId, { userId: row.userId, type: 'export.status', data, outboxId }, outboxId);
     await this.bus.publish(USER_EVENTS_CHANNEL, { userId: row.userId, type: 'export.status', data, event_id: eventId });
     await this.exports.published(row.id);
     this.logger.log(`export ${data.id} ${row.status}: ${row.rows} rows`);
