@@ -126,7 +126,7 @@ describe.each(['dev', 'production'])('Kubernetes manifests (overlay %s)', (overl
       if (workload === 'chat') continue;
       const scaled = of('ScaledObject').find((s) => s.spec.scaleTargetRef.name === `atelier-${workload}`);
       const lists = scaled.spec.triggers.filter((t: K8s) => t.type === 'redis').map((t: K8s) => t.metadata.listName);
-      expect({ workload, lists }).toEqual({ workload, lists: queues.map((q) => `${names.bullPrefix}:${q}:wait`) });
+      expect({ workload, lists }).toEqual({ workload, lists: queues.map((q) => `${names.bullPrefix(q)}:${q}:wait`) });
       for (const t of scaled.spec.triggers.filter((tr: K8s) => tr.type === 'redis')) expect(t.metadata.addressFromEnv).toBe('KEDA_REDIS_ADDRESS');
       expect(scaled.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
     }

@@ -54,12 +54,8 @@ async function redisServer(extra = []) {
   const dir = benchTempDir(`redis-${port}`);
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra], { stdio: 'ignore' });
   children.push(child);
-  const client = new Redis({ port, lazyConnect: true, retryStrategy: () => 50 });
-  for (let i = 0; i < 100; i++) {
-    if (await client.connect().then(() => true, () => false)) break;
-    await sleep(50);
-  }
-  return { port, pid: child.pid, client };
+  for (let i = 0; i < 200 && spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() !== 'PONG'; i++) await sleep(25);
+  return { port, pid: child.pid, client: new Redis({ port }) };
 }
 const single = await redisServer();
 const primaries = await Promise.all([0, 1, 2].map(() => redisServer(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'])));
@@ -240,3 +236,5 @@ if (process.env.BENCH_CLUSTER_JSON) fs.writeFileSync(path.resolve(process.env.BE
 for (const s of stacks) s.agent.destroy();
 for (const n of [single, ...primaries]) n.client.disconnect();
 await cleanup();
+// The event streams' readers and the keep-alive agent's sockets may still hold the loop a while.
+process.exit(0);
