@@ -2,7 +2,7 @@ import { EventSource } from 'eventsource';
 import { PrismaService } from '@atelier/db';
 import { EventStreamHub } from '@atelier/events';
 import { GenerationState } from '@atelier/queue';
-import { USER_EVENTS_KEPT, UserEventLog } from '@atelier/runtime';
+import { RedisService, USER_EVENTS_KEPT, UserEventLog } from '@atelier/runtime';
 import { createTenant, waitFor, type Tenant } from '@atelier/testing';
 import { startGateway, type GatewayHarness } from './gateway.harness';
 
@@ -130,6 +130,41 @@ describe('GET /api/events with Last-Event-ID', () => {
       // Ids increase along the stream, replayed and live alike.
       const keys = ids.map((id) => id.split('-').map(Number)).map(([ms, seq]) => ms * 1e6 + seq);
       expect([...keys].sort((a, b) => a - b)).toEqual(keys);
+    } finally {
+      es.close();
+    }
+  });
+
+  it('sends an open stream what was published while its replica was not subscribed, once, however often it catches up', async () => {
+    const dave = await createTenant(gw.http, gw.adminToken);
+    const owner = (await gw.app.get(PrismaService).user.findUniqueOrThrow({ where: { username: dave.username } })).id;
+    const redis = gw.app.get(RedisService);
+    const received: string[] = [];
+    const es = new EventSource(`${base}/api/events`, {
+      fetch: (input, init) => fetch(input, { ...init, headers: { ...init?.headers, authorization: `Bearer ${dave.apiKey}` } }),
+    });
+    es.addEventListener('media_generation_completed', (e) => received.push((JSON.parse(e.data) as { generation_id: string }).generation_id));
+    await new Promise<void>((resolve) => (es.onopen = () => resolve()));
+    try {
+      await complete(dave, 'live');
+      await waitFor(() => received.length === 1, { description: 'the live event' });
+      // Retained but never heard: as an event published while this replica's subscriber was away.
+      await gw.app.get(UserEventLog).append(owner, { userId: owner, generation_id: 'unheard', status: 'failed', model_name: 'local-image', media_type: 'image', result_key: null, error_message: 'x', completed_at: 0, namespaceId: owner }, 'unheard');
+      // The subscriber's connection drops (only ours: it is named after this suite's prefix) and comes back.
+      const dropSubscriber = async () => {
+        const id = new RegExp(`^id=(\\d+) .*name=${redis.names.prefix}:broadcast-subscriber `, 'm').exec((await redis.client.client('LIST')) as string)?.[1];
+        expect(id).toBeDefined();
+        await redis.client.client('KILL', 'ID', id!);
+      };
+      await dropSubscriber();
+      await waitFor(() => received.includes('unheard'), { description: 'the unheard event' });
+      // A second catch-up (a cluster runs two per node event) sends nothing twice.
+      await dropSubscriber();
+      await complete(dave, 'after');
+      await waitFor(() => received.length >= 3, { description: 'the event after' });
+      await new Promise((r) => setTimeout(r, 300)); // room for a duplicate to show up
+      expect(received.filter((g) => g === 'unheard')).toHaveLength(1);
+      expect(new Set(received).size).toBe(received.length);
     } finally {
       es.close();
     }

@@ -234,7 +234,6 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
    * from ours) that it has not had, as a resumed stream is.
    */
   private catchUp(since: number): void {
-    // Redis's clock may differ a little from ours.
     const from = since - CATCH_UP_MARGIN_MS;
     for (const [userId, set] of this.byUser) void this.catchUpUser(userId, set, from);
   }
@@ -254,6 +253,7 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
       return;
     }
     const delivered = this.delivered.get(userId) ?? [];
+    const sent = new Set<string>();
     for (const conn of set) {
       // A stream being resumed reads the log itself.
       if (conn.held) continue;
@@ -264,8 +264,11 @@ export class EventStreamHub implements OnModuleInit, OnModuleDestroy {
         const { frame } = this.frame({ ...payload, event_id: id });
         if (conn.lastId === undefined || compareEventIds(id, conn.lastId) > 0) conn.lastId = id;
         this.write(conn, frame);
+        sent.add(id);
       }
     }
+    // The next catch-up (there are two a loss) knows these went out.
+    for (const id of sent) this.remember(userId, id);
   }
 
   /** Remembers a live delivery to the user's streams for CATCH_UP_WINDOW_MS (catchUpUser). */
