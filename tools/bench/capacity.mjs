@@ -13,12 +13,16 @@
 //   - CPU: /proc/<pid>/stat of each service, of every postgres and redis-server process.
 // What the services do while idle (BullMQ's blocking reads, sweeps, health) is measured first over
 // the same quiet and taken off each class in proportion to its time.
+// Last, memory per request in flight: BENCH_INFLIGHT (default 1024; the chat service holds its concurrency, 256, of them)
+// chat completions held open by an upstream that answers after 20 s; the gateway's and the chat
+// service's RSS (from /proc, the median of five readings) before and while they are held.
+// BENCH_CAPACITY_ONLY=inflight runs that part alone.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { benchCatalog, benchDatabase, benchRedisUrl, benchTempDir, BENCH_METRICS_TOKEN, buildAll, cpuSeconds, dieWithBench, freePort, machine, spawnUntilReady, startFakeUpstream } from './bench-env.mjs';
+import { benchCatalog, benchDatabase, dist, benchRedisUrl, benchTempDir, BENCH_METRICS_TOKEN, buildAll, cpuSeconds, dieWithBench, freePort, machine, spawnUntilReady, startFakeUpstream } from './bench-env.mjs';
 
 const N = Number(process.env.BENCH_CAPACITY_N ?? 1000);
 const N_MEDIA = Math.max(20, Math.round(N / 5));
@@ -51,6 +55,9 @@ const healthy = (port) => async () => (await fetch(`http://127.0.0.1:${port}/hea
 // ---- processes -------------------------------------------------------------------------------
 const upstreamUrl = await startFakeUpstream(startNode, API_KEY);
 const catalogDir = benchCatalog({ upstreamUrl, upstreamModel: 'fixed', apiKeyEnv: API_KEY_ENV, description: 'The fake upstream, through the openai-compatible provider' });
+// The same model, answered after 20 s: requests held in flight for the memory reading.
+const held = JSON.parse(fs.readFileSync(`${catalogDir}/bench-remote.json`, 'utf8'));
+fs.writeFileSync(`${catalogDir}/bench-held.json`, JSON.stringify({ ...held, id: 'bench-held', engine: { ...held.engine, upstream_model: 'delay-20000' } }));
 const ports = { gateway: await freePort(), chat: await freePort(), media: await freePort(), 'queue-worker': await freePort(), events: await freePort() };
 const portVar = { gateway: 'PORT', chat: 'CHAT_PORT', media: 'MEDIA_PORT', 'queue-worker': 'QUEUE_WORKER_PORT', events: 'EVENTS_PORT' };
 const serviceEnv = {
@@ -183,7 +190,8 @@ const idleRate = { calls: [...idle.calls.values()].reduce((a, b) => a + b, 0) / 
 console.log(`idle, per second: ${(idleRate.calls * 1000).toFixed(1)} Redis commands, ${(idleRate.commits * 1000).toFixed(2)} Postgres commits, CPU ms ${SERVICES.map((k) => `${k} ${(idleRate.cpu[k] * 1000).toFixed(1)}`).join(' ')}`);
 
 const results = [];
-for (const cls of CLASSES) {
+const ONLY_INFLIGHT = process.env.BENCH_CAPACITY_ONLY === 'inflight';
+for (const cls of ONLY_INFLIGHT ? [] : CLASSES) {
   // Warm: the first requests of a class compile code paths and open connections.
   if (cls.run) await cls.run(10);
   else await inFlight(20, cls.one);
@@ -218,7 +226,46 @@ for (const cls of CLASSES) {
 console.log('\n| Route class | Redis commands | Postgres commits | Rows written | ' + SERVICES.map((k) => `${k} CPU ms`).join(' | ') + ' |');
 console.log('|---|---|---|---|' + SERVICES.map(() => '---').join('|') + '|');
 for (const r of results) console.log(`| ${r.name} | ${r.redis.toFixed(1)} | ${r.commits.toFixed(2)} | ${r.written.toFixed(2)} | ${SERVICES.map((k) => Math.max(0, r.cpu[k]).toFixed(3)).join(' | ')} |`);
-if (process.env.BENCH_CAPACITY_JSON) fs.writeFileSync(process.env.BENCH_CAPACITY_JSON, JSON.stringify({ machine: machine(), idle: idleRate, results }, null, 2));
+
+// ---- memory per request in flight -------------------------------------------------------------
+const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 1024);
+const rss = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+async function rssNow() {
+  const readings = { gateway: [], chat: [] };
+  for (let i = 0; i < 5; i++) {
+    for (const k of Object.keys(readings)) readings[k].push(rss(pidsOf[k][0]));
+    await sleep(200);
+  }
+  return Object.fromEntries(Object.entries(readings).map(([k, v]) => [k, v.sort((a, b) => a - b)[2]]));
+}
+// Warm: the held model's first requests open connections and compile its paths.
+await Promise.all(Array.from({ length: 8 }, () => request('POST', '/api/ai/chat/completions', { ...chatBody, model: 'bench-remote' })));
+await sleep(2000);
+const idleRss = await rssNow();
+const heldAgent = new http.Agent({ keepAlive: true, maxSockets: INFLIGHT });
+const heldRequests = Array.from({ length: INFLIGHT }, () =>
+  new Promise((resolve, reject) => {
+    const req = http.request(`${base}/api/ai/chat/completions`, { method: 'POST', agent: heldAgent, headers: { authorization: `Bearer ${user.api_key}`, 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`held request: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify({ ...chatBody, model: 'bench-held' }));
+  }),
+);
+// Every request has reached the upstream well before this (they wait there 20 s).
+await sleep(6000);
+const heldRss = await rssNow();
+// The chat service runs at most its concurrency at once; the rest wait in the Redis stream.
+const heldBy = { gateway: INFLIGHT, chat: Math.min(INFLIGHT, dist('libs/contracts/src/index.js').CHAT_COMPLETION_QUEUE.settings.concurrency) };
+const inflight = Object.fromEntries(Object.keys(idleRss).map((k) => [k, (heldRss[k] - idleRss[k]) / heldBy[k]]));
+console.log(
+  `\nmemory per request in flight (${INFLIGHT} chat completions held by the upstream): ${Object.entries(inflight).map(([k, v]) => `${k} ${(v / 1024).toFixed(1)} KB over ${heldBy[k]} (RSS ${(idleRss[k] / 2 ** 20).toFixed(0)} -> ${(heldRss[k] / 2 ** 20).toFixed(0)} MB)`).join(', ')}`,
+);
+await Promise.all(heldRequests);
+heldAgent.destroy();
+
+if (process.env.BENCH_CAPACITY_JSON) fs.writeFileSync(process.env.BENCH_CAPACITY_JSON, JSON.stringify({ machine: machine(), idle: idleRate, results, inflight }, null, 2));
 
 await redis.quit();
 await pgClient.end();
