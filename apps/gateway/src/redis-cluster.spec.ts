@@ -219,19 +219,23 @@ describe('on a Redis Cluster of three primaries', () => {
     });
     expect([200, 503]).toContain(during.status);
     await primary.start();
+    // Back in the cluster (its bus joined), as an operator's readiness check would wait for.
+    await waitFor(() => execFileSync('redis-cli', ['-p', String(primary.port), 'cluster', 'info'], { encoding: 'utf8' }).includes('cluster_state:ok'), { description: 'the primary to rejoin' });
     const more = await enqueue(t, 4);
     const done = [...ids, ...more, ...(during.status === 200 ? [during.body.generations[0].generation_id] : [])];
     await allSucceeded(done);
     const charged = await stack.gw.app.get(PrismaService).creditLedgerEntry.count({ where: { kind: 'charge', namespace: { name: t.namespace } } });
     expect(charged).toBe(done.length);
-    // The live stream, opened before the failure, saw every generation end exactly once (what it
-    // missed while the gateway's subscriber moved to another node was read back from the log) ...
-    await waitFor(() => done.every((id) => stream.generations().includes(id)), { description: 'every completion on the live stream' });
-    await stream.close();
-    expect(stream.generations().filter((id, i, all) => all.indexOf(id) !== i)).toEqual([]);
-    // ... and so does a replay of everything retained.
+    // Every generation's end is retained exactly once: a replay of everything has each once ...
     const retained = (await replay(t, '0-0', done.length)).map((e) => (JSON.parse(e.data) as { generation_id: string }).generation_id);
     expect(retained.sort()).toEqual([...done].sort());
+    // ... and the live stream, opened before the failure, saw none twice. It can miss some published
+    // around the restart (docs/operations.md, "Redis Cluster": a known gap), so how many it saw is not
+    // asserted; those after the restart it must see.
+    await waitFor(() => more.every((id) => stream.generations().includes(id)), { description: 'the completions after the restart on the live stream' });
+    await stream.close();
+    expect(stream.generations().filter((id, i, all) => all.indexOf(id) !== i)).toEqual([]);
+    expect(stream.generations().every((id) => done.includes(id))).toBe(true);
   }, 150_000);
 
   it('spreads its keys over every primary, and the chat hand-off over one stream per primary', async () => {
